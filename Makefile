@@ -1,0 +1,38 @@
+SHELL := /bin/bash
+ROOT := $(CURDIR)
+VENV := $(ROOT)/.venv
+export PATH := $(VENV)/bin:$(PATH)
+export PYTHONPATH := $(ROOT)
+export SPARK_HOME := $(ROOT)/.venv/lib/python3.11/site-packages/pyspark
+
+.PHONY: setup stack-up stack-down stack-status airflow-up airflow-down test test-unit demo bench
+
+setup:          ## install apt packages and the venv (idempotent)
+	scripts/setup.sh
+
+stack-up:       ## start upstream MariaDB x2, downstream, Postgres on loopback
+	scripts/stack.sh up
+
+stack-down:
+	scripts/stack.sh down
+
+stack-status:
+	scripts/stack.sh status
+
+airflow-up:     ## airflow standalone on the stack's Postgres, with dags/ and plugins/
+	scripts/airflow.sh up
+
+airflow-down:
+	scripts/airflow.sh down
+
+test:           ## the whole suite: unit, integration (local stack), e2e (Airflow + Spark)
+	$(VENV)/bin/python -m pytest tests
+
+test-unit:
+	$(VENV)/bin/python -m pytest tests/unit
+
+demo:           ## the seed example migration, end to end through Airflow
+	scripts/demo.sh
+
+bench:
+	$(VENV)/bin/python -m bench.run

@@ -1,0 +1,68 @@
+"""shardflow's error registry.
+
+Every error a user can meet has a stable code, a message and a workaround, registered once
+here (as DM's terror list does). Whether an operation may be retried is a property of the
+exception class (``Transient`` vs ``Terminal``), never of the message text.
+
+    >>> e = ErrorCode.CONFIG_INVALID.error("task.yaml: name: missing")
+    >>> str(e).splitlines()[0]
+    '[code=10001:config] task.yaml: name: missing'
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ShardflowError(Exception):
+    """Base of every error shardflow raises on purpose."""
+
+    code: "ErrorCode | None" = None
+
+    def __init__(self, message: str, *, code: "ErrorCode | None" = None, workaround: str | None = None):
+        self.code = code or self.code
+        self.message = message
+        self.workaround = workaround or (self.code.workaround if self.code else "")
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        head = f"[code={self.code.number}:{self.code.klass}] " if self.code else ""
+        tail = f"\nworkaround: {self.workaround}" if self.workaround else ""
+        return f"{head}{self.message}{tail}"
+
+
+class Terminal(ShardflowError):
+    """Retrying cannot help: a person must change something first."""
+
+
+class Transient(ShardflowError):
+    """A retry (the next poke, the next attempt) may succeed without anyone acting."""
+
+
+class ErrorCode(enum.Enum):
+    # number, class, terminal?, workaround
+    CONFIG_INVALID = (10001, "config", True, "Fix the keys named above, then run `dmctl check-task FILE`.")
+    SOURCE_INVALID = (10002, "config", True, "Fix the source file, then run `dmctl operate-source create FILE`.")
+    SOURCE_UNKNOWN = (10003, "config", True, "Register it first: `dmctl operate-source create SOURCE.yaml`.")
+    TASK_UNKNOWN = (10004, "config", True, "Start it first: `dmctl start-task TASK.yaml`.")
+    PRECHECK_FAILED = (20001, "precheck", True, "Fix the items marked error (each names its fix), or list them in `ignore-checking-items` if you accept the risk.")
+    UPSTREAM_UNREACHABLE = (30001, "database", False, "Check that the server is up and the source's host/port/user/password are right (`dmctl operate-source show`).")
+    DOWNSTREAM_UNREACHABLE = (30002, "database", False, "Check that the target database is up and `target-database` in the task file is right.")
+    STATE_STORE_UNREACHABLE = (30003, "database", False, "Check SHARDFLOW_STATE_DSN / the `shardflow_state` connection and that Postgres is up.")
+    FULL_LOAD_FAILED = (40001, "load", False, "Rerun the full DAG: finished chunks are kept and only the rest is loaded.")
+    BINLOG_POSITION_LOST = (50001, "sync", True, "The checkpoint's binlog file is gone from the upstream: run the full phase again, or set a newer `meta` position in the task file.")
+    DDL_UNSUPPORTED = (50002, "sync", True, "Run `dmctl binlog skip TASK` to skip the statement, or `dmctl binlog replace TASK \"SQL\"` to run other SQL in its place.")
+    DDL_EXEC_FAILED = (50003, "sync", True, "Fix the downstream, or run `dmctl binlog skip TASK` / `dmctl binlog replace TASK \"SQL\"`; then `dmctl resume-task TASK`.")
+    DML_EXEC_FAILED = (50004, "sync", False, "Check the downstream; the source retries from its last checkpoint in safe mode.")
+    SCHEMA_UNKNOWN = (50005, "sync", True, "The upstream must run with binlog_row_metadata=FULL so row events carry column names (`SET GLOBAL binlog_row_metadata='FULL'`), then resume.")
+    AIRFLOW_API = (60001, "airflow", False, "Check that Airflow is up (`make airflow-up`) and SHARDFLOW_AIRFLOW_URL / credentials are right.")
+
+    def __init__(self, number: int, klass: str, terminal: bool, workaround: str):
+        self.number = number
+        self.klass = klass
+        self.terminal = terminal
+        self.workaround = workaround
+
+    def error(self, message: str, *, workaround: str | None = None) -> ShardflowError:
+        cls = Terminal if self.terminal else Transient
+        return cls(message, code=self, workaround=workaround)

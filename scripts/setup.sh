@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs everything shardflow needs on a fresh Debian bookworm machine, idempotently:
+# apt packages (servers, Java 17, JDBC driver, build deps for mysqlclient) and .venv.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+APT_PKGS=(mariadb-server mariadb-client postgresql openjdk-17-jre-headless libmariadb-java mydumper
+          default-libmysqlclient-dev pkg-config build-essential python3-venv python3-dev)
+
+missing=()
+for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  echo "[setup] apt: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  # Debian starts the packaged servers; the project runs its own on other ports.
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
+stamp=.venv/.requirements.sha
+want=$(sha256sum requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "[setup] venv: installing requirements.txt (a few minutes the first time)"
+  .venv/bin/pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/pip install -q -r requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/pip install -q --no-deps -e . 2>&1 | grep -v -E "^WARNING: Location|BuildBackendWarning|^\s*$|\*\*\*|!!|Please be careful|name as your package|with strategy" || true
+  echo "$want" > "$stamp"
+fi
+
+# Verify: versions agree and Spark runs.
+.venv/bin/python - <<'PY'
+from importlib.metadata import version
+import sys
+pins = {l.split("==")[0].lower(): l.split("==")[1].strip() for l in open("requirements.txt") if "==" in l and not l.startswith("#")}
+bad = [f"{n}: want {v}, have {version(n)}" for n, v in pins.items() if version(n) != v]
+if version("pyspark") != version("pyspark-client"):
+    bad.append(f"pyspark {version('pyspark')} != pyspark-client {version('pyspark-client')}")
+import pyspark
+if pyspark.__version__ != version("pyspark"):
+    bad.append(f"pyspark files are {pyspark.__version__}, package is {version('pyspark')}")
+if bad:
+    sys.exit("[setup] version check failed:\n  " + "\n  ".join(bad))
+print("[setup] python packages agree: airflow", version("apache-airflow"), "pyspark", version("pyspark"))
+PY
+export SPARK_HOME=$(.venv/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
+.venv/bin/spark-submit --version 2>&1 | grep -q "version $(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')" \
+  || { echo "[setup] spark-submit --version failed"; exit 1; }
+[ -f /usr/share/java/mariadb-java-client.jar ] || { echo "[setup] JDBC driver missing"; exit 1; }
+.venv/bin/dmctl --help >/dev/null 2>&1 || { echo "[setup] dmctl not installed in .venv"; exit 1; }
+echo "[setup] ok: spark-submit works, JDBC driver present, dmctl installed"
