@@ -1,0 +1,1 @@
+from dm_core.state.store import Position, StateStore  # noqa: F401

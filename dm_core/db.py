@@ -1,0 +1,87 @@
+"""MySQL-protocol connections (upstream sources and the downstream target).
+
+One place that opens connections, so timeouts, charset and error wrapping are the same
+everywhere, and a password can never leak into an error message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dm_core.errors import ErrorCode, ShardflowError
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a MySQL-protocol server is and how to log in. ``password`` never prints."""
+
+    host: str
+    port: int
+    user: str
+    password: str = field(default="", repr=False)
+    name: str = ""  # a label for messages: "source mysql-01", "target"
+    session: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        label = f"{self.name} " if self.name else ""
+        return f"{label}{self.user}@{self.host}:{self.port}"
+
+
+def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = True,
+            read_timeout: int | None = 3600, downstream: bool = False):
+    """Open a pymysql connection; failures become a Transient error naming the server."""
+    import pymysql
+
+    code = ErrorCode.DOWNSTREAM_UNREACHABLE if downstream else ErrorCode.UPSTREAM_UNREACHABLE
+    init = ";".join(f"SET SESSION {_quote_var(k)} = %s" % pymysql.converters.escape_item(v, "utf8mb4")
+                    for k, v in ep.session) or None
+    try:
+        return pymysql.connect(
+            host=ep.host, port=int(ep.port), user=ep.user, password=ep.password, database=database,
+            charset="utf8mb4", autocommit=autocommit, connect_timeout=10, read_timeout=read_timeout,
+            write_timeout=read_timeout, init_command=init, local_infile=False,
+        )
+    except pymysql.err.OperationalError as e:
+        raise code.error(f"cannot connect to {ep}: {_scrub(str(e.args[-1]) if e.args else str(e), ep)}") from None
+
+
+def _quote_var(name: str) -> str:
+    if not name.replace("_", "").isalnum():
+        raise ShardflowError(f"invalid session variable name {name!r}")
+    return name
+
+
+def _scrub(text: str, ep: Endpoint) -> str:
+    return text.replace(ep.password, "***") if ep.password else text
+
+
+def qi(name: str) -> str:
+    """Quote a MySQL identifier.
+
+    >>> qi("a`b")
+    '`a``b`'
+    """
+    return "`" + name.replace("`", "``") + "`"
+
+
+def qt(schema: str, table: str) -> str:
+    return f"{qi(schema)}.{qi(table)}"
+
+
+def master_position(conn) -> tuple[str, int, str | None]:
+    """(file, pos, gtid) the server has written up to now."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        row = cur.fetchone()
+        if not row:
+            raise ErrorCode.SCHEMA_UNKNOWN.error(
+                "binary logging is off on the upstream (SHOW MASTER STATUS is empty)",
+                workaround="start the server with --log-bin --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL",
+            )
+        gtid = None
+        try:
+            cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
+            gtid = cur.fetchone()[0] or None
+        except Exception:  # MySQL: Executed_Gtid_Set is in SHOW MASTER STATUS
+            gtid = row[4] if len(row) > 4 else None
+        return row[0], int(row[1]), gtid

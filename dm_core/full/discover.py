@@ -1,0 +1,106 @@
+"""Which upstream tables a task moves, where each goes, and how to split it into chunks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dm_core.db import qi, qt
+
+SYSTEM_SCHEMAS = {"mysql", "information_schema", "performance_schema", "sys"}
+_INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
+
+
+@dataclass
+class SourceTable:
+    source_id: str
+    schema: str
+    table: str
+    target_schema: str
+    target_table: str
+    columns: list[str]
+    key: list[str]                    # PK, else not-null UK, else []
+    key_types: list[str]              # information_schema DATA_TYPE of each key column
+    rows_estimate: int = 0
+    extract: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.source_id}:{self.schema}.{self.table}"
+
+
+def discover(conn, source_id: str, rules) -> list[SourceTable]:
+    """Allowed base tables of one source with their routes, keys and size estimates."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT table_schema, table_name, COALESCE(table_rows, 0) FROM information_schema.tables "
+            "WHERE table_type = 'BASE TABLE' ORDER BY table_schema, table_name"
+        )
+        tables = [(s, t, int(n)) for s, t, n in cur.fetchall()
+                  if s.lower() not in SYSTEM_SCHEMAS and rules.block_allow.allow_table(s, t)]
+        if not tables:
+            return []
+        cur.execute(
+            "SELECT table_schema, table_name, column_name, data_type, is_nullable FROM information_schema.columns "
+            "ORDER BY table_schema, table_name, ordinal_position"
+        )
+        cols: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
+        for s, t, c, dt, nullable in cur.fetchall():
+            cols.setdefault((s, t), []).append((c, dt.lower(), nullable == "YES"))
+        cur.execute(
+            "SELECT table_schema, table_name, index_name, column_name, non_unique FROM information_schema.statistics "
+            "ORDER BY table_schema, table_name, index_name = 'PRIMARY' DESC, index_name, seq_in_index"
+        )
+        idx: dict[tuple[str, str], dict[str, tuple[bool, list[str]]]] = {}
+        for s, t, i, c, nu in cur.fetchall():
+            idx.setdefault((s, t), {}).setdefault(i, (not int(nu), []))[1].append(c)
+    out = []
+    for s, t, n in tables:
+        ccols = cols.get((s, t), [])
+        types = {c: dt for c, dt, _ in ccols}
+        nullable = {c: nl for c, _, nl in ccols}
+        key: list[str] = []
+        indexes = idx.get((s, t), {})
+        if "PRIMARY" in indexes:
+            key = indexes["PRIMARY"][1]
+        else:
+            for uniq, icols in indexes.values():
+                if uniq and not any(nullable[c] for c in icols):
+                    key = icols
+                    break
+        ts, tt = rules.router.route(s, t)
+        out.append(SourceTable(source_id, s, t, ts, tt, [c for c, _, _ in ccols], key,
+                               [types[c] for c in key], n, rules.router.extract_values(s, t, source_id)))
+    return out
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_id: int
+    where: str          # a predicate on the upstream table, '1=1' for the whole table
+
+
+def chunk_table(conn, st: SourceTable, target_rows: int = 200_000) -> list[Chunk]:
+    """Split a table into key ranges of about ``target_rows`` rows.
+
+    Integer first key column: equal-width ranges between MIN and MAX (bounds are integers
+    read from the server and formatted with int(), the only values that reach SQL text,
+    because Spark's JDBC predicates are text). Other keys, or no key: one chunk.
+    """
+    if not st.key or st.key_types[0] not in _INT_TYPES:
+        return [Chunk(0, "1=1")]
+    k = qi(st.key[0])
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT MIN({k}), MAX({k}), COUNT(*) FROM {qt(st.schema, st.table)}")
+        lo, hi, n = cur.fetchone()
+    if lo is None or n <= target_rows:
+        return [Chunk(0, "1=1")]
+    lo, hi = int(lo), int(hi)
+    parts = max(1, -(-int(n) // target_rows))
+    step = max(1, -(-(hi - lo + 1) // parts))
+    splits = [lo + step * i for i in range(1, parts) if lo + step * i <= hi]
+    if not splits:
+        return [Chunk(0, "1=1")]
+    conds = [f"{k} < {int(splits[0])}"]
+    conds += [f"{k} >= {int(a)} AND {k} < {int(b)}" for a, b in zip(splits, splits[1:])]
+    conds.append(f"{k} >= {int(splits[-1])}")
+    return [Chunk(i, c) for i, c in enumerate(conds)]

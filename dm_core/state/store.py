@@ -1,0 +1,322 @@
+"""The shardflow state store: one Postgres schema holding everything a DM-master and the
+dm_meta checkpoint tables would hold.
+
+Design:
+- Every poke, Spark task and CLI call is stateless; it opens the store, runs one
+  transaction per transition and closes. Nothing lives in an operator instance.
+- A checkpoint row is only ever written *after* the downstream effects up to that position
+  are committed. The safe-mode exit point is written *before* a batch is sent downstream,
+  so after a crash at any point a restart knows how far replay must stay idempotent.
+- Passwords of sources are kept here (as DM-master keeps them in etcd): they never go to
+  Airflow Variables, XCom or logs. Protect the database like the credentials it holds.
+
+The DSN comes from ``SHARDFLOW_STATE_DSN`` (or the Airflow connection ``shardflow_state``,
+resolved by the plugin layer and passed in).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from dm_core.errors import ErrorCode
+
+SCHEMA = os.environ.get("SHARDFLOW_STATE_SCHEMA", "shardflow")
+
+_DDL = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.source (
+    source_id   text PRIMARY KEY,
+    config      jsonb NOT NULL,          -- everything but the password
+    password    text NOT NULL DEFAULT '',
+    enabled     boolean NOT NULL DEFAULT true,
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS {s}.task (
+    name        text PRIMARY KEY,
+    config_text text NOT NULL,           -- the task file as the user wrote it
+    status      text NOT NULL DEFAULT 'running',   -- running | paused | stopped
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS {s}.source_state (
+    task        text NOT NULL,
+    source_id   text NOT NULL,
+    stage       text NOT NULL DEFAULT 'new',  -- new | precheck | full | sync | paused | error | stopped
+    -- checkpoint: every effect before this position is durable downstream
+    binlog_file text, binlog_pos bigint, binlog_gtid text,
+    -- safe mode stays on until the stream passes this position
+    safe_exit_file text, safe_exit_pos bigint,
+    -- full phase watermarks
+    low_file text, low_pos bigint, low_gtid text,
+    high_file text, high_pos bigint, high_gtid text,
+    -- progress and health
+    applied_rows bigint NOT NULL DEFAULT 0,
+    applied_events bigint NOT NULL DEFAULT 0,
+    last_event_ts timestamptz,
+    lag_seconds double precision,
+    rows_per_second double precision,
+    error       text,
+    error_code  integer,
+    error_stmt  text,
+    error_pos   text,
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (task, source_id)
+);
+CREATE TABLE IF NOT EXISTS {s}.full_chunk (
+    task        text NOT NULL,
+    source_id   text NOT NULL,
+    schema_name text NOT NULL,
+    table_name  text NOT NULL,
+    chunk_id    integer NOT NULL,
+    rows        bigint NOT NULL,
+    done_at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (task, source_id, schema_name, table_name, chunk_id)
+);
+CREATE TABLE IF NOT EXISTS {s}.operator_command (
+    id          bigserial PRIMARY KEY,
+    task        text NOT NULL,
+    source_id   text,
+    command     text NOT NULL,          -- skip | replace
+    args        jsonb NOT NULL DEFAULT '{{}}',
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    consumed_at timestamptz
+);
+"""
+
+
+@dataclass(frozen=True)
+class Position:
+    """A binlog position between two transactions."""
+
+    file: str
+    pos: int
+    gtid: str | None = None
+
+    def key(self) -> tuple[int, int]:
+        # mysql-bin.000012 → 12: binlog files sort by their numeric suffix.
+        return (int(self.file.rsplit(".", 1)[-1]), self.pos)
+
+    def __str__(self) -> str:
+        return f"({self.file}, {self.pos})"
+
+
+def default_dsn() -> str:
+    dsn = os.environ.get("SHARDFLOW_STATE_DSN")
+    if not dsn:
+        raise ErrorCode.STATE_STORE_UNREACHABLE.error(
+            "no state store configured: SHARDFLOW_STATE_DSN is not set",
+            workaround="export SHARDFLOW_STATE_DSN=postgresql://USER@HOST:PORT/DB "
+            "(`scripts/stack.sh env` prints the local stack's)",
+        )
+    return dsn
+
+
+class StateStore:
+    """All reads and transitions of shardflow state; each public method is one transaction."""
+
+    def __init__(self, dsn: str | None = None):
+        import psycopg2  # lazy: dm_core stays importable where only pure logic runs
+
+        self._dsn = dsn or default_dsn()
+        try:
+            self._conn = psycopg2.connect(self._dsn, connect_timeout=10)
+        except psycopg2.OperationalError as e:
+            raise ErrorCode.STATE_STORE_UNREACHABLE.error(f"cannot connect to the state store: {str(e).strip()}") from None
+        self._conn.autocommit = False
+        self.migrate()
+
+    @property
+    def dsn(self) -> str:
+        return self._dsn
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "StateStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[Any]:
+        cur = self._conn.cursor()
+        try:
+            yield cur
+            self._conn.commit()
+        except BaseException:
+            self._conn.rollback()
+            raise
+        finally:
+            cur.close()
+
+    def migrate(self) -> None:
+        with self.tx() as cur:
+            # Concurrent first starts (many sensors at once) must not race on CREATE.
+            cur.execute("SELECT pg_advisory_xact_lock(724011)")
+            cur.execute(_DDL.format(s=SCHEMA))
+
+    # ---- sources -------------------------------------------------------------------
+    def put_source(self, source_id: str, config: dict, password: str) -> None:
+        with self.tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.source (source_id, config, password, enabled) VALUES (%s, %s, %s, true) "
+                "ON CONFLICT (source_id) DO UPDATE SET config = EXCLUDED.config, password = EXCLUDED.password, "
+                "enabled = true, updated_at = now()",
+                (source_id, json.dumps(config), password),
+            )
+
+    def get_source(self, source_id: str) -> tuple[dict, str] | None:
+        with self.tx() as cur:
+            cur.execute(f"SELECT config, password FROM {SCHEMA}.source WHERE source_id = %s AND enabled", (source_id,))
+            row = cur.fetchone()
+        return (row[0], row[1]) if row else None
+
+    def list_sources(self) -> list[dict]:
+        with self.tx() as cur:
+            cur.execute(f"SELECT config FROM {SCHEMA}.source WHERE enabled ORDER BY source_id")
+            return [r[0] for r in cur.fetchall()]
+
+    def disable_source(self, source_id: str) -> bool:
+        with self.tx() as cur:
+            cur.execute(f"UPDATE {SCHEMA}.source SET enabled = false, updated_at = now() WHERE source_id = %s", (source_id,))
+            return cur.rowcount > 0
+
+    # ---- tasks ---------------------------------------------------------------------
+    def put_task(self, name: str, config_text: str, status: str = "running") -> None:
+        with self.tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.task (name, config_text, status) VALUES (%s, %s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET config_text = EXCLUDED.config_text, status = EXCLUDED.status, updated_at = now()",
+                (name, config_text, status),
+            )
+
+    def register_task(self, name: str, config_text: str) -> None:
+        """Store the task file's text; a new task starts `running`, a known one keeps its status."""
+        with self.tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.task (name, config_text) VALUES (%s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET config_text = EXCLUDED.config_text, updated_at = now()",
+                (name, config_text),
+            )
+
+    def get_task(self, name: str) -> tuple[str, str] | None:
+        """(config_text, status) or None."""
+        with self.tx() as cur:
+            cur.execute(f"SELECT config_text, status FROM {SCHEMA}.task WHERE name = %s", (name,))
+            row = cur.fetchone()
+        return (row[0], row[1]) if row else None
+
+    def list_tasks(self) -> list[tuple[str, str]]:
+        with self.tx() as cur:
+            cur.execute(f"SELECT name, status FROM {SCHEMA}.task ORDER BY name")
+            return list(cur.fetchall())
+
+    def set_task_status(self, name: str, status: str) -> bool:
+        with self.tx() as cur:
+            cur.execute(f"UPDATE {SCHEMA}.task SET status = %s, updated_at = now() WHERE name = %s", (status, name))
+            return cur.rowcount > 0
+
+    def reset_task(self, name: str) -> None:
+        """Forget every position and chunk of a task (a fresh start of the full phase)."""
+        with self.tx() as cur:
+            cur.execute(f"DELETE FROM {SCHEMA}.source_state WHERE task = %s", (name,))
+            cur.execute(f"DELETE FROM {SCHEMA}.full_chunk WHERE task = %s", (name,))
+            cur.execute(f"DELETE FROM {SCHEMA}.operator_command WHERE task = %s", (name,))
+
+    # ---- per-source state ------------------------------------------------------------
+    def source_state(self, task: str, source_id: str) -> dict:
+        with self.tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.source_state (task, source_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (task, source_id),
+            )
+            cur.execute(f"SELECT * FROM {SCHEMA}.source_state WHERE task = %s AND source_id = %s", (task, source_id))
+            cols = [d[0] for d in cur.description]
+            return dict(zip(cols, cur.fetchone()))
+
+    def all_source_states(self, task: str) -> list[dict]:
+        with self.tx() as cur:
+            cur.execute(f"SELECT * FROM {SCHEMA}.source_state WHERE task = %s ORDER BY source_id", (task,))
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def update_source_state(self, task: str, source_id: str, **fields: Any) -> None:
+        if not fields:
+            return
+        allowed = {
+            "stage", "binlog_file", "binlog_pos", "binlog_gtid", "safe_exit_file", "safe_exit_pos",
+            "low_file", "low_pos", "low_gtid", "high_file", "high_pos", "high_gtid", "applied_rows",
+            "applied_events", "last_event_ts", "lag_seconds", "rows_per_second", "error", "error_code",
+            "error_stmt", "error_pos",
+        }
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"unknown source_state fields: {sorted(unknown)}")
+        names = sorted(fields)
+        sets = ", ".join(f"{n} = %s" for n in names)
+        with self.tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.source_state (task, source_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (task, source_id),
+            )
+            cur.execute(
+                f"UPDATE {SCHEMA}.source_state SET {sets}, updated_at = now() WHERE task = %s AND source_id = %s",
+                [fields[n] for n in names] + [task, source_id],
+            )
+
+    def add_applied(self, task: str, source_id: str, rows: int, events: int, **fields: Any) -> None:
+        """Advance counters and the checkpoint in one transaction."""
+        self.update_source_state(task, source_id, **fields)
+        with self.tx() as cur:
+            cur.execute(
+                f"UPDATE {SCHEMA}.source_state SET applied_rows = applied_rows + %s, applied_events = applied_events + %s "
+                "WHERE task = %s AND source_id = %s",
+                (rows, events, task, source_id),
+            )
+
+    # ---- full-load chunks ---------------------------------------------------------------
+    def done_chunks(self, task: str, source_id: str, schema: str, table: str) -> set[int]:
+        with self.tx() as cur:
+            cur.execute(
+                f"SELECT chunk_id FROM {SCHEMA}.full_chunk WHERE task = %s AND source_id = %s AND schema_name = %s AND table_name = %s",
+                (task, source_id, schema, table),
+            )
+            return {r[0] for r in cur.fetchall()}
+
+    def mark_chunk_done(self, task: str, source_id: str, schema: str, table: str, chunk_id: int, rows: int) -> None:
+        with self.tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.full_chunk (task, source_id, schema_name, table_name, chunk_id, rows) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (task, source_id, schema, table, chunk_id, rows),
+            )
+
+    def chunk_totals(self, task: str) -> dict[str, int]:
+        with self.tx() as cur:
+            cur.execute(f"SELECT source_id, sum(rows) FROM {SCHEMA}.full_chunk WHERE task = %s GROUP BY source_id", (task,))
+            return {r[0]: int(r[1]) for r in cur.fetchall()}
+
+    # ---- operator commands (binlog skip / replace) -------------------------------------
+    def add_command(self, task: str, source_id: str | None, command: str, args: dict) -> None:
+        with self.tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.operator_command (task, source_id, command, args) VALUES (%s, %s, %s, %s)",
+                (task, source_id, command, json.dumps(args)),
+            )
+
+    def take_command(self, task: str, source_id: str) -> tuple[str, dict] | None:
+        with self.tx() as cur:
+            cur.execute(
+                f"SELECT id, command, args FROM {SCHEMA}.operator_command WHERE task = %s "
+                "AND (source_id = %s OR source_id IS NULL) AND consumed_at IS NULL ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                (task, source_id),
+            )
+            row = cur.fetchone()
+            if not row:
+                return None
+            cur.execute(f"UPDATE {SCHEMA}.operator_command SET consumed_at = now() WHERE id = %s", (row[0],))
+            return row[1], row[2]

@@ -1,0 +1,67 @@
+"""DML build: row changes (already routed and mapped) → parameterised SQL statements.
+
+Safe mode makes replay idempotent, as DM does: INSERT → REPLACE, UPDATE → DELETE (old key)
++ REPLACE (new row). Outside safe mode, INSERT / UPDATE … WHERE key / DELETE … WHERE key.
+Values are always parameters; identifiers are always quoted.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+from dataclasses import dataclass
+
+from dm_core.db import qi, qt
+from dm_core.target import TargetTable
+
+
+@dataclass(slots=True)
+class Stmt:
+    sql: str            # identical text for statements that may be batched together
+    params: tuple
+
+
+def to_db_value(v):
+    """mysql-replication's Python values → what pymysql sends back faithfully."""
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, ensure_ascii=False, separators=(", ", ": "))
+    if isinstance(v, set):
+        return ",".join(sorted(v))
+    if v is None or isinstance(v, (int, str, float, bytes, decimal.Decimal, datetime.date, datetime.timedelta)):
+        return v
+    return str(v)
+
+
+class DMLBuilder:
+    """Builds statements for one target table; templates are built once per table."""
+
+    def __init__(self, tt: TargetTable):
+        self.tt = tt
+        name = qt(tt.schema, tt.table)
+        cols = tt.columns
+        collist = ", ".join(qi(c) for c in cols)
+        ph = ", ".join(["%s"] * len(cols))
+        eq = " = " if tt.key_is_unique else " <=> "
+        where = " AND ".join(f"{qi(k)}{eq}%s" for k in tt.key)
+        limit = "" if tt.key_is_unique else " LIMIT 1"
+        sets = ", ".join(f"{qi(c)} = %s" for c in cols)
+        self.insert_sql = f"INSERT INTO {name} ({collist}) VALUES ({ph})"
+        self.replace_sql = f"REPLACE INTO {name} ({collist}) VALUES ({ph})"
+        self.delete_sql = f"DELETE FROM {name} WHERE {where}{limit}"
+        self.update_sql = f"UPDATE {name} SET {sets} WHERE {where}{limit}"
+
+    def _row(self, row: dict) -> tuple:
+        return tuple(to_db_value(row.get(c)) for c in self.tt.columns)
+
+    def _key(self, row: dict) -> tuple:
+        return tuple(to_db_value(row.get(c)) for c in self.tt.key)
+
+    def build(self, op: str, before: dict | None, after: dict | None, safe: bool) -> list[Stmt]:
+        if op == "insert":
+            return [Stmt(self.replace_sql if safe else self.insert_sql, self._row(after))]
+        if op == "delete":
+            return [Stmt(self.delete_sql, self._key(before))]
+        if safe:
+            return [Stmt(self.delete_sql, self._key(before)), Stmt(self.replace_sql, self._row(after))]
+        return [Stmt(self.update_sql, self._row(after) + self._key(before))]

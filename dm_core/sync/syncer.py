@@ -1,0 +1,359 @@
+"""One bounded sync window of one source: the DM syncer unit, run once per sensor poke.
+
+Protocol of a window (every step survives the process dying right after it):
+1. Read the source's state. Paused/stopped task → do nothing. A source paused on an error
+   waits for `dmctl binlog skip|replace` or `dmctl resume-task`.
+2. start = checkpoint, else the full phase's low watermark, else the task's `meta`, else
+   the upstream's current position. until = the upstream's write position now.
+3. Read whole transactions in [start, until) (see reader.py), run each row through
+   block/allow list → binlog event filter → route → expression filter → column mapping →
+   DML build, and collect statements into batches of `syncers.batch` rows.
+4. Before a batch goes downstream, the safe-mode exit point is raised to the batch's end
+   (durable in Postgres). Then the batch commits downstream. Then the checkpoint moves to
+   the batch's end. A crash between any two of these leaves checkpoint <= applied <=
+   exit point, so the next window replays in safe mode (REPLACE / DELETE+REPLACE) up to the
+   exit point, which is idempotent: at-least-once delivery made exact.
+5. A DDL flushes everything before it, then runs alone, then the checkpoint moves past it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from dataclasses import dataclass, field
+
+from dm_core.db import connect, master_position, qi
+from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.sources import replica_server_id, source_endpoint, target_endpoint
+from dm_core.state.store import Position
+from dm_core.sync.applier import Applier
+from dm_core.sync.ddl import route_ddl
+from dm_core.sync.dml import DMLBuilder, Stmt
+from dm_core.sync.reader import BinlogWindow, RowChange, Txn
+from dm_core.target import TargetCatalog
+
+log = logging.getLogger("shardflow.sync")
+
+_DDL_FILTER_TYPES = {"create table", "drop table", "alter table", "truncate table", "rename table",
+                     "create index", "drop index", "create database", "drop database"}
+
+
+@dataclass
+class WindowResult:
+    source_id: str
+    start: str
+    end: str
+    until: str
+    rows: int = 0
+    txns: int = 0
+    ddls: list[str] = field(default_factory=list)
+    safe_mode: bool = False
+    paused: str | None = None      # the error that paused the source
+    state: str = "sync"
+    lag_seconds: float | None = None
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        s = (f"source {self.source_id}: {self.rows} rows in {self.txns} transactions, "
+             f"{self.start} → {self.end} (upstream at {self.until}), safe mode {'on' if self.safe_mode else 'off'}, "
+             f"{self.seconds:.1f}s")
+        if self.ddls:
+            s += f", DDL: {'; '.join(self.ddls)}"
+        if self.paused:
+            s += f"\nPAUSED: {self.paused}"
+        return s
+
+
+class _TablePlan:
+    """Everything the row path needs for one upstream table shape, built once."""
+
+    __slots__ = ("skip", "target", "builder", "mapping", "columns", "extract", "expr")
+
+    def __init__(self):
+        self.skip = False
+        self.target = None
+        self.builder = None
+        self.mapping = None
+        self.columns = None
+        self.extract = {}
+        self.expr = None
+
+
+class Syncer:
+    def __init__(self, task, source_id: str, store, *, budget_events: int = 200_000, budget_seconds: float = 30.0):
+        self.task = task
+        self.source_id = source_id
+        self.store = store
+        self.inst = task.instance(source_id)
+        self.rules = task.rules_for(source_id)
+        self.syncer_cfg = self.inst.syncer
+        self.budget_events = budget_events
+        self.budget_seconds = budget_seconds
+        self._plans: dict[tuple, _TablePlan] = {}
+        self._catalog: TargetCatalog | None = None
+        self._sharded_targets = self._find_sharded_targets()
+
+    # ---- entry point ------------------------------------------------------------------
+    def run_window(self) -> WindowResult:
+        t0 = time.monotonic()
+        st = self.store.source_state(self.task.name, self.source_id)
+        task_row = self.store.get_task(self.task.name)
+        status = task_row[1] if task_row else "running"
+        skip_at, replace_with = None, None
+        if st["stage"] == "paused" and st["error"]:
+            cmd = self.store.take_command(self.task.name, self.source_id)
+            if cmd is None:
+                return WindowResult(self.source_id, "-", "-", "-", paused=st["error"], state="paused")
+            name, args = cmd
+            skip_at = st["error_pos"]
+            replace_with = args.get("sql") if name == "replace" else None
+            log.info("source %s: operator command %s at %s", self.source_id, name, skip_at)
+            self.store.update_source_state(self.task.name, self.source_id, stage="sync", error=None,
+                                           error_code=None, error_stmt=None)
+        if status != "running":
+            return WindowResult(self.source_id, "-", "-", "-", state=status)
+
+        up = source_endpoint(self.store, self.source_id)
+        uconn = connect(up)
+        try:
+            until = Position(*master_position(uconn))
+        finally:
+            uconn.close()
+        start = self._start_position(st, until)
+        safe_exit = self._safe_exit(st)
+        res = WindowResult(self.source_id, str(start), str(start), str(until))
+        dconn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
+        self._catalog = TargetCatalog(dconn)
+        applier = Applier(dconn)
+        window = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
+                              budget_events=self.budget_events, budget_seconds=self.budget_seconds)
+        pending: list[Stmt] = []
+        pending_rows = 0
+        pending_txns = 0
+        checkpoint = start
+        last_ts = None
+        batch = max(1, int(self.syncer_cfg.batch))
+
+        def flush(upto: Position) -> None:
+            nonlocal pending, pending_rows, pending_txns, checkpoint
+            if pending:
+                if safe_exit is None or upto.key() > safe_exit.key():
+                    self.store.update_source_state(self.task.name, self.source_id,
+                                                   safe_exit_file=upto.file, safe_exit_pos=upto.pos)
+                applier.apply(pending)
+            self._checkpoint(upto, pending_rows, pending_txns, last_ts)
+            res.rows += pending_rows
+            res.txns += pending_txns
+            checkpoint = upto
+            pending, pending_rows, pending_txns = [], 0, 0
+
+        try:
+            for txn in window:
+                safe = self.syncer_cfg.safe_mode or (safe_exit is not None and txn.end.key() <= safe_exit.key())
+                res.safe_mode = res.safe_mode or safe
+                if txn.ddl is not None:
+                    flush(txn.start or checkpoint)
+                    pause = self._handle_ddl(txn, dconn, skip_at, replace_with, res)
+                    if pause:
+                        self._pause(txn, pause, res)
+                        break
+                    last_ts = txn.timestamp or last_ts
+                    self._checkpoint(txn.end, 0, 1, last_ts)
+                    checkpoint = txn.end
+                    continue
+                stmts = self._txn_statements(txn, safe)
+                pending.extend(stmts)
+                pending_rows += len(txn.rows)
+                pending_txns += 1
+                last_ts = txn.timestamp or last_ts
+                if pending_rows >= batch:
+                    flush(txn.end)
+            flush(window.position if window.position.key() > checkpoint.key() else checkpoint)
+        except ShardflowError as e:
+            if e.code is not None and e.code.terminal:
+                self._pause(None, e, res, at=checkpoint)
+            else:
+                raise
+        finally:
+            dconn.close()
+        res.end = str(checkpoint)
+        res.seconds = time.monotonic() - t0
+        res.lag_seconds = self._lag(checkpoint, until, last_ts)
+        rate = res.rows / res.seconds if res.seconds > 0 else None
+        self.store.update_source_state(self.task.name, self.source_id, lag_seconds=res.lag_seconds,
+                                       rows_per_second=rate)
+        if res.paused:
+            res.state = "paused"
+        return res
+
+    # ---- positions --------------------------------------------------------------------
+    def _start_position(self, st: dict, now: Position) -> Position:
+        if st["binlog_file"]:
+            return Position(st["binlog_file"], int(st["binlog_pos"]), st["binlog_gtid"])
+        if st["low_file"]:
+            return Position(st["low_file"], int(st["low_pos"]), st["low_gtid"])
+        meta = self.inst.meta
+        if meta is not None and meta.binlog_name:
+            return Position(meta.binlog_name, int(meta.binlog_pos or 4))
+        return now
+
+    @staticmethod
+    def _safe_exit(st: dict) -> Position | None:
+        cands = [Position(st[f], int(st[p])) for f, p in (("safe_exit_file", "safe_exit_pos"), ("high_file", "high_pos"))
+                 if st[f]]
+        return max(cands, key=Position.key) if cands else None
+
+    def _checkpoint(self, pos: Position, rows: int, txns: int, last_ts) -> None:
+        fields = dict(binlog_file=pos.file, binlog_pos=pos.pos, stage="sync")
+        if pos.gtid:
+            fields["binlog_gtid"] = pos.gtid
+        if last_ts:
+            fields["last_event_ts"] = datetime.datetime.fromtimestamp(last_ts, datetime.timezone.utc)
+        self.store.add_applied(self.task.name, self.source_id, rows, txns, **fields)
+
+    @staticmethod
+    def _lag(checkpoint: Position, until: Position, last_ts) -> float:
+        if checkpoint.key() >= until.key() or not last_ts:
+            return 0.0
+        return max(0.0, time.time() - last_ts)
+
+    # ---- rows -------------------------------------------------------------------------
+    def _plan(self, ch: RowChange) -> _TablePlan:
+        row = ch.after if ch.after is not None else ch.before
+        cols = tuple(row)
+        key = (ch.schema, ch.table, cols)
+        p = self._plans.get(key)
+        if p is not None:
+            return p
+        p = _TablePlan()
+        r = self.rules
+        if not r.block_allow.allow_table(ch.schema, ch.table):
+            p.skip = True
+        else:
+            if any(c.startswith("UNKNOWN_COL") for c in cols):
+                raise ErrorCode.SCHEMA_UNKNOWN.error(
+                    f"row events of `{ch.schema}`.`{ch.table}` carry no column names")
+            p.columns = list(cols)
+            ts, tt = r.router.route(ch.schema, ch.table)
+            p.target = self._catalog.get(ts, tt)
+            p.builder = DMLBuilder(p.target)
+            p.mapping = r.column_mapper.plan(ch.schema, ch.table, p.columns)
+            p.extract = r.router.extract_values(ch.schema, ch.table, self.source_id)
+            p.expr = r.expr_filter.compile(ch.schema, ch.table, p.columns)
+        self._plans[key] = p
+        return p
+
+    def _map(self, p: _TablePlan, row: dict | None) -> dict | None:
+        if row is None:
+            return None
+        if p.mapping is not None:
+            row = dict(zip(p.columns, p.mapping.map_row([row[c] for c in p.columns])))
+        if p.extract:
+            row = {**row, **p.extract}
+        return row
+
+    def _txn_statements(self, txn: Txn, safe: bool) -> list[Stmt]:
+        out: list[Stmt] = []
+        bf = self.rules.binlog_filter
+        for ch in txn.rows:
+            p = self._plan(ch)
+            if p.skip:
+                continue
+            action = bf.action(ch.schema, ch.table, ch.op, None)
+            if action == "ignore":
+                continue
+            if action == "error":
+                raise ErrorCode.DDL_UNSUPPORTED.error(
+                    f"binlog event filter says Error for {ch.op} on `{ch.schema}`.`{ch.table}`")
+            if p.expr is not None:
+                if ch.op == "insert" and p.expr.skip_insert(ch.after):
+                    continue
+                if ch.op == "update" and p.expr.skip_update(ch.before, ch.after):
+                    continue
+                if ch.op == "delete" and p.expr.skip_delete(ch.before):
+                    continue
+            out.extend(p.builder.build(ch.op, self._map(p, ch.before), self._map(p, ch.after), safe))
+        return out
+
+    # ---- DDL --------------------------------------------------------------------------
+    def _find_sharded_targets(self) -> set[tuple[str, str]]:
+        """Targets that several upstream tables are routed into (sharding groups).
+
+        Until shard DDL coordination lands, these are known from the task's routes only:
+        a route whose patterns contain wildcards merges tables.
+        """
+        out = set()
+        if not self.task.shard_mode:
+            return out
+        for name in self.inst.route_rules:
+            rule = self.task.routes[name]
+            if any(ch in (rule.schema_pattern or "") + (rule.table_pattern or "") for ch in "*?[~"):
+                out.add((rule.target_schema, rule.target_table or ""))
+        return out
+
+    def _handle_ddl(self, txn: Txn, dconn, skip_at, replace_with, res: WindowResult) -> ShardflowError | None:
+        sql = txn.ddl
+        if skip_at and skip_at == str(txn.start):
+            if replace_with:
+                with dconn.cursor() as cur:
+                    for stmt in [s for s in replace_with.split(";") if s.strip()]:
+                        cur.execute(stmt)
+                res.ddls.append(f"replaced by operator: {replace_with}")
+            else:
+                res.ddls.append(f"skipped by operator: {sql}")
+            return None
+        routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route)
+        if routed.kind in ("create database", "drop database"):
+            db = routed.tables[0][0]
+            if not self.rules.block_allow.allow_schema(db):
+                return None
+            if self.rules.binlog_filter.action(db, "", routed.kind, sql) != "do":
+                return None
+            tdb, _ = self.rules.router.route(db, "")
+            stmt = (f"CREATE DATABASE IF NOT EXISTS {qi(tdb)}" if routed.kind == "create database"
+                    else None)  # never drop a merged target database because one shard did
+            if stmt:
+                with dconn.cursor() as cur:
+                    cur.execute(stmt)
+                res.ddls.append(stmt)
+            return None
+        if routed.sql is None:
+            if txn.ddl_schema and not self.rules.block_allow.allow_schema(txn.ddl_schema):
+                return None
+            return ErrorCode.DDL_UNSUPPORTED.error(f"unsupported DDL ({routed.error}): {sql}")
+        allowed = [(s, t) for s, t in routed.tables if self.rules.block_allow.allow_table(s, t)]
+        if not allowed:
+            return None
+        s0, t0 = allowed[0]
+        action = self.rules.binlog_filter.action(s0, t0, routed.kind, sql)
+        if action == "ignore":
+            return None
+        if action == "error":
+            return ErrorCode.DDL_UNSUPPORTED.error(f"binlog event filter says Error for: {sql}")
+        target = self.rules.router.route(s0, t0)
+        if target in self._sharded_targets or (target[0], "") in self._sharded_targets:
+            if routed.kind in ("drop table", "truncate table"):
+                return None  # DM ignores these for sharded tables
+            return ErrorCode.DDL_UNSUPPORTED.error(
+                f"DDL on sharded table `{s0}`.`{t0}` (merged into `{target[0]}`.`{target[1]}`) needs shard DDL "
+                f"coordination, which this build does not have yet: {sql}")
+        try:
+            with dconn.cursor() as cur:
+                cur.execute(routed.sql)
+        except Exception as e:
+            return ErrorCode.DDL_EXEC_FAILED.error(f"downstream rejected `{routed.sql}`: {getattr(e, 'args', e)}")
+        self._catalog.forget(*target)
+        self._plans.clear()
+        res.ddls.append(routed.sql)
+        return None
+
+    def _pause(self, txn: Txn | None, err: ShardflowError, res: WindowResult, at: Position | None = None) -> None:
+        pos = (txn.start if txn is not None else None) or at
+        self.store.update_source_state(
+            self.task.name, self.source_id, stage="paused", error=str(err), error_code=err.code.number if err.code else None,
+            error_stmt=txn.ddl if txn is not None else None, error_pos=str(pos) if pos else None,
+            **({"binlog_file": pos.file, "binlog_pos": pos.pos} if pos else {}),
+        )
+        res.paused = f"{err} (at binlog position {pos}{'; statement: ' + txn.ddl if txn is not None and txn.ddl else ''})"
+        log.error("source %s paused: %s", self.source_id, res.paused)
