@@ -1,0 +1,81 @@
+"""A small client of Airflow 3's REST API (what dmctl needs: DAGs, runs, unpause, trigger).
+
+Where: SHARDFLOW_AIRFLOW_URL (default http://127.0.0.1:8080). Who: SHARDFLOW_AIRFLOW_USER /
+SHARDFLOW_AIRFLOW_PASSWORD, else the simple auth manager's generated password file in
+$AIRFLOW_HOME (what `airflow standalone` writes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from dm_core.errors import ErrorCode
+
+
+class AirflowAPI:
+    def __init__(self, url: str | None = None, user: str | None = None, password: str | None = None):
+        self.url = (url or os.environ.get("SHARDFLOW_AIRFLOW_URL") or "http://127.0.0.1:8080").rstrip("/")
+        self.user = user or os.environ.get("SHARDFLOW_AIRFLOW_USER") or "admin"
+        self._password = password or os.environ.get("SHARDFLOW_AIRFLOW_PASSWORD") or self._generated_password()
+        self._token: str | None = None
+
+    def _generated_password(self) -> str:
+        home = Path(os.environ.get("AIRFLOW_HOME", Path.home() / "airflow"))
+        f = home / "simple_auth_manager_passwords.json.generated"
+        try:
+            return json.loads(f.read_text()).get(self.user, "")
+        except (OSError, ValueError):
+            return ""
+
+    def _call(self, method: str, path: str, body: dict | None = None, auth: bool = True):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if auth:
+            req.add_header("Authorization", f"Bearer {self.token()}")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                raw = r.read()
+                return json.loads(raw) if raw else None
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None
+            detail = e.read().decode(errors="replace")[:500]
+            raise ErrorCode.AIRFLOW_API.error(f"Airflow {method} {path}: HTTP {e.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise ErrorCode.AIRFLOW_API.error(f"cannot reach Airflow at {self.url}: {e}") from None
+
+    def token(self) -> str:
+        if self._token is None:
+            out = self._call("POST", "/auth/token", {"username": self.user, "password": self._password}, auth=False)
+            if not out or "access_token" not in out:
+                raise ErrorCode.AIRFLOW_API.error(f"Airflow at {self.url} refused the login of {self.user!r}")
+            self._token = out["access_token"]
+        return self._token
+
+    def dag(self, dag_id: str) -> dict | None:
+        return self._call("GET", f"/api/v2/dags/{dag_id}")
+
+    def import_errors(self) -> list[dict]:
+        out = self._call("GET", "/api/v2/importErrors?limit=100") or {}
+        return out.get("import_errors", [])
+
+    def set_paused(self, dag_id: str, paused: bool) -> None:
+        self._call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})
+
+    def trigger(self, dag_id: str, conf: dict | None = None) -> dict:
+        return self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}})
+
+    def runs(self, dag_id: str, limit: int = 5) -> list[dict]:
+        out = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit={limit}") or {}
+        return out.get("dag_runs", [])
+
+    def clear_running(self, dag_id: str) -> None:
+        """Mark active runs failed (used by stop-task after the sensors had their chance to stop)."""
+        for r in self.runs(dag_id, 20):
+            if r.get("state") in ("running", "queued"):
+                self._call("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{r['dag_run_id']}", {"state": "failed"})

@@ -1,0 +1,86 @@
+"""Operators of the precheck and full DAGs. Each resolves its inputs and calls dm_core."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from shardflow_airflow import runtime
+
+
+class PrecheckOperator(BaseOperator):
+    """Run DM's check items for a task against the real servers.
+
+    :param task_file: path of the DM task file (templated)
+    Errors fail the task (each names the server, the table and the fix); warnings are
+    logged. The whole report is returned (XCom ``return_value``).
+    """
+
+    template_fields: Sequence[str] = ("task_file",)
+    ui_color = "#f0e4c4"
+
+    def __init__(self, *, task_file: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.task_file = task_file
+
+    def execute(self, context) -> dict:
+        from dm_core.check import run_prechecks
+        from dm_core.sources import source_endpoint, target_endpoint
+
+        task = runtime.load_task(self.task_file)
+        with runtime.open_store() as store:
+            sources = {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances}
+            for sid in sources:
+                store.update_source_state(task.name, sid, stage="precheck", error=None)
+        report = run_prechecks(task, sources, target_endpoint(task))
+        self.log.info("precheck of task %s:\n%s", task.name, report.render())
+        if not report.ok:
+            raise AirflowFailException(f"precheck of task {task.name} failed:\n{report.render()}")
+        return report.to_dict()
+
+
+class FullPrepareOperator(BaseOperator):
+    """Record each source's low watermark and create the merged target tables.
+
+    :param task_file: path of the DM task file (templated)
+    """
+
+    template_fields: Sequence[str] = ("task_file",)
+
+    def __init__(self, *, task_file: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.task_file = task_file
+
+    def execute(self, context) -> dict:
+        from dm_core.full.phase import prepare
+
+        task = runtime.load_task(self.task_file)
+        with runtime.open_store() as store:
+            summary = prepare(task, store)
+        self.log.info("full phase of %s prepared: %s", task.name, json.dumps(summary, indent=2))
+        return summary
+
+
+class FullFinishOperator(BaseOperator):
+    """Record each source's high watermark: the incremental phase leaves safe mode after it.
+
+    :param task_file: path of the DM task file (templated)
+    """
+
+    template_fields: Sequence[str] = ("task_file",)
+
+    def __init__(self, *, task_file: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.task_file = task_file
+
+    def execute(self, context) -> dict:
+        from dm_core.full.phase import finish
+
+        task = runtime.load_task(self.task_file)
+        with runtime.open_store() as store:
+            out = finish(task, store)
+        self.log.info("full phase of %s finished: %s", task.name, json.dumps(out, indent=2))
+        return out

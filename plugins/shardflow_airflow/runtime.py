@@ -1,0 +1,52 @@
+"""Where the Airflow tasks find their inputs: the task file, the state store, Spark."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def tasks_dir() -> Path:
+    return Path(os.environ.get("SHARDFLOW_TASKS_DIR") or PROJECT_ROOT / "config" / "tasks")
+
+
+def state_dsn() -> str:
+    """SHARDFLOW_STATE_DSN, else the Airflow connection `shardflow_state`."""
+    dsn = os.environ.get("SHARDFLOW_STATE_DSN")
+    if dsn:
+        return dsn
+    from airflow.sdk import Connection
+
+    conn = Connection.get("shardflow_state")
+    uri = conn.get_uri()
+    return uri.replace("postgres://", "postgresql://", 1)
+
+
+def open_store():
+    from dm_core.state import StateStore
+
+    return StateStore(state_dsn())
+
+
+def load_task(task_file: str):
+    """Parse the task file and make sure the state store holds its current text."""
+    from dm_core.config.task import load_task_file
+
+    task = load_task_file(task_file)
+    with open_store() as store:
+        store.register_task(task.name, Path(task_file).read_text())
+    return task
+
+
+def spark_submit_binary() -> str:
+    import shutil
+    import sys
+
+    here = Path(sys.executable).parent / "spark-submit"
+    return str(here) if here.exists() else (shutil.which("spark-submit") or "spark-submit")
+
+
+def jdbc_jar() -> str:
+    return os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
