@@ -262,6 +262,19 @@ def cmd_binlog(a) -> int:
     return 0
 
 
+def cmd_validate(a) -> int:
+    from dm_core.validate.compare import compare_task, render
+
+    name = _task_name(a.task)
+    with _store() as store:
+        task, _ = _load_task_from_store(store, name)
+        diffs = compare_task(task, store)
+    print(render(diffs))
+    ok = all(d.equal for d in diffs)
+    print(f"task {name}: downstream {'EQUALS' if ok else 'DIFFERS FROM'} the union of the upstream shards")
+    return 0 if ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dmctl", description="operate shardflow migrations (DM-compatible)")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -291,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("sql", nargs="*")
     s.add_argument("-s", "--source")
     s.set_defaults(fn=cmd_binlog)
+    s = sub.add_parser("validate", help="compare downstream with the union of the shards (row counts, checksums)")
+    s.add_argument("task")
+    s.set_defaults(fn=cmd_validate)
     return p
 
 

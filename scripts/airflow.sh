@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `airflow standalone` on the local stack's Postgres, with the project's dags/ and plugins/.
+#   scripts/airflow.sh up|down|status
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+eval "$("$ROOT/scripts/stack.sh" env)"
+export AIRFLOW_HOME=${AIRFLOW_HOME:-$SHARDFLOW_AIRFLOW_HOME}
+PORT=$SHARDFLOW_AIRFLOW_PORT
+PIDF=$AIRFLOW_HOME/standalone.pid
+LOG=$AIRFLOW_HOME/standalone.log
+
+export PATH="$ROOT/.venv/bin:$PATH"
+export PYTHONPATH="$ROOT:$ROOT/plugins${PYTHONPATH:+:$PYTHONPATH}"
+export SPARK_HOME=$("$ROOT/.venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://postgres@127.0.0.1:$SHARDFLOW_PG_PORT/airflow"
+export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
+export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__PARALLELISM=${AIRFLOW__CORE__PARALLELISM:-8}
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin"
+export AIRFLOW__API__PORT=$PORT
+export AIRFLOW__API__HOST=127.0.0.1
+export AIRFLOW__API__BASE_URL="http://127.0.0.1:$PORT"
+export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$PORT/execution/"
+export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=5
+export AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL=5
+export AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT=1200
+export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
+
+alive() { [ -f "$PIDF" ] && kill -0 "$(cat "$PIDF")" 2>/dev/null; }
+
+case "${1:-}" in
+  up)
+    mkdir -p "$AIRFLOW_HOME"
+    if alive; then echo "[airflow] already running on $AIRFLOW__API__BASE_URL"; exit 0; fi
+    "$ROOT/scripts/stack.sh" status >/dev/null || { echo "[airflow] the stack is down: run make stack-up first"; exit 1; }
+    airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -20 "$AIRFLOW_HOME/migrate.log"; exit 1; }
+    setsid airflow standalone >"$LOG" 2>&1 </dev/null &
+    echo $! >"$PIDF"
+    for _ in $(seq 1 120); do
+      curl -fsS "$AIRFLOW__API__BASE_URL/api/v2/monitor/health" >/dev/null 2>&1 && break
+      alive || { tail -30 "$LOG"; echo "[airflow] failed to start"; exit 1; }
+      sleep 1
+    done
+    curl -fsS "$AIRFLOW__API__BASE_URL/api/v2/monitor/health" >/dev/null || { tail -30 "$LOG"; exit 1; }
+    pw=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['admin'])" \
+          "$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated" 2>/dev/null || echo "?")
+    echo "[airflow] up: $AIRFLOW__API__BASE_URL  login: admin / $pw   (log: $LOG)" ;;
+  down)
+    if alive; then
+      pid=$(cat "$PIDF")
+      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid"
+      for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+      kill -KILL -- "-$pid" 2>/dev/null || true
+      echo "[airflow] stopped"
+    fi
+    rm -f "$PIDF"
+    # task processes started by the supervisor outlive the group in rare cases
+    pkill -f "airflow.*$AIRFLOW_HOME" 2>/dev/null || true ;;
+  status)
+    if alive; then echo "[airflow] running on $AIRFLOW__API__BASE_URL"; else echo "[airflow] stopped"; exit 1; fi ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac
