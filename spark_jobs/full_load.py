@@ -79,8 +79,11 @@ def _transformed(df, st, task):
 
 def _writer(target_ep, state_dsn, task_name, st, chunk_ids, columns, verb, batch):
     """Runs on executors: write one partition (= one chunk), then record it done."""
+    project_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
     def write(rows):
+        if project_root not in sys.path:  # executors import dm_core from the project
+            sys.path.insert(0, project_root)
         from pyspark import TaskContext
 
         from dm_core.db import connect, qi, qt

@@ -12,6 +12,7 @@ triggered alone (conf {"chain": false} stops the chain after that phase).
 from __future__ import annotations
 
 import datetime
+import sys
 from pathlib import Path
 
 from shardflow_airflow import runtime
@@ -56,7 +57,9 @@ def build_dags(task_file: Path) -> dict:
                 task_id="spark_load", application=str(runtime.PROJECT_ROOT / "spark_jobs" / "full_load.py"),
                 application_args=["--task", task.name], conn_id="spark_default",
                 spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
-                name=f"shardflow-full-{task.name}", conf={"spark.ui.enabled": "false"},
+                name=f"shardflow-full-{task.name}",
+                conf={"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable,
+                      "spark.pyspark.driver.python": sys.executable},
             )
             fin = FullFinishOperator(task_id="finish", task_file=path)
             prep >> load >> fin

@@ -1,0 +1,143 @@
+"""What every check item sees: the task, each server's facts, and the sharding groups.
+
+Check items are plain functions tagged with ``@item(name, scope=..., phase=...)``:
+
+- scope ``"server"``: called once per server, reachable or not (only ``connection``);
+- scope ``"source"``: once per reachable source, as ``fn(ctx, facts)``;
+- scope ``"servers"``: once per reachable source and for the reachable target;
+- scope ``"target"``: once for the reachable target;
+- scope ``"task"``: once, as ``fn(ctx)`` (items across sources: sharding groups).
+
+``phase`` says which part of the migration needs the item: ``"replication"`` items are
+skipped for task-mode full, ``"dump"`` items for task-mode incremental.
+
+An item returns a list of ``CheckResult`` built with ``passed``/``warned``/``failed``;
+the runner fills in the item name and, unless the item chose one, the server label.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from dm_core.check.probe import ServerFacts, TableInfo, probe
+from dm_core.check.result import FAIL, PASS, WARN, CheckResult
+from dm_core.db import Endpoint
+
+REPLICATION, DUMP = "replication", "dump"
+
+
+def item(name: str, *, scope: str, phase: str | None = None):
+    """Tag a function as the check item ``name`` (DM's name where DM has one)."""
+    assert scope in ("server", "source", "servers", "target", "task"), scope
+    assert phase in (None, REPLICATION, DUMP), phase
+
+    def deco(fn):
+        fn.item, fn.scope, fn.phase = name, scope, phase
+        return fn
+
+    return deco
+
+
+def passed(message: str, *, table: str | None = None, source: str | None = None) -> CheckResult:
+    return CheckResult("", PASS, source, table, message, "")
+
+
+def warned(message: str, fix: str = "", *, table: str | None = None, source: str | None = None) -> CheckResult:
+    return CheckResult("", WARN, source, table, message, fix)
+
+
+def failed(message: str, fix: str = "", *, table: str | None = None, source: str | None = None) -> CheckResult:
+    return CheckResult("", FAIL, source, table, message, fix)
+
+
+def undetermined(facts: ServerFacts, what: str, fact: str) -> CheckResult:
+    """A warning for an item whose input could not be read."""
+    why = facts.errors.get(fact, "not read")
+    return warned(f"cannot determine {what}: {why}",
+                  f"let user '{facts.user}' read it, or check by hand")
+
+
+@dataclass
+class CheckContext:
+    task: object                                   # dm_core.config.task.TaskConfig
+    sources: dict[str, ServerFacts]                # source-id -> facts, in task order
+    target: ServerFacts
+    endpoints: dict[str, Endpoint] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def gather(cls, task, sources: dict[str, Endpoint], target: Endpoint) -> "CheckContext":
+        """Probe every source and the target in parallel (one connection each)."""
+        jobs = {}
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(task.mysql_instances) + 1))) as ex:
+            for inst in task.mysql_instances:
+                sid = inst.source_id
+                ep = sources.get(sid)
+                if ep is None:
+                    continue
+                rules = task.rules_for(sid)
+                jobs[sid] = ex.submit(probe, sid, ep, allow_table=rules.block_allow.allow_table,
+                                      want_binary_logs=_wants_binary_logs(task, inst))
+            tjob = ex.submit(probe, "target", target, downstream=True)
+            facts = {}
+            for inst in task.mysql_instances:
+                sid = inst.source_id
+                if sid in jobs:
+                    facts[sid] = jobs[sid].result()
+                else:
+                    facts[sid] = ServerFacts(label=sid, address="?", connect_error=(
+                        f"no connection settings for source {sid!r}: register it with `dmctl operate-source create`"))
+            tfacts = tjob.result()
+        ctx = cls(task, facts, tfacts, dict(sources))
+        for sid, f in facts.items():
+            for t in f.tables or ():
+                _apply_rules(task.rules_for(sid), t)
+        return ctx
+
+    def instance(self, source_id: str):
+        return next(i for i in self.task.mysql_instances if i.source_id == source_id)
+
+    def reachable_sources(self) -> list[ServerFacts]:
+        return [f for f in self.sources.values() if f.reachable]
+
+    @cached_property
+    def targets(self) -> dict[tuple[str, str], list[TableInfo]]:
+        """Every target table with the upstream tables routed into it (keys lower-cased)."""
+        out: dict[tuple[str, str], list[TableInfo]] = {}
+        for f in self.reachable_sources():
+            for t in f.tables or ():
+                out.setdefault((t.target[0].lower(), t.target[1].lower()), []).append(t)
+        return out
+
+    @property
+    def groups(self) -> dict[tuple[str, str], list[TableInfo]]:
+        """Sharding groups: target tables fed by more than one upstream table."""
+        return {k: v for k, v in self.targets.items() if len(v) > 1}
+
+    def target_schemas(self) -> list[str]:
+        seen: dict[str, str] = {}
+        for members in self.targets.values():
+            for t in members:
+                seen.setdefault(t.target[0].lower(), t.target[0])
+        return sorted(seen.values())
+
+
+def _wants_binary_logs(task, inst) -> bool:
+    meta = getattr(inst, "meta", None)
+    return (task.task_mode == "incremental" and meta is not None
+            and bool(getattr(meta, "binlog_name", None)) and not getattr(meta, "binlog_gtid", None))
+
+
+def _apply_rules(rules, t: TableInfo) -> None:
+    t.target = tuple(rules.router.route(t.schema, t.table))
+    t.extract_columns = list(rules.router.extract_columns(t.schema, t.table) or ())
+    plan = rules.column_mapper.plan(t.schema, t.table, [c.name for c in t.columns])
+    t.mapped_columns = mapped_columns(plan)
+
+
+def mapped_columns(plan) -> set[str]:
+    """Names of the columns a column-mapping plan rewrites (lower-cased)."""
+    if plan is None:
+        return set()
+    return {str(tr.column).lower() for tr in getattr(plan, "transforms", ()) or () if getattr(tr, "column", None)}

@@ -1,0 +1,41 @@
+"""``meta_position``: an incremental task's start position exists on the source.
+
+Only for task-mode incremental (task-mode all takes its position from the full phase).
+A ``meta`` with a GTID set is not checked (the server resolves GTIDs itself). A file/pos
+meta must name a binary log listed by SHOW BINARY LOGS, and the position must lie
+within that file (4 <= pos <= its size).
+"""
+
+from __future__ import annotations
+
+from dm_core.check.context import REPLICATION, failed, item, passed, warned
+from dm_core.check.probe import ServerFacts
+
+_FIX = ("set mysql-instances[].meta to an existing binlog position (see SHOW BINARY LOGS on the source), "
+        "or run the task with task-mode: all")
+
+
+@item("meta_position", scope="source", phase=REPLICATION)
+def meta_position(ctx, src: ServerFacts):
+    if ctx.task.task_mode != "incremental":
+        return []
+    meta = getattr(ctx.instance(src.label), "meta", None)
+    if meta is None:
+        return [warned("no meta position: the incremental phase starts from the task's saved checkpoint, "
+                       "and fails if there is none", _FIX)]
+    if getattr(meta, "binlog_gtid", None):
+        return []
+    name, pos = meta.binlog_name, int(meta.binlog_pos or 4)
+    if not name:
+        return [failed("meta has neither binlog-name nor binlog-gtid", _FIX)]
+    if src.binary_logs is None:
+        why = src.errors.get("binary_logs", "not read")
+        return [failed(f"cannot list the binary logs to verify meta ({name}, {pos}): {why}",
+                       "grant REPLICATION CLIENT (BINLOG MONITOR on MariaDB) and enable log_bin")]
+    sizes = dict(src.binary_logs)
+    if name not in sizes:
+        have = f"{src.binary_logs[0][0]} .. {src.binary_logs[-1][0]}" if src.binary_logs else "none"
+        return [failed(f"meta binlog file {name} is not on the server (binary logs: {have})", _FIX)]
+    if not 4 <= pos <= sizes[name]:
+        return [failed(f"meta position ({name}, {pos}) is outside the file (size {sizes[name]})", _FIX)]
+    return [passed(f"meta position ({name}, {pos}) exists")]

@@ -1,0 +1,206 @@
+"""Everything the check items need from one server, read in a handful of queries.
+
+This is the only module of the precheck that talks to servers. A probe opens one
+connection, reads variables, status, grants, the allowed tables with their columns and
+keys (ONE information_schema query for the whole server, not one per table) and, when
+asked, the binary log list; then closes the connection. The check items are pure
+functions over the resulting ``ServerFacts``, so they can be tested without a server.
+
+A query that fails leaves its fact as None and its error text in ``errors``: the items
+that need the fact say they could not decide, the others still run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from dm_core.check.grants import Grants
+from dm_core.db import Endpoint, connect, qt
+from dm_core.errors import ShardflowError
+
+SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
+
+VARIABLES = ("version", "version_comment", "server_id", "log_bin", "binlog_format", "binlog_row_image",
+             "binlog_row_metadata", "max_connections", "gtid_mode", "lower_case_table_names")
+
+# One row per (column, index the column is part of): columns without index come once with NULLs.
+_TABLES_SQL = (
+    "SELECT c.table_schema, c.table_name, t.table_collation, c.ordinal_position, c.column_name, "
+    "c.column_type, c.is_nullable, c.extra, c.character_set_name, s.index_name, s.non_unique, s.seq_in_index "
+    "FROM information_schema.tables t "
+    "JOIN information_schema.columns c ON c.table_schema = t.table_schema AND c.table_name = t.table_name "
+    "LEFT JOIN information_schema.statistics s ON s.table_schema = c.table_schema "
+    "AND s.table_name = c.table_name AND s.column_name = c.column_name "
+    "WHERE t.table_type = 'BASE TABLE' AND t.table_schema NOT IN ({}) "
+    "ORDER BY c.table_schema, c.table_name, c.ordinal_position"
+).format(", ".join(f"'{s}'" for s in SYSTEM_SCHEMAS))
+
+_INT_WIDTH = re.compile(r"^(tinyint|smallint|mediumint|int|integer|bigint)\(\d+\)", re.I)
+
+
+@dataclass
+class Column:
+    name: str
+    type: str                  # information_schema COLUMN_TYPE, e.g. "varchar(64)", "int(11) unsigned"
+    nullable: bool
+    auto_increment: bool
+    charset: str | None
+
+    @property
+    def norm_type(self) -> str:
+        """The type without integer display width (MySQL 8.0.19+ stopped showing it)."""
+        return _INT_WIDTH.sub(lambda m: m[1].lower(), self.type.strip()).lower()
+
+
+@dataclass
+class TableInfo:
+    source_id: str
+    schema: str
+    table: str
+    charset: str | None                                       # table default charset
+    columns: list[Column] = field(default_factory=list)
+    indexes: dict[str, tuple[bool, list[str]]] = field(default_factory=dict)  # name -> (unique, columns)
+    # filled from the task's rules by the context
+    target: tuple[str, str] = ("", "")
+    extract_columns: list[str] = field(default_factory=list)
+    mapped_columns: set[str] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return qt(self.schema, self.table)
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.source_id}:{self.name}"
+
+    def column(self, name: str) -> Column | None:
+        low = name.lower()
+        return next((c for c in self.columns if c.name.lower() == low), None)
+
+    @property
+    def key(self) -> list[str]:
+        """The primary key, else a unique key on NOT NULL columns, else []."""
+        if "PRIMARY" in self.indexes:
+            return self.indexes["PRIMARY"][1]
+        for unique, cols in self.indexes.values():
+            if unique and all(c is not None and not c.nullable for c in map(self.column, cols)):
+                return cols
+        return []
+
+    def unique_keys(self) -> list[tuple[str, list[str]]]:
+        return [(n, cols) for n, (u, cols) in self.indexes.items() if u]
+
+
+@dataclass
+class ServerFacts:
+    label: str                                  # source-id, or "target"
+    address: str                                # host:port (never the password)
+    user: str = ""
+    reachable: bool = False
+    connect_error: str = ""
+    variables: dict[str, str] = field(default_factory=dict)
+    threads_connected: int | None = None
+    grants: Grants | None = None
+    tables: list[TableInfo] | None = None       # the block-allow list's tables (sources only)
+    binary_logs: list[tuple[str, int]] | None = None
+    errors: dict[str, str] = field(default_factory=dict)   # fact -> why it could not be read
+
+    def var(self, name: str) -> str | None:
+        return self.variables.get(name)
+
+
+def probe(label: str, ep: Endpoint, *, downstream: bool = False, allow_table=None,
+          want_binary_logs: bool = False) -> ServerFacts:
+    """Read a server's facts. ``allow_table(schema, table)`` selects tables (None: no tables)."""
+    facts = ServerFacts(label=label, address=f"{ep.host}:{ep.port}", user=ep.user)
+    try:
+        conn = connect(ep, downstream=downstream, read_timeout=120)
+    except ShardflowError as e:
+        facts.connect_error = e.message
+        return facts
+    except Exception as e:  # noqa: BLE001 - anything else (DNS, socket) is "unreachable" as well
+        facts.connect_error = f"cannot connect to {ep}: {_scrub(str(e), ep)}"
+        return facts
+    facts.reachable = True
+    try:
+        with conn.cursor() as cur:
+            _read(facts, "variables", ep, lambda: _variables(cur, facts))
+            _read(facts, "grants", ep, lambda: _grants(cur, facts))
+            if allow_table is not None:
+                _read(facts, "tables", ep, lambda: _tables(cur, facts, allow_table))
+            if want_binary_logs:
+                _read(facts, "binary_logs", ep, lambda: _binary_logs(cur, facts))
+    finally:
+        conn.close()
+    return facts
+
+
+def _read(facts: ServerFacts, what: str, ep: Endpoint, fn) -> None:
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - recorded, reported by the items that need it
+        msg = e.args[-1] if getattr(e, "args", None) else e
+        facts.errors[what] = _scrub(str(msg), ep)
+
+
+def _variables(cur, facts: ServerFacts) -> None:
+    cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ({})".format(", ".join(["%s"] * len(VARIABLES))),
+                VARIABLES)
+    facts.variables = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+    cur.execute("SHOW GLOBAL STATUS LIKE 'Threads_connected'")
+    row = cur.fetchone()
+    facts.threads_connected = int(row[1]) if row else None
+
+
+def _grants(cur, facts: ServerFacts) -> None:
+    cur.execute("SHOW GRANTS")
+    lctn = facts.var("lower_case_table_names") or "0"
+    facts.grants = Grants.parse([r[0] for r in cur.fetchall()], case_sensitive=lctn == "0")
+
+
+def _tables(cur, facts: ServerFacts, allow_table) -> None:
+    cur.execute(_TABLES_SQL)
+    tables: dict[tuple[str, str], TableInfo] = {}
+    index_parts: dict[tuple[str, str], dict[str, list[tuple[int, str]]]] = {}
+    skipped: set[tuple[str, str]] = set()
+    for (schema, table, collation, pos, col, ctype, nullable, extra, charset,
+         idx, non_unique, seq) in cur.fetchall():
+        key = (schema, table)
+        if key in skipped:
+            continue
+        t = tables.get(key)
+        if t is None:
+            if not allow_table(schema, table):
+                skipped.add(key)
+                continue
+            t = tables[key] = TableInfo(facts.label, schema, table, _charset_of(collation))
+            index_parts[key] = {}
+        if not t.columns or t.columns[-1].name != col:
+            t.columns.append(Column(col, ctype, nullable == "YES", "auto_increment" in (extra or "").lower(),
+                                    charset))
+        if idx is not None:
+            parts = index_parts[key].setdefault(idx, [])
+            parts.append((int(seq), col))
+            if len(parts) == 1:
+                t.indexes[idx] = (not int(non_unique), [])
+    for key, idxs in index_parts.items():
+        for name, parts in idxs.items():
+            tables[key].indexes[name][1].extend(c for _, c in sorted(parts))
+    facts.tables = list(tables.values())
+
+
+def _scrub(text: str, ep: Endpoint) -> str:
+    return text.replace(ep.password, "***") if ep.password else text
+
+
+def _charset_of(collation: str | None) -> str | None:
+    """utf8mb4_general_ci -> utf8mb4; binary -> binary (every collation name starts with its charset)."""
+    if not collation:
+        return None
+    return collation.split("_", 1)[0].lower()
+
+
+def _binary_logs(cur, facts: ServerFacts) -> None:
+    cur.execute("SHOW BINARY LOGS")
+    facts.binary_logs = [(r[0], int(r[1])) for r in cur.fetchall()]

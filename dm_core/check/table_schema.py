@@ -1,0 +1,37 @@
+"""``table_schema``: every allowed table can be replicated row by row.
+
+A table needs a primary key or a unique key on NOT NULL columns: safe mode turns updates
+into DELETE + REPLACE by key, and the full phase splits a table into key ranges. Without
+one, every row event is applied by comparing all columns (slow, and duplicate rows can't
+be told apart). Tables or columns in a character set the target may not know (anything
+but utf8/utf8mb4/latin1/ascii/binary) are flagged too. Both are warnings, one per table.
+"""
+
+from __future__ import annotations
+
+from dm_core.check.context import item, passed, undetermined, warned
+from dm_core.check.probe import ServerFacts
+
+SUPPORTED_CHARSETS = frozenset({"utf8", "utf8mb3", "utf8mb4", "latin1", "ascii", "binary"})
+
+
+@item("table_schema", scope="source")
+def table_schema(ctx, src: ServerFacts):
+    if src.tables is None:
+        return [undetermined(src, "the allowed tables", "tables")]
+    if not src.tables:
+        return [warned("the block-allow list selects no table on this source",
+                       "check block-allow-list in the task file, or create the tables first")]
+    out = []
+    for t in src.tables:
+        if not t.key:
+            out.append(warned(f"table {t.name} has no primary key and no NOT NULL unique key: rows are "
+                              "matched on every column, which is slow and cannot tell duplicate rows apart",
+                              f"ALTER TABLE {t.name} ADD PRIMARY KEY (...)", table=t.name))
+        odd = sorted({cs for cs in [t.charset] + [c.charset for c in t.columns]
+                      if cs and cs.lower() not in SUPPORTED_CHARSETS})
+        if odd:
+            out.append(warned(f"table {t.name} uses character set {', '.join(odd)}, which the target may not "
+                              "support (supported: utf8, utf8mb4, latin1, ascii, binary)",
+                              f"ALTER TABLE {t.name} CONVERT TO CHARACTER SET utf8mb4", table=t.name))
+    return out or [passed(f"{len(src.tables)} allowed table(s), each with a primary or NOT NULL unique key")]

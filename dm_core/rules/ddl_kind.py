@@ -1,0 +1,99 @@
+"""Which binlog-filter event type a DDL statement is ("create table", "drop index", ...).
+
+DM derives it from TiDB's parser (``AstToDDLEvent``); we parse with sqlglot's MySQL dialect
+and fall back to the statement's leading keywords where sqlglot has no node for the syntax
+(partition maintenance, RENAME TABLE, ALTER DATABASE) or cannot parse it. A statement that
+is none of DM's event types gives ``""``: the filter then judges it by ``sql-pattern`` only.
+
+    >>> [ddl_event_type(s) for s in ("create table t (a int)", "DROP VIEW v", "truncate t",
+    ...                              "/* x */ RENAME TABLE a TO b", "alter table `t` drop partition p1",
+    ...                              "CREATE UNIQUE INDEX i ON t (a)", "CREATE TRIGGER x BEFORE INSERT ON t FOR EACH ROW SET @a = 1")]
+    ['create table', 'drop view', 'truncate table', 'rename table', 'drop table partition', 'create index', '']
+"""
+
+from __future__ import annotations
+
+import re
+
+_COMMENT = re.compile(r"/\*!\d*(.*?)\*/|/\*.*?\*/|--[^\n]*(?:\n|$)|#[^\n]*(?:\n|$)", re.S)
+_NAME = r"(?:`[^`]*`|[^\s`.]+)"
+_ALTER_TABLE = rf"ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_NAME}(?:\s*\.\s*{_NAME})?\s+"
+_PARTITION_OPS = {"ADD": "add table partition", "DROP": "drop table partition",
+                  "TRUNCATE": "truncate table partition", "REORGANIZE": "reorganize table partition",
+                  "EXCHANGE": "exchange table partition", "COALESCE": "coalesce table partition",
+                  "REBUILD": "rebuild table partition", "SPLIT": "split table partition"}
+
+# Checked before sqlglot: syntax it has no node for (it would log and return a Command).
+_FIRST = [
+    (re.compile(rf"^{_ALTER_TABLE}({'|'.join(_PARTITION_OPS)})\s+PARTITION\b", re.I), None),
+    (re.compile(r"^RENAME\s+TABLES?\b", re.I), "rename table"),
+    (re.compile(r"^ALTER\s+(?:DATABASE|SCHEMA)\b", re.I), "alter database"),
+    (re.compile(r"^(?:CREATE|DROP|ALTER)\s+(?:OR\s+REPLACE\s+)?(?:DEFINER\s*=\s*\S+\s+)?(?:AGGREGATE\s+)?"
+                r"(?:TRIGGER|PROCEDURE|FUNCTION|EVENT|USER|ROLE|SERVER|LOGFILE|TABLESPACE)\b", re.I), ""),
+]
+
+# Used when sqlglot cannot parse the statement.
+_FALLBACK = [
+    (re.compile(r"^CREATE\s+(?:TEMPORARY\s+)?TABLE\b", re.I), "create table"),
+    (re.compile(r"^CREATE\s+(?:DATABASE|SCHEMA)\b", re.I), "create database"),
+    (re.compile(r"^CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\b", re.I), "create index"),
+    (re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:ALGORITHM\s*=\s*\w+\s+)?(?:DEFINER\s*=\s*\S+\s+)?"
+                r"(?:SQL\s+SECURITY\s+\w+\s+)?VIEW\b", re.I), "create view"),
+    (re.compile(r"^DROP\s+(?:TEMPORARY\s+)?TABLES?\b", re.I), "drop table"),
+    (re.compile(r"^DROP\s+(?:DATABASE|SCHEMA)\b", re.I), "drop database"),
+    (re.compile(r"^DROP\s+INDEX\b", re.I), "drop index"),
+    (re.compile(r"^DROP\s+VIEW\b", re.I), "drop view"),
+    (re.compile(r"^TRUNCATE\b", re.I), "truncate table"),
+    (re.compile(rf"^{_ALTER_TABLE}", re.I), "alter table"),
+    (re.compile(r"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\b", re.I), "alter table"),
+]
+
+_CREATE = {"TABLE": "create table", "DATABASE": "create database", "SCHEMA": "create database",
+           "INDEX": "create index", "VIEW": "create view"}
+_DROP = {"TABLE": "drop table", "DATABASE": "drop database", "SCHEMA": "drop database",
+         "INDEX": "drop index", "VIEW": "drop view"}
+
+
+def _strip(sql: str) -> str:
+    # MySQL executable comments /*!50100 ... */ carry SQL: keep their body.
+    return " ".join(_COMMENT.sub(lambda m: f" {m.group(1) or ''} ", sql).split()).rstrip(";").strip()
+
+
+def _sqlglot_kind(sql: str) -> str | None:
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        stmts = sqlglot.parse(sql, read="mysql")
+    except SqlglotError:
+        return None
+    if len(stmts) != 1 or stmts[0] is None or isinstance(stmts[0], exp.Command):
+        return None
+    st = stmts[0]
+    kind = str(st.args.get("kind") or "").upper()
+    if isinstance(st, exp.Create):
+        return _CREATE.get(kind, "")
+    if isinstance(st, exp.Drop):
+        return _DROP.get(kind, "")
+    if isinstance(st, exp.Alter):
+        return "alter table" if kind == "TABLE" else ""
+    if isinstance(st, exp.TruncateTable):
+        return "truncate table"
+    return ""
+
+
+def ddl_event_type(sql: str) -> str:
+    """The DM event type of one DDL statement, ``""`` when it has none."""
+    text = _strip(sql)
+    for rx, kind in _FIRST:
+        m = rx.match(text)
+        if m:
+            return _PARTITION_OPS[m.group(1).upper()] if kind is None else kind
+    kind = _sqlglot_kind(text)
+    if kind is not None:
+        return kind
+    for rx, kind in _FALLBACK:
+        if rx.match(text):
+            return kind
+    return ""
