@@ -2,7 +2,7 @@
 ignore-checking-items.
 
 Items whose phase the task does not run are skipped: replication items for task-mode
-full, dump items for task-mode incremental. An item listed in ignore-checking-items (or
+full (and DM's dump/load), dump items for task-mode incremental (and load). An item listed in ignore-checking-items (or
 ``all``) still runs, but its failures become warnings tagged "(ignored)", so the report
 shows the risk that was accepted. ``connection`` is never ignored.
 """
@@ -13,7 +13,7 @@ import logging
 from dataclasses import replace
 
 from dm_core.check import connections, meta_position, privileges, server, sharding, table_schema
-from dm_core.check.context import DUMP, REPLICATION, CheckContext, failed
+from dm_core.check.context import DUMP, REPLICATION, CheckContext, failed, runs_dump, runs_replication
 from dm_core.check.result import FAIL, IGNORED_TAG, WARN, CheckReport, CheckResult
 from dm_core.db import Endpoint
 
@@ -47,7 +47,7 @@ def run_prechecks(task, sources: dict[str, Endpoint], target: Endpoint) -> Check
     ctx = CheckContext.gather(task, sources, target)
     results: list[CheckResult] = []
     for check in CHECKS:
-        if _skipped(check, task.task_mode):
+        if _skipped(check, task):
             continue
         results += _run(check, ctx)
     report = CheckReport(apply_ignores(results, getattr(task, "ignore_checking_items", None) or ()),
@@ -56,9 +56,9 @@ def run_prechecks(task, sources: dict[str, Endpoint], target: Endpoint) -> Check
     return report
 
 
-def _skipped(check, task_mode: str) -> bool:
-    return ((check.phase == REPLICATION and task_mode == "full")
-            or (check.phase == DUMP and task_mode == "incremental"))
+def _skipped(check, task) -> bool:
+    return ((check.phase == REPLICATION and not runs_replication(task))
+            or (check.phase == DUMP and not runs_dump(task)))
 
 
 def _run(check, ctx: CheckContext) -> list[CheckResult]:

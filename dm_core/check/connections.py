@@ -14,7 +14,7 @@ connections already in use:
 
 from __future__ import annotations
 
-from dm_core.check.context import failed, item, passed, undetermined, warned
+from dm_core.check.context import failed, item, passed, runs_dump, runs_replication, undetermined, warned
 from dm_core.check.probe import ServerFacts
 from dm_core.errors import ErrorCode
 
@@ -45,9 +45,9 @@ def _cfg(obj, *paths: str, default: int) -> int:
 
 def needed_on_source(task, inst) -> int:
     n = 0
-    if task.task_mode != "incremental":
-        n += _cfg(inst, "mydumper.threads", "mydumper_thread", default=4) + 1
-    if task.task_mode != "full":
+    if runs_dump(task):
+        n += _cfg(inst, "mydumper.threads", default=4) + 1
+    if runs_replication(task):
         n += 2
     return n
 
@@ -56,9 +56,9 @@ def needed_on_target(task) -> int:
     n = 1
     for inst in task.mysql_instances:
         if task.task_mode != "incremental":
-            n += _cfg(inst, "loader.pool_size", "loader_thread", default=16)
-        if task.task_mode != "full":
-            n += _cfg(inst, "syncer.worker_count", "syncer_thread", default=16)
+            n += _cfg(inst, "loader.pool_size", default=16)
+        if runs_replication(task):
+            n += _cfg(inst, "syncer.worker_count", default=16)
     return n
 
 

@@ -9,7 +9,8 @@ Check items are plain functions tagged with ``@item(name, scope=..., phase=...)`
 - scope ``"task"``: once, as ``fn(ctx)`` (items across sources: sharding groups).
 
 ``phase`` says which part of the migration needs the item: ``"replication"`` items are
-skipped for task-mode full, ``"dump"`` items for task-mode incremental.
+skipped unless the task replicates (task-mode incremental, all), ``"dump"`` items unless it
+reads the upstream tables (task-mode full, all, dump).
 
 An item returns a list of ``CheckResult`` built with ``passed``/``warned``/``failed``;
 the runner fills in the item name and, unless the item chose one, the server label.
@@ -26,6 +27,16 @@ from dm_core.check.result import FAIL, PASS, WARN, CheckResult
 from dm_core.db import Endpoint
 
 REPLICATION, DUMP = "replication", "dump"
+
+
+def runs_replication(task) -> bool:
+    """Whether the task reads the binlog (task-mode incremental or all)."""
+    return task.task_mode in ("incremental", "all")
+
+
+def runs_dump(task) -> bool:
+    """Whether the task reads the upstream tables (task-mode full, all, or DM's dump)."""
+    return task.task_mode in ("full", "all", "dump")
 
 
 def item(name: str, *, scope: str, phase: str | None = None):
@@ -130,10 +141,15 @@ def _wants_binary_logs(task, inst) -> bool:
 
 
 def _apply_rules(rules, t: TableInfo) -> None:
-    t.target = tuple(rules.router.route(t.schema, t.table))
-    t.extract_columns = list(rules.router.extract_columns(t.schema, t.table) or ())
-    plan = rules.column_mapper.plan(t.schema, t.table, [c.name for c in t.columns])
-    t.mapped_columns = mapped_columns(plan)
+    """Route the table and plan its column mapping; a rule that does not fit is recorded."""
+    t.target = (t.schema, t.table)
+    try:
+        t.target = tuple(rules.router.route(t.schema, t.table))
+        t.extract_columns = list(rules.router.extract_columns(t.schema, t.table) or ())
+        plan = rules.column_mapper.plan(t.schema, t.table, [c.name for c in t.columns])
+        t.mapped_columns = mapped_columns(plan)
+    except Exception as e:  # noqa: BLE001 - e.g. a column mapping naming a missing column
+        t.rule_error = getattr(e, "message", None) or str(e)
 
 
 def mapped_columns(plan) -> set[str]:

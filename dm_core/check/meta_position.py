@@ -8,7 +8,7 @@ within that file (4 <= pos <= its size).
 
 from __future__ import annotations
 
-from dm_core.check.context import REPLICATION, failed, item, passed, warned
+from dm_core.check.context import REPLICATION, failed, item, passed
 from dm_core.check.probe import ServerFacts
 
 _FIX = ("set mysql-instances[].meta to an existing binlog position (see SHOW BINARY LOGS on the source), "
@@ -21,8 +21,7 @@ def meta_position(ctx, src: ServerFacts):
         return []
     meta = getattr(ctx.instance(src.label), "meta", None)
     if meta is None:
-        return [warned("no meta position: the incremental phase starts from the task's saved checkpoint, "
-                       "and fails if there is none", _FIX)]
+        return [passed("no meta: replication starts at the task's checkpoint, else at the current position")]
     if getattr(meta, "binlog_gtid", None):
         return []
     name, pos = meta.binlog_name, int(meta.binlog_pos or 4)

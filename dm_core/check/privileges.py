@@ -47,11 +47,16 @@ def dump_privilege(ctx, src: ServerFacts):
     g = src.grants
     out = []
     tables = src.tables or []
-    no_select = [t.name for t in tables if not g.has("SELECT", t.schema, t.table)]
+    if src.tables is not None and not tables:
+        out.append(warned(f"no allowed table is visible to user '{src.user}', so SELECT could not be checked "
+                          "(a user sees only the tables it has privileges on)",
+                          _grant_fix(["SELECT"], "<schema>.*", src)))
+    no_select = [t for t in tables if not g.has("SELECT", t.schema, t.table)]
     if no_select:
+        schemas = sorted({t.schema for t in no_select})
         out.append(_missing(src, f"user '{src.user}' has no SELECT on {len(no_select)} allowed "
-                                 f"table(s): {_names(no_select)}",
-                            _grant_fix(["SELECT"], "<schema>.*", src)))
+                                 f"table(s): {_names([t.name for t in no_select])}",
+                            "; ".join(_grant_fix(["SELECT"], f"{qi(s)}.*", src) for s in schemas[:_SHOWN])))
     missing = []
     if not g.has("RELOAD"):
         missing.append("RELOAD")

@@ -65,6 +65,7 @@ class TableInfo:
     target: tuple[str, str] = ("", "")
     extract_columns: list[str] = field(default_factory=list)
     mapped_columns: set[str] = field(default_factory=set)
+    rule_error: str = ""                                      # the task's rules do not fit this table
 
     @property
     def name(self) -> str:

@@ -5,11 +5,16 @@ into DELETE + REPLACE by key, and the full phase splits a table into key ranges.
 one, every row event is applied by comparing all columns (slow, and duplicate rows can't
 be told apart). Tables or columns in a character set the target may not know (anything
 but utf8/utf8mb4/latin1/ascii/binary) are flagged too. Both are warnings, one per table.
+A route or column-mapping rule that cannot apply to a table (a mapping naming a column
+the table lacks) fails: the full phase would stop on it.
+
+A user sees only the tables it holds some privilege on, so "no table" may also mean
+"no privilege": the warning says so.
 """
 
 from __future__ import annotations
 
-from dm_core.check.context import item, passed, undetermined, warned
+from dm_core.check.context import failed, item, passed, undetermined, warned
 from dm_core.check.probe import ServerFacts
 
 SUPPORTED_CHARSETS = frozenset({"utf8", "utf8mb3", "utf8mb4", "latin1", "ascii", "binary"})
@@ -20,10 +25,14 @@ def table_schema(ctx, src: ServerFacts):
     if src.tables is None:
         return [undetermined(src, "the allowed tables", "tables")]
     if not src.tables:
-        return [warned("the block-allow list selects no table on this source",
-                       "check block-allow-list in the task file, or create the tables first")]
+        return [warned(f"the block-allow list selects no table visible to user '{src.user}' on this source",
+                       "check block-allow-list in the task file and the user's privileges (a user sees only "
+                       "tables it has privileges on), or create the tables first")]
     out = []
     for t in src.tables:
+        if t.rule_error:
+            out.append(failed(f"the task's rules do not fit table {t.name}: {t.rule_error}",
+                              "fix the route / column-mapping rules matching this table", table=t.name))
         if not t.key:
             out.append(warned(f"table {t.name} has no primary key and no NOT NULL unique key: rows are "
                               "matched on every column, which is slow and cannot tell duplicate rows apart",

@@ -21,8 +21,9 @@ The Spark full load needs the same result as the sync path, so a plan is plain d
 
     >>> rule = ColumnMappingRule("schema_*", "table_*", "id", "id", "partition id", ["1", "schema_", "table_"])
     >>> plan = ColumnMapper([rule]).plan("schema_2", "table_3", ["id", "name"])
-    >>> plan.transforms[0]
-    PartitionId(column='id', index=0, or_value=594475150812905472, id_bits=44, source_column='id', source_index=0)
+    >>> t = plan.transforms[0]
+    >>> (t.column, t.index, t.or_value == 1 << 59 | 2 << 52 | 3 << 44, t.id_bits)
+    ('id', 0, True, 44)
     >>> plan.map_row([123, "x"]) == [1 << 59 | 2 << 52 | 3 << 44 | 123, "x"]
     True
     >>> dropped = ColumnMappingRule("schema_*", "table_*", "id", "id", "partition id", ["1", "", "table_"])
@@ -97,7 +98,7 @@ ColumnTransform = Union[PartitionId, AddPrefix, AddSuffix]
 
 
 def _fail(where: str, msg: str, fix: str):
-    return ErrorCode.CONFIG_INVALID.error(f"column mapping ({where}): {msg}", workaround=fix)
+    return ErrorCode.CONFIG_INVALID.error(f"column mapping {where}: {msg}", workaround=fix)
 
 
 def _suffix(name: str, prefix: str, sep: str, bits: int, what: str, case_sensitive: bool) -> int:
@@ -105,12 +106,12 @@ def _suffix(name: str, prefix: str, sep: str, bits: int, what: str, case_sensiti
     if n == (prefix if case_sensitive else prefix.lower()):
         return 0
     digits = n[len(p):] if n.startswith(p) else None
-    if not digits or not digits.isdigit():
-        raise _fail(PARTITION_ID, f"{what} {name!r} is not {p!r} followed by a number",
+    if not digits or not (digits.isascii() and digits.isdigit()):
+        raise _fail(f"({PARTITION_ID})", f"{what} {name!r} is not {p!r} followed by a number",
                     "Fix the rule's prefix arguments or its schema-pattern/table-pattern.")
     value = int(digits)
     if value >= 1 << bits:
-        raise _fail(PARTITION_ID, f"{what} suffix {value} of {name!r} does not fit in {bits} bits (max {(1 << bits) - 1})",
+        raise _fail(f"({PARTITION_ID})", f"{what} suffix {value} of {name!r} does not fit in {bits} bits (max {(1 << bits) - 1})",
                     "Number the shards below the limit, or drop that field with an empty argument.")
     return value
 
@@ -118,7 +119,9 @@ def _suffix(name: str, prefix: str, sep: str, bits: int, what: str, case_sensiti
 def partition_or_value(args: list[str], schema: str, table: str, case_sensitive: bool = False) -> int:
     """The high bits ``partition id`` ORs into every id of ``schema``.``table``.
 
-    >>> partition_or_value(["", "", "t"], "s", "t_5") == 5 << 55
+    >>> partition_or_value(["", "", "t", "_"], "s", "t_5") == 5 << 55
+    True
+    >>> partition_or_value(["3", "s", ""], "s", "t_5") == 3 << 59      # name == prefix: suffix 0
     True
     """
     sep = args[3] if len(args) > 3 else ""
@@ -137,7 +140,7 @@ def partition_or_value(args: list[str], schema: str, table: str, case_sensitive:
 
 
 def _instance_id(text: str) -> int:
-    if not text.isdigit() or int(text) >= 1 << INSTANCE_BITS:
+    if not (text.isascii() and text.isdigit()) or int(text) >= 1 << INSTANCE_BITS:
         raise RuleError("arguments[0]", f"instance id must be an integer in [0, {1 << INSTANCE_BITS}), not {text!r}")
     return int(text)
 
@@ -211,9 +214,7 @@ class TableMapping:
     def _err(self, t, msg, fix):
         kind = {PartitionId: PARTITION_ID, AddPrefix: ADD_PREFIX, AddSuffix: ADD_SUFFIX}[type(t)]
         col = t.source_column if isinstance(t, PartitionId) else t.column
-        return _fail(f"{kind}) of `{self.schema}`.`{self.table}`.`{col}`", msg, fix).__class__(
-            f"column mapping ({kind}) of `{self.schema}`.`{self.table}`.`{col}`: {msg}",
-            code=ErrorCode.CONFIG_INVALID, workaround=fix)
+        return _fail(f"({kind}) of `{self.schema}`.`{self.table}`.`{col}`", msg, fix)
 
 
 class ColumnMapper:
@@ -245,7 +246,7 @@ class ColumnMapper:
         cols = {c.lower(): i for i, c in reversed(list(enumerate(columns)))}
         for key, name in (("source-column", rule.source_column), ("target-column", rule.target_column)):
             if name and name.lower() not in cols:
-                raise _fail(rule.expression, f"`{schema}`.`{table}` has no column `{name}` ({key})",
+                raise _fail(f"({rule.expression})", f"`{schema}`.`{table}` has no column `{name}` ({key})",
                             "Fix the rule's columns or its schema-pattern/table-pattern.")
         real = {k: columns[i] for k, i in cols.items()}
         t = EXPRESSIONS[rule.expression](rule, schema, table, cols, self._cs)

@@ -35,13 +35,14 @@ R = TypeVar("R")
 
 
 class RuleError(Terminal):
-    """A rule that cannot be compiled; ``key`` is the rule's YAML key at fault."""
+    """A rule that cannot be compiled; ``key`` is the rule's YAML key at fault, ``fix`` what to do."""
 
     code = ErrorCode.CONFIG_INVALID
 
-    def __init__(self, key: str, reason: str):
+    def __init__(self, key: str, reason: str, fix: str = ""):
         self.key = key
         self.reason = reason
+        self.fix = fix
         super().__init__(f"{key}: {reason}" if key else reason)
 
 
@@ -115,7 +116,7 @@ def compile_pattern(text: str, key: str, case_sensitive: bool = False) -> Patter
     try:
         return Pattern(text, case_sensitive)
     except ValueError as e:
-        raise RuleError(key, str(e)) from None
+        raise RuleError(key, str(e), "use the wildcards *, ? and [...], or ~ followed by a regular expression") from None
 
 
 class Selector(Generic[R]):

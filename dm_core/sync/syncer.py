@@ -169,7 +169,8 @@ class Syncer:
                 last_ts = txn.timestamp or last_ts
                 if pending_rows >= batch:
                     flush(txn.end)
-            flush(window.position if window.position.key() > checkpoint.key() else checkpoint)
+            if not res.paused:  # a paused source keeps its checkpoint before the statement
+                flush(window.position if window.position.key() > checkpoint.key() else checkpoint)
         except ShardflowError as e:
             if e.code is not None and e.code.terminal:
                 self._pause(None, e, res, at=checkpoint)

@@ -1,0 +1,313 @@
+"""Full copy: the Spark full phase vs mydumper+myloader vs the servers' own file copy.
+
+Data: ``rows`` rows spread evenly over 2 sources × 2 schemas × 2 tables with 6 columns
+(the FIELD-NOTES baseline shape). Source 1 holds bench_full_01/02, source 2 bench_full_03/04
+(distinct names, so the baselines can load every table into the downstream side by side),
+tables t_01/t_02. Seeded server-side from the SEQUENCE engine with the binlog off for the
+session; reused by later runs when the row count and layout version match.
+
+Engines, each timed from nothing downstream to every row committed downstream:
+- mydumper_myloader (baseline A): mydumper, 4 threads, both sources at once into a local
+  directory, then myloader, 4 threads per dump, both at once.
+- outfile_load_data (baseline B, the raw limit): per table ``SELECT … INTO OUTFILE`` on the
+  upstream server + ``LOAD DATA INFILE`` on the downstream server (one machine, so the path
+  is shared), 4 tables at a time. No client touches a row.
+- shardflow: the task's full phase as the full DAG runs it: ``prepare`` (low watermarks +
+  merged target table), ``spark-submit spark_jobs/full_load.py --task`` on local[2],
+  ``finish``. Unlike the baselines it also merges the 8 tables into one and rewrites ids
+  (``partition id``): that is the job it exists for.
+
+``ratios``: shardflow rows/s ÷ the baseline's rows/s (1.0 = as fast; > 1 faster).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from pymysql.converters import escape_string
+
+from bench.common import (
+    JDBC_JAR, ROOT, VENV_BIN, Skipped, Stack, TreeRSS, bench_schema, drop_schemas, execute, figures,
+    finish, guarded, python_env, query, ratio, run_logged, work_dir,
+)
+from dm_core.db import Endpoint, connect, qi, qt
+
+log = logging.getLogger("bench.full")
+
+LAYOUT_VERSION = "v1"
+SOURCES = [("bench-src-1", ["bench_full_01", "bench_full_02"]), ("bench-src-2", ["bench_full_03", "bench_full_04"])]
+TABLES = ["t_01", "t_02"]
+PREFIX = "bench_full"        # upstream schemas bench_full_NN (and the downstream copies of A and B)
+TARGET_DB = "bench_merged"   # shardflow's merged target bench_merged.t
+TASK_NAME = "bench_full"
+THREADS = 4
+
+_DDL = """CREATE TABLE {t} (
+  id int NOT NULL AUTO_INCREMENT,
+  k int NOT NULL,
+  name varchar(64) NULL,
+  amount decimal(12,2) NOT NULL,
+  created_at datetime NOT NULL,
+  note varchar(120) NOT NULL,
+  PRIMARY KEY (id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+
+_FILL = """INSERT INTO {t} (id, k, name, amount, created_at, note)
+SELECT seq, (seq * 7919) % 1000003, IF(seq % 5 = 0, NULL, CONCAT('name-', seq)), (seq % 100000) / 100,
+       TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq SECOND, REPEAT(CHAR(97 + seq % 26), 20 + seq % 61)
+FROM {s}.seq_{a}_to_{b}"""
+
+# Bytes of the rows as tab-separated text (what INTO OUTFILE writes): the logical payload,
+# one figure for every engine's MB/s. NULL is "\N"; 5 tabs + a newline per row.
+_TEXT_BYTES = ("SELECT COALESCE(SUM(LENGTH(id) + LENGTH(k) + IFNULL(LENGTH(name), 2) + LENGTH(amount) "
+               "+ LENGTH(created_at) + LENGTH(note) + 6), 0) FROM {t}")
+
+
+@dataclass(frozen=True)
+class Shard:
+    source_id: str
+    ep: Endpoint
+    schema: str
+    table: str
+    rows: int
+
+
+def layout(stack: Stack, rows: int) -> list[Shard]:
+    specs = [(sid, ep, s, t) for (sid, schemas), ep in zip(SOURCES, stack.ups) for s in schemas for t in TABLES]
+    base, extra = divmod(rows, len(specs))
+    return [Shard(sid, ep, s, t, base + (1 if i < extra else 0)) for i, (sid, ep, s, t) in enumerate(specs)]
+
+
+# ---- data -------------------------------------------------------------------------------------
+def _comment(sh: Shard) -> str:
+    return f"shardflow-bench full {LAYOUT_VERSION} rows={sh.rows}"
+
+
+def _seeded(sh: Shard) -> int | None:
+    """Text bytes of the shard if it already holds this layout's data, else None."""
+    got = query(sh.ep, "SELECT table_comment FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
+                (sh.schema, sh.table))
+    if not got or not got[0][0].startswith(_comment(sh) + " bytes="):
+        return None
+    if query(sh.ep, f"SELECT COUNT(*) FROM {qt(sh.schema, sh.table)}")[0][0] != sh.rows:
+        return None
+    return int(got[0][0].rsplit("bytes=", 1)[1])
+
+
+def _seed_one(sh: Shard) -> int:
+    t = qt(sh.schema, sh.table)
+    conn = connect(sh.ep)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")  # a snapshot to copy, not changes to replicate
+            cur.execute(f"DROP TABLE IF EXISTS {t}")
+            cur.execute(_DDL.format(t=t))
+            step = 250_000
+            for a in range(1, sh.rows + 1, step):
+                cur.execute(_FILL.format(t=t, s=bench_schema(sh.schema), a=a, b=min(sh.rows, a + step - 1)))
+            cur.execute(_TEXT_BYTES.format(t=t))
+            nbytes = int(cur.fetchone()[0])
+            cur.execute(f"ALTER TABLE {t} COMMENT = %s", (f"{_comment(sh)} bytes={nbytes}",))
+    finally:
+        conn.close()
+    return nbytes
+
+
+def seed(stack: Stack, rows: int) -> dict:
+    shards = layout(stack, rows)
+    t0 = time.monotonic()
+    have = [_seeded(sh) for sh in shards]
+    if all(b is not None for b in have):
+        return {"rows": rows, "bytes": sum(have), "seeded": "reused", "seconds": round(time.monotonic() - t0, 1)}
+    log.info("seeding %d rows upstream (%d tables)", rows, len(shards))
+    for ep in stack.ups:
+        drop_schemas(ep, PREFIX + "_")
+    for (sid, schemas), ep in zip(SOURCES, stack.ups):
+        execute(ep, *[f"CREATE DATABASE {bench_schema(s)}" for s in schemas], session=("SET SESSION sql_log_bin = 0",))
+    with ThreadPoolExecutor(max_workers=4) as ex:
+        nbytes = sum(ex.map(_seed_one, shards))
+    return {"rows": rows, "bytes": nbytes, "seeded": "created", "seconds": round(time.monotonic() - t0, 1)}
+
+
+def _reset_downstream(stack: Stack) -> None:
+    drop_schemas(stack.down, PREFIX + "_")
+    execute(stack.down, f"DROP DATABASE IF EXISTS {bench_schema(TARGET_DB)}")
+
+
+def _downstream_rows(stack: Stack, shards: list[Shard]) -> int:
+    return sum(query(stack.down, f"SELECT COUNT(*) FROM {qt(sh.schema, sh.table)}")[0][0] for sh in shards)
+
+
+def _check_rows(what: str, got: int, want: int) -> bool:
+    if got != want:
+        log.warning("WARNING: %s left %d rows downstream, the upstream holds %d", what, got, want)
+    return got == want
+
+
+# ---- baseline A: mydumper + myloader -----------------------------------------------------------
+def _defaults_file(path: Path, ep: Endpoint) -> Path:
+    """Credentials for mydumper/myloader in a 0600 file, never on the command line."""
+    path.write_text(f"[client]\nuser={ep.user}\npassword={ep.password}\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def run_mydumper(stack: Stack, rows: int, nbytes: int) -> dict:
+    tools = {t: shutil.which(t) for t in ("mydumper", "myloader")}
+    missing = [t for t, p in tools.items() if not p]
+    if missing:
+        raise Skipped(f"{' and '.join(missing)} not installed (Debian package `mydumper`)")
+    shards = layout(stack, rows)
+    _reset_downstream(stack)
+    wd = work_dir() / "mydumper"
+    shutil.rmtree(wd, ignore_errors=True)
+    wd.mkdir()
+    logf = wd / "mydumper.log"
+    ups = [(ep, _defaults_file(wd / f"up{i}.cnf", ep), wd / f"dump{i}") for i, ep in enumerate(stack.ups, 1)]
+    down_cnf = _defaults_file(wd / "down.cnf", stack.down)
+    try:
+        with TreeRSS() as rss:
+            t0 = time.monotonic()
+            dumps = [run_logged([tools["mydumper"], f"--defaults-file={cnf}", "-h", ep.host, "-P", str(ep.port),
+                                 "-t", str(THREADS), "-r", "100000", "--trx-consistency-only",
+                                 "-x", rf"^{PREFIX}_[0-9]+\.", "-o", str(out), "-v", "1"], logf, rss=rss)
+                     for ep, cnf, out in ups]
+            for p in dumps:
+                finish(p, "mydumper")
+            t_dump = time.monotonic() - t0
+            loads = [run_logged([tools["myloader"], f"--defaults-file={down_cnf}", "-h", stack.down.host,
+                                 "-P", str(stack.down.port), "-t", str(THREADS), "-o", "-d", str(out), "-v", "1"],
+                                logf, rss=rss)
+                     for _, _, out in ups]
+            for p in loads:
+                finish(p, "myloader")
+            seconds = time.monotonic() - t0
+        dump_bytes = sum(f.stat().st_size for _, _, out in ups for f in out.iterdir())
+        got = _downstream_rows(stack, shards)
+        return figures(got, nbytes, seconds, rss.peak, dump_seconds=round(t_dump, 3),
+                       load_seconds=round(seconds - t_dump, 3), dump_bytes=dump_bytes,
+                       rows_ok=_check_rows("mydumper+myloader", got, rows),
+                       how=f"mydumper -t {THREADS} -r 100000 per source (both at once), then myloader -t {THREADS} "
+                           "per dump (both at once); peak RSS of the client processes only")
+    finally:
+        shutil.rmtree(wd, ignore_errors=True)
+
+
+# ---- baseline B: INTO OUTFILE + LOAD DATA INFILE ------------------------------------------------
+def run_outfile(stack: Stack, rows: int, nbytes: int) -> dict:
+    shards = layout(stack, rows)
+    _reset_downstream(stack)
+    wd = work_dir() / "outfile"
+    shutil.rmtree(wd, ignore_errors=True)
+    wd.mkdir()
+    os.chmod(wd, 0o777)  # the servers write and read here
+
+    def copy(sh: Shard) -> None:
+        path = escape_string(str(wd / f"{sh.source_id}.{sh.schema}.{sh.table}.tsv"))
+        t = qt(sh.schema, sh.table)
+        up = connect(sh.ep)
+        down = connect(stack.down)
+        try:
+            with up.cursor() as ucur, down.cursor() as dcur:
+                ucur.execute(f"SHOW CREATE TABLE {t}")
+                dcur.execute(f"USE {bench_schema(sh.schema)}")
+                dcur.execute(ucur.fetchone()[1])
+                ucur.execute(f"SELECT * INTO OUTFILE '{path}' CHARACTER SET utf8mb4 FROM {t}")
+                dcur.execute(f"LOAD DATA INFILE '{path}' INTO TABLE {t} CHARACTER SET utf8mb4")
+        finally:
+            up.close()
+            down.close()
+
+    try:
+        t0 = time.monotonic()
+        execute(stack.down, *[f"CREATE DATABASE {bench_schema(s)}" for s in sorted({sh.schema for sh in shards})])
+        with ThreadPoolExecutor(max_workers=THREADS) as ex:
+            list(ex.map(copy, shards))
+        seconds = time.monotonic() - t0
+        file_bytes = sum(f.stat().st_size for f in wd.iterdir())
+    finally:
+        shutil.rmtree(wd, ignore_errors=True)
+    got = _downstream_rows(stack, shards)
+    return figures(got, nbytes, seconds, None, file_bytes=file_bytes,
+                   rows_ok=_check_rows("INTO OUTFILE + LOAD DATA", got, rows),
+                   how=f"per table SELECT INTO OUTFILE upstream + LOAD DATA INFILE downstream, {THREADS} tables at a time; "
+                       "all work happens inside the servers (no client RSS to report)")
+
+
+# ---- shardflow --------------------------------------------------------------------------------
+def _parse_task():
+    try:
+        return importlib.import_module("dm_core.config.task").parse_task
+    except (ImportError, AttributeError) as e:
+        raise Skipped(f"the task parser is not available yet (dm_core/config/task.py parse_task): {e}") from None
+
+
+def task_yaml(stack: Stack) -> str:
+    from tests.integration.helpers import shard_task_yaml
+
+    return shard_task_yaml(TASK_NAME, stack.down, [(sid, i) for i, (sid, _) in enumerate(SOURCES, 1)],
+                           PREFIX, TARGET_DB, mode="full")
+
+
+def run_shardflow(stack: Stack, rows: int, nbytes: int, *, timeout: float = 3600) -> dict:
+    parse_task = _parse_task()
+    from dm_core.full.phase import finish as finish_phase, prepare
+    from dm_core.state import StateStore
+    from tests.integration.helpers import register
+
+    _reset_downstream(stack)
+    text = task_yaml(stack)
+    task = parse_task(text, f"<bench {TASK_NAME}>")
+    logf = work_dir() / "spark-full.log"
+    logf.unlink(missing_ok=True)
+    env = python_env()
+    cmd = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", "--jars", JDBC_JAR,
+           "--conf", "spark.ui.enabled=false",
+           "--conf", f"spark.pyspark.python={env['PYSPARK_PYTHON']}",
+           "--conf", f"spark.pyspark.driver.python={env['PYSPARK_DRIVER_PYTHON']}",
+           str(ROOT / "spark_jobs" / "full_load.py"), "--task", TASK_NAME]
+    with StateStore(stack.state_dsn) as store:
+        register(store, {sid: ep for (sid, _), ep in zip(SOURCES, stack.ups)}, TASK_NAME, text)
+        with TreeRSS() as rss:
+            t0 = time.monotonic()
+            prepare(task, store)
+            t1 = time.monotonic()
+            finish(run_logged(cmd, logf, env=env, cwd=ROOT, rss=rss, timeout=timeout), "spark-submit full_load.py")
+            t2 = time.monotonic()
+            out = finish_phase(task, store)
+            seconds = time.monotonic() - t0
+        loaded = sum(v["rows_loaded"] for v in out.values())
+    got = query(stack.down, f"SELECT COUNT(*) FROM {qt(TARGET_DB, 't')}")[0][0]
+    return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3),
+                   spark_seconds=round(t2 - t1, 3), finish_seconds=round(seconds - (t2 - t0), 3),
+                   rows_recorded_by_chunks=loaded, rows_ok=_check_rows("shardflow", got, rows),
+                   spark_log=str(logf),
+                   how="prepare() + spark-submit --master local[2] spark_jobs/full_load.py + finish(), routed into "
+                       f"{TARGET_DB}.t with partition id; peak RSS of spark-submit's process tree (JVM + Python workers)")
+
+
+# ---- the part ---------------------------------------------------------------------------------
+def run(stack: Stack, rows: int) -> dict:
+    data = seed(stack, rows)
+    log.info("full: %s rows, %.1f MB of text, data %s", f"{rows:,}", data["bytes"] / 1e6, data["seeded"])
+    res = {
+        "mydumper_myloader": guarded("baseline A: mydumper + myloader", run_mydumper, stack, rows, data["bytes"]),
+        "outfile_load_data": guarded("baseline B: INTO OUTFILE + LOAD DATA INFILE", run_outfile, stack, rows, data["bytes"]),
+        "shardflow": guarded("shardflow: Spark full phase", run_shardflow, stack, rows, data["bytes"]),
+    }
+    guarded("cleanup downstream", lambda: _reset_downstream(stack) or {})
+    sf = res["shardflow"].get("rows_per_s")
+    return {
+        "data": {**data, "layout": "2 sources x 2 schemas x 2 tables, 6 columns",
+                 "upstream_tables": [f"{sid}:{s}.{t}" for sid, ss in SOURCES for s in ss for t in TABLES]},
+        "results": res,
+        "ratios": {"vs_myloader": ratio(sf, res["mydumper_myloader"].get("rows_per_s")),
+                   "vs_raw_limit": ratio(sf, res["outfile_load_data"].get("rows_per_s"))},
+    }

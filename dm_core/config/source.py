@@ -1,0 +1,143 @@
+"""DM source files (``source.yaml``): one upstream MySQL/MariaDB server, read unchanged.
+
+Same strict decoding and problem list as task files (``decode.py``, ``problems.py``);
+errors carry SOURCE_INVALID. DM's keys for relay log, purge and checker are accepted and
+kept in ``raw`` even where shardflow has no use for them, so a DM file loads as is.
+
+    >>> src = parse_source("source-id: mysql-01\\nfrom: {host: 127.0.0.1, port: 3306, user: root, password: pw}\\n")
+    >>> src.to_dict()["host"], "password" in src.to_dict(), "pw" in repr(src)
+    ('127.0.0.1', False, False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dm_core.config.decode import decode, load_yaml
+from dm_core.config.problems import ConfigProblem, Problems, SourceConfigError, join
+from dm_core.config.units import DURATION, DBConfig, check_db
+from dm_core.rules.binlog_filter import BinlogFilter, FilterRule
+from dm_core.rules.patterns import RuleError
+
+MAX_SOURCE_ID_LENGTH = 32       # DM: source ids name relay directories and metrics labels
+FLAVORS = ("", "mysql", "mariadb")
+
+
+@dataclass
+class SourceConfig:
+    source_id: str
+    host: str
+    port: int
+    user: str
+    password: str = field(default="", repr=False)
+    enable_gtid: bool = False
+    enable_relay: bool = False
+    flavor: str = ""                    # "mysql" | "mariadb" | "" (detected)
+    server_id: int | None = None        # our replica's server id; None: derived
+    raw: dict = field(default_factory=dict, repr=False)
+    case_sensitive: bool = False
+    filters: list[FilterRule] = field(default_factory=list)   # source-level binlog event filters
+    relay_binlog_name: str = ""
+    relay_binlog_gtid: str = ""
+    session: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self, with_password: bool = False) -> dict:
+        """JSON-ready, flat: what a registry stores (the password only when asked for)."""
+        out = {"source-id": self.source_id, "host": self.host, "port": self.port, "user": self.user,
+               "enable-gtid": self.enable_gtid, "enable-relay": self.enable_relay, "flavor": self.flavor,
+               "server-id": self.server_id, "case-sensitive": self.case_sensitive,
+               "relay-binlog-name": self.relay_binlog_name, "relay-binlog-gtid": self.relay_binlog_gtid,
+               "session": dict(self.session),
+               "filters": [{"schema-pattern": f.schema_pattern, "table-pattern": f.table_pattern, "events": list(f.events),
+                            "sql-pattern": list(f.sql_pattern), "action": f.action} for f in self.filters]}
+        if with_password:
+            out["password"] = self.password
+        return out
+
+
+@dataclass
+class _Purge:
+    interval: int = 3600
+    expires: int = 0
+    remain_space: int = 15
+
+
+@dataclass
+class _Checker:
+    check_enable: bool = True
+    backoff_rollback: float = field(default=300.0, metadata=DURATION)
+    backoff_max: float = field(default=300.0, metadata=DURATION)
+    check_interval: float = field(default=5.0, metadata=DURATION)
+    backoff_min: float = field(default=1.0, metadata=DURATION)
+    backoff_jitter: bool = True
+    backoff_factor: float = 2.0
+
+
+@dataclass
+class _RawSource:
+    source_id: str = ""
+    enable: bool = True
+    enable_gtid: bool = False
+    enable_relay: bool = False
+    relay_binlog_name: str = ""
+    relay_binlog_gtid: str = ""
+    relay_dir: str = ""
+    meta_dir: str = ""
+    flavor: str = ""
+    charset: str = ""
+    from_: DBConfig | None = field(default=None, metadata={"yaml": "from"})
+    purge: _Purge | None = None
+    checker: _Checker | None = None
+    server_id: int | None = None
+    tracer: dict | None = None          # deprecated
+    case_sensitive: bool = False
+    filters: list[FilterRule] = field(default_factory=list)
+
+
+def parse_source(text: str, filename: str = "<source>") -> SourceConfig:
+    problems = Problems(filename)
+    data = load_yaml(text, problems)
+    problems.raise_if_any(SourceConfigError)
+    if not isinstance(data, dict):
+        problems.add("(top level)", "the source file must be a mapping of keys", "start from DM's source.yaml template")
+        raise SourceConfigError(problems.items)
+    raw = decode(_RawSource, data, "", problems) or _RawSource()
+    if not raw.source_id:
+        problems.add("source-id", "missing", "add `source-id: NAME`, unique among your sources")
+    elif len(raw.source_id) > MAX_SOURCE_ID_LENGTH:
+        problems.add("source-id", f"longer than {MAX_SOURCE_ID_LENGTH} characters", "use a shorter source id")
+    db = raw.from_
+    if db is None:
+        if "from" not in data or data.get("from") is None:
+            problems.add("from", "missing", "add `from:` with host, port, user and password of the upstream")
+        db = DBConfig()
+    else:
+        check_db(db, "from", problems, data["from"])
+    flavor = raw.flavor.lower()
+    if flavor not in FLAVORS:
+        problems.add("flavor", f"invalid value {raw.flavor!r}", "use mysql or mariadb, or remove it to detect it")
+    if raw.server_id is not None and not 0 <= raw.server_id < 1 << 32:
+        problems.add("server-id", f"out of range: {raw.server_id}", "use an integer in [1, 4294967295], or remove it")
+    for i, rule in enumerate(raw.filters):
+        try:
+            BinlogFilter([rule], raw.case_sensitive)
+        except RuleError as e:
+            problems.add(join(f"filters[{i}]", e.key) if e.key else f"filters[{i}]", e.reason,
+                         e.fix or "see DM's binlog event filter reference")
+    if raw.purge is not None and raw.purge.remain_space < 0:
+        problems.add("purge.remain-space", "must not be negative", "use a size in GB")
+    problems.raise_if_any(SourceConfigError)
+    return SourceConfig(raw.source_id, db.host, db.port, db.user, db.password, raw.enable_gtid, raw.enable_relay,
+                        flavor, raw.server_id or None, data, raw.case_sensitive, raw.filters,
+                        raw.relay_binlog_name, raw.relay_binlog_gtid, db.session)
+
+
+def load_source_file(path) -> SourceConfig:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SourceConfigError([ConfigProblem(str(p), "(file)", f"cannot read the file: {e}",
+                                               "check the path and that the file is readable UTF-8")]) from None
+    return parse_source(text, str(p))

@@ -1,0 +1,480 @@
+"""DM task files (``task.yaml``), read unchanged, checked the way DM checks them.
+
+A task file written for DM loads here as is: every key of DM's task-file reference is
+known (deprecated ones included, so an old file still loads), anything else is an error
+naming the key and its closest valid spelling. Checks follow DM's ``TaskConfig.adjust``:
+rule names an instance refers to must exist, global rules no instance uses are rejected,
+source ids are unique, a named unit config and an inline one for the same unit conflict,
+the ``*-thread`` shortcuts override the unit config. DM's warnings (``meta`` unused in
+``all`` mode, deprecated heartbeat keys, ...) land in ``TaskConfig.warnings``.
+
+Every problem of a file is collected before one ``TaskConfigError`` lists them all.
+Rule engines are compiled at load time (so a bad pattern is a config problem, not a
+runtime surprise) and kept per instance: ``task.rules_for(source_id)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from dm_core.config import checks
+from dm_core.config.decode import decode, load_yaml
+from dm_core.config.problems import ConfigProblem, Problems, TaskConfigError, closest, join
+from dm_core.config.units import (DBConfig, LoaderConfig, MetaConfig, MydumperConfig, SyncerConfig, ValidatorConfig,
+                                  check_db, check_loader, check_meta, check_mydumper, check_syncer, check_validator)
+from dm_core.errors import ErrorCode, Terminal
+from dm_core.rules.binlog_filter import BinlogFilter, FilterRule
+from dm_core.rules.block_allow import BAListRule, BlockAllowList
+from dm_core.rules.column_mapping import ColumnMapper, ColumnMappingRule
+from dm_core.rules.expression_filter import ExpressionFilter, ExprFilterRule
+from dm_core.rules.patterns import RuleError
+from dm_core.rules.router import RouteRule, TableRouter
+
+__all__ = ["ConfigProblem", "TaskConfigError", "DBConfig", "MetaConfig", "MydumperConfig", "LoaderConfig",
+           "SyncerConfig", "ValidatorConfig", "InstanceConfig", "InstanceRules", "TaskConfig", "parse_task",
+           "load_task_file"]
+
+
+# ---- the result -------------------------------------------------------------------------
+@dataclass
+class InstanceConfig:
+    """One entry of ``mysql-instances``, with rule names resolved and unit configs merged."""
+
+    source_id: str
+    meta: MetaConfig | None = None
+    route_rules: list[str] = field(default_factory=list)
+    filter_rules: list[str] = field(default_factory=list)
+    block_allow_list: str | None = None
+    column_mapping_rules: list[str] = field(default_factory=list)
+    expression_filters: list[str] = field(default_factory=list)
+    mydumper: MydumperConfig = field(default_factory=MydumperConfig)
+    loader: LoaderConfig = field(default_factory=LoaderConfig)
+    syncer: SyncerConfig = field(default_factory=SyncerConfig)
+    validator: ValidatorConfig = field(default_factory=ValidatorConfig)
+
+
+@dataclass
+class InstanceRules:
+    """The compiled rule engines of one instance."""
+
+    source_id: str
+    block_allow: BlockAllowList
+    router: TableRouter
+    binlog_filter: BinlogFilter
+    column_mapper: ColumnMapper
+    expr_filter: ExpressionFilter
+
+
+class UnknownSourceError(Terminal, KeyError):
+    """A source id the task file has no instance for."""
+
+    code = ErrorCode.CONFIG_INVALID
+    __str__ = Exception.__str__
+
+
+@dataclass
+class TaskConfig:
+    name: str
+    task_mode: str                              # full | incremental | all | dump | load
+    shard_mode: str | None = None               # None | pessimistic | optimistic
+    meta_schema: str = "dm_meta"
+    case_sensitive: bool = False
+    timezone: str | None = None
+    ignore_checking_items: list[str] = field(default_factory=list)
+    target_database: DBConfig = field(default_factory=DBConfig)
+    mysql_instances: list[InstanceConfig] = field(default_factory=list)
+    routes: dict[str, RouteRule] = field(default_factory=dict)
+    filters: dict[str, FilterRule] = field(default_factory=dict)
+    block_allow_list: dict[str, BAListRule] = field(default_factory=dict)
+    column_mappings: dict[str, ColumnMappingRule] = field(default_factory=dict)
+    expression_filter: dict[str, ExprFilterRule] = field(default_factory=dict)
+    source_file: str | None = None
+    raw: dict = field(default_factory=dict, repr=False)      # the parsed YAML (may hold a password)
+    strict_optimistic_shard_mode: bool = False
+    online_ddl: bool = False
+    shadow_table_rules: list[str] = field(default_factory=lambda: list(checks.DEFAULT_SHADOW_TABLE_RULES))
+    trash_table_rules: list[str] = field(default_factory=lambda: list(checks.DEFAULT_TRASH_TABLE_RULES))
+    collation_compatible: str = "loose"
+    clean_dump_file: bool = True
+    mydumpers: dict[str, MydumperConfig] = field(default_factory=dict)
+    loaders: dict[str, LoaderConfig] = field(default_factory=dict)
+    syncers: dict[str, SyncerConfig] = field(default_factory=dict)
+    validators: dict[str, ValidatorConfig] = field(default_factory=dict)
+    warnings: list[ConfigProblem] = field(default_factory=list, repr=False)
+    _rules: dict[str, InstanceRules] = field(default_factory=dict, repr=False, compare=False)
+
+    def instance(self, source_id: str) -> InstanceConfig:
+        for inst in self.mysql_instances:
+            if inst.source_id == source_id:
+                return inst
+        raise UnknownSourceError(
+            f"task {self.name!r} has no mysql-instance with source-id {source_id!r} "
+            f"(it has: {', '.join(i.source_id for i in self.mysql_instances)})",
+            workaround="Add the source to the task file's mysql-instances, or use one of the source ids listed.")
+
+    def rules_for(self, source_id: str) -> InstanceRules:
+        got = self._rules.get(source_id)
+        if got is None:
+            got = self._rules[source_id] = _instance_rules(self, self.instance(source_id))
+        return got
+
+
+def _instance_rules(task: TaskConfig, inst: InstanceConfig) -> InstanceRules:
+    cs = task.case_sensitive
+    return InstanceRules(
+        inst.source_id,
+        BlockAllowList(task.block_allow_list.get(inst.block_allow_list) if inst.block_allow_list else None, cs,
+                       meta_schema=task.meta_schema),
+        TableRouter([task.routes[n] for n in inst.route_rules], cs),
+        BinlogFilter([task.filters[n] for n in inst.filter_rules], cs),
+        ColumnMapper([task.column_mappings[n] for n in inst.column_mapping_rules], cs),
+        ExpressionFilter([task.expression_filter[n] for n in inst.expression_filters], cs),
+    )
+
+
+# ---- what the YAML may hold ---------------------------------------------------------------
+@dataclass
+class _RawInstance:
+    source_id: str = ""
+    meta: MetaConfig | None = None
+    route_rules: list[str] = field(default_factory=list)
+    filter_rules: list[str] = field(default_factory=list)
+    column_mapping_rules: list[str] = field(default_factory=list)
+    expression_filters: list[str] = field(default_factory=list)
+    block_allow_list: str = ""
+    black_white_list: str = ""                      # legacy name of block-allow-list
+    mydumper_config_name: str = ""
+    mydumper: MydumperConfig | None = None
+    mydumper_thread: int = 0
+    loader_config_name: str = ""
+    loader: LoaderConfig | None = None
+    loader_thread: int = 0
+    syncer_config_name: str = ""
+    syncer: SyncerConfig | None = None
+    syncer_thread: int = 0
+    continuous_validator_config_name: str = ""
+    validator_config_name: str = ""
+    continuous_validator: ValidatorConfig | None = None
+
+
+@dataclass
+class _Experimental:
+    async_checkpoint_flush: bool = False
+
+
+@dataclass
+class _RawTask:
+    name: str = ""
+    task_mode: str = ""
+    is_sharding: bool = False                       # legacy: true means shard-mode pessimistic
+    shard_mode: str = ""
+    strict_optimistic_shard_mode: bool = False
+    meta_schema: str = ""
+    timezone: str = ""
+    case_sensitive: bool = False
+    online_ddl: bool = False
+    online_ddl_scheme: str = ""                     # deprecated: pt | gh-ost
+    shadow_table_rules: list[str] = field(default_factory=list)
+    trash_table_rules: list[str] = field(default_factory=list)
+    clean_dump_file: bool = True
+    collation_compatible: str = field(default="", metadata={"yaml": "collation_compatible"})
+    ignore_checking_items: list[str] = field(default_factory=list)
+    enable_heartbeat: bool = False                  # deprecated
+    heartbeat_update_interval: int = 1              # deprecated
+    heartbeat_report_interval: int = 10             # deprecated
+    ansi_quotes: bool = False                       # deprecated
+    remove_meta: bool = False                       # deprecated
+    experimental: _Experimental | None = None
+    target_database: DBConfig | None = None
+
+
+# top-level key -> (record class, what an instance refers to it with)
+_MAPS: dict[str, tuple[type, str]] = {
+    "routes": (RouteRule, "route-rules"),
+    "filters": (FilterRule, "filter-rules"),
+    "block-allow-list": (BAListRule, "block-allow-list"),
+    "black-white-list": (BAListRule, "black-white-list"),
+    "column-mappings": (ColumnMappingRule, "column-mapping-rules"),
+    "expression-filter": (ExprFilterRule, "expression-filters"),
+    "mydumpers": (MydumperConfig, "mydumper-config-name"),
+    "loaders": (LoaderConfig, "loader-config-name"),
+    "syncers": (SyncerConfig, "syncer-config-name"),
+    "validators": (ValidatorConfig, "continuous-validator-config-name"),
+}
+
+_ENGINES: dict[str, tuple[Callable[[list, bool], Any], str]] = {
+    "routes": (TableRouter, "a route needs schema-pattern and target-schema; see DM's table routing reference"),
+    "filters": (BinlogFilter, "see DM's binlog event filter reference for events and actions"),
+    "block-allow-list": (lambda rules, cs: BlockAllowList(rules[0], cs), "see DM's block & allow list reference"),
+    "black-white-list": (lambda rules, cs: BlockAllowList(rules[0], cs), "see DM's block & allow list reference"),
+    "column-mappings": (ColumnMapper, "see DM's column mapping reference"),
+    "expression-filter": (ExpressionFilter, "see DM's expression filter reference"),
+}
+
+_UNIT_CHECKS = {"mydumpers": check_mydumper, "loaders": check_loader, "syncers": check_syncer,
+                "validators": check_validator}
+
+
+def _decode_map(key: str, data: Any, problems: Problems, cs: bool) -> tuple[dict, set[str]]:
+    """(good entries, names of entries that are defined but broken) of one top-level map."""
+    cls, _ = _MAPS[key]
+    if data is None:
+        return {}, set()
+    if not isinstance(data, dict):
+        problems.add(key, "expected a mapping of names to entries", f"write `{key}:` then `  NAME:` entries under it")
+        return {}, set()
+    good, bad = {}, set()
+    for name, body in data.items():
+        path = join(key, str(name))
+        n = len(problems)
+        item = decode(cls, body, path, problems)
+        if item is not None and cls is ExprFilterRule:
+            item = dataclasses.replace(item, name=str(name))
+        if item is not None and key in _UNIT_CHECKS:
+            _UNIT_CHECKS[key](item, path, problems, *((body,) if key == "loaders" else ()))
+        if item is not None and key in _ENGINES:
+            build, fix = _ENGINES[key]
+            try:
+                build([item], cs)
+            except RuleError as e:
+                problems.add(join(path, e.key) if e.key else path, e.reason, e.fix or fix)
+        if item is None or len(problems) > n:
+            bad.add(str(name))
+        else:
+            good[str(name)] = item
+    return good, bad
+
+
+# ---- parsing ------------------------------------------------------------------------------
+def parse_task(text: str, filename: str = "<task>") -> TaskConfig:
+    """Parse and check a DM task file; TaskConfigError lists every problem found."""
+    problems = Problems(filename)
+    data = load_yaml(text, problems)
+    problems.raise_if_any(TaskConfigError)
+    if not isinstance(data, dict):
+        problems.add("(top level)", "the task file must be a mapping of keys", "start from DM's task file template")
+        raise TaskConfigError(problems.items)
+    raw = decode(_RawTask, data, "", problems, also=tuple(_MAPS) + ("mysql-instances",))
+    task = _build(raw, data, problems, filename)
+    problems.raise_if_any(TaskConfigError)
+    task.warnings = problems.warnings
+    return task
+
+
+def load_task_file(path) -> TaskConfig:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskConfigError([ConfigProblem(str(p), "(file)", f"cannot read the file: {e}",
+                                             "check the path and that the file is readable UTF-8")]) from None
+    task = parse_task(text, str(p))
+    task.source_file = str(p)
+    return task
+
+
+def _build(raw: _RawTask, data: dict, problems: Problems, filename: str) -> TaskConfig:
+    cs = raw.case_sensitive
+    if not raw.name:
+        problems.add("name", "missing", "add `name: NAME`, unique among your tasks")
+    if not raw.task_mode:
+        problems.add("task-mode", "missing", f"add `task-mode:` with one of: {', '.join(checks.TASK_MODES)}")
+    else:
+        checks.check_choice(raw.task_mode, checks.TASK_MODES, "task-mode", problems)
+    shard_mode = raw.shard_mode or ("pessimistic" if raw.is_sharding else None)
+    if raw.shard_mode:
+        checks.check_choice(raw.shard_mode, checks.SHARD_MODES, "shard-mode", problems)
+    if raw.strict_optimistic_shard_mode and shard_mode != "optimistic":
+        problems.warn("strict-optimistic-shard-mode", "has no effect unless shard-mode is optimistic", "remove it")
+    online_ddl = raw.online_ddl
+    if raw.online_ddl_scheme:
+        checks.check_choice(raw.online_ddl_scheme, checks.ONLINE_DDL_SCHEMES, "online-ddl-scheme", problems)
+        online_ddl = True
+        problems.warn("online-ddl-scheme", "is deprecated", "write `online-ddl: true` instead")
+    collation = raw.collation_compatible or "loose"
+    checks.check_choice(collation, checks.COLLATION_MODES, "collation_compatible", problems)
+    checks.check_checking_items(raw.ignore_checking_items, "ignore-checking-items", problems)
+    checks.check_regexps(raw.shadow_table_rules, "shadow-table-rules", problems)
+    checks.check_regexps(raw.trash_table_rules, "trash-table-rules", problems)
+    if raw.timezone:
+        checks.check_timezone(raw.timezone, "timezone", problems)
+    for k in ("enable-heartbeat", "heartbeat-update-interval", "heartbeat-report-interval", "remove-meta", "ansi-quotes"):
+        if k in data:
+            problems.warn(k, "is deprecated and ignored", "remove it")
+    for k in ("heartbeat-update-interval", "heartbeat-report-interval"):
+        if getattr(raw, k.replace("-", "_")) <= 0:
+            problems.add(k, "must be positive", "remove it (heartbeat is deprecated)")
+
+    target = raw.target_database
+    if target is None:
+        if "target-database" not in data:
+            problems.add("target-database", "missing", "add `target-database:` with host, port, user and password")
+        target = DBConfig()
+    else:
+        check_db(target, "target-database", problems, data["target-database"])
+
+    maps, broken = {}, {}
+    for key in _MAPS:
+        maps[key], broken[key] = _decode_map(key, data.get(key), problems, cs)
+    legacy = (maps["black-white-list"] or broken["black-white-list"]) and not (maps["block-allow-list"] or broken["block-allow-list"])
+    ba_key = "black-white-list" if legacy else "block-allow-list"
+    if maps["block-allow-list"] and maps["black-white-list"]:
+        problems.warn("black-white-list", "is ignored because block-allow-list is set", "merge it into block-allow-list")
+
+    instances = _instances(raw, data.get("mysql-instances"), maps, broken, ba_key, problems)
+    task = TaskConfig(
+        name=raw.name, task_mode=raw.task_mode, shard_mode=shard_mode, meta_schema=raw.meta_schema or "dm_meta",
+        case_sensitive=cs, timezone=raw.timezone or None, ignore_checking_items=raw.ignore_checking_items,
+        target_database=target, mysql_instances=instances, routes=maps["routes"], filters=maps["filters"],
+        block_allow_list=maps[ba_key], column_mappings=maps["column-mappings"],
+        expression_filter=maps["expression-filter"], source_file=None if filename.startswith("<") else filename,
+        raw=data, strict_optimistic_shard_mode=raw.strict_optimistic_shard_mode, online_ddl=online_ddl,
+        shadow_table_rules=raw.shadow_table_rules or list(checks.DEFAULT_SHADOW_TABLE_RULES),
+        trash_table_rules=raw.trash_table_rules or list(checks.DEFAULT_TRASH_TABLE_RULES),
+        collation_compatible=collation, clean_dump_file=raw.clean_dump_file, mydumpers=maps["mydumpers"],
+        loaders=maps["loaders"], syncers=maps["syncers"], validators=maps["validators"])
+    if not problems.items:
+        _compile_instances(task, problems)
+    return task
+
+
+# ---- mysql-instances ----------------------------------------------------------------------
+_REF_LISTS = (("route_rules", "routes", "route"), ("filter_rules", "filters", "filter rule"),
+              ("column_mapping_rules", "column-mappings", "column mapping"),
+              ("expression_filters", "expression-filter", "expression filter"))
+_UNITS = (("mydumper", "mydumpers", MydumperConfig, check_mydumper, "threads"),
+          ("loader", "loaders", LoaderConfig, check_loader, "pool_size"),
+          ("syncer", "syncers", SyncerConfig, check_syncer, "worker_count"))
+
+
+def _instances(raw: _RawTask, data: Any, maps: dict, broken: dict, ba_key: str, problems: Problems) -> list[InstanceConfig]:
+    if data is None or data == []:
+        problems.add("mysql-instances", "missing: a task needs at least one instance",
+                     "add `mysql-instances:` with `- source-id: ...` entries")
+        return []
+    if not isinstance(data, list):
+        problems.add("mysql-instances", "expected a list of instances", "write one `- source-id: ...` entry per source")
+        return []
+    used: Counter = Counter()
+    seen: dict[str, int] = {}
+    out = []
+    for i, body in enumerate(data):
+        p = f"mysql-instances[{i}]"
+        ri = decode(_RawInstance, body, p, problems)
+        if ri is None:
+            continue
+        if not ri.source_id:
+            problems.add(join(p, "source-id"), "missing", "add `source-id:` naming a source created with operate-source")
+        elif ri.source_id in seen:
+            problems.add(join(p, "source-id"), f"source-id {ri.source_id!r} is already used by mysql-instances[{seen[ri.source_id]}]",
+                         "give each source one instance; put all its rules in that instance")
+        else:
+            seen[ri.source_id] = i
+        _check_meta(raw.task_mode, ri, p, problems)
+        for attr, key, what in _REF_LISTS:
+            for k, name in enumerate(getattr(ri, attr)):
+                used[(key, name)] += 1
+                if name not in maps[key] and name not in broken[key]:
+                    problems.add(f"{p}.{attr.replace('_', '-')}[{k}]", f"no {what} named {name!r} in `{key}`",
+                                 _ref_fix(name, maps[key], key))
+        ba = ri.block_allow_list or ri.black_white_list or None
+        if ba:
+            used[(ba_key, ba)] += 1
+            if ba not in maps[ba_key] and ba not in broken[ba_key]:
+                k = "block-allow-list" if ri.block_allow_list else "black-white-list"
+                problems.add(join(p, k), f"no block & allow list named {ba!r} in `{ba_key}`",
+                             _ref_fix(ba, maps[ba_key], ba_key))
+        units = {}
+        for unit, key, cls, check, attr in _UNITS:
+            units[unit] = _unit(ri, p, unit, key, cls, check, attr, maps, broken, used, problems, body)
+        vname = ri.continuous_validator_config_name or ri.validator_config_name
+        validator = ValidatorConfig()
+        if vname:
+            used[("validators", vname)] += 1
+            if vname in maps["validators"]:
+                validator = copy.deepcopy(maps["validators"][vname])
+            elif vname not in broken["validators"]:
+                k = "continuous-validator-config-name" if ri.continuous_validator_config_name else "validator-config-name"
+                problems.add(join(p, k), f"no validator config named {vname!r} in `validators`",
+                             _ref_fix(vname, maps["validators"], "validators"))
+        elif ri.continuous_validator is not None:
+            validator = ri.continuous_validator
+            check_validator(validator, join(p, "continuous-validator"), problems)
+        out.append(InstanceConfig(
+            source_id=ri.source_id, meta=ri.meta, route_rules=ri.route_rules, filter_rules=ri.filter_rules,
+            block_allow_list=ba, column_mapping_rules=ri.column_mapping_rules,
+            expression_filters=ri.expression_filters, validator=validator, **units))
+    for key, (_, ref) in _MAPS.items():
+        if key in ("block-allow-list", "black-white-list") and key != ba_key:
+            continue        # the legacy list is ignored when block-allow-list is set (warned above)
+        for name in list(maps[key]) + sorted(broken[key]):
+            if not used[(key, name)]:
+                problems.add(join(key, name), "defined but no mysql-instance uses it (DM rejects unused global configs)",
+                             f"reference it with `{ref}` in an instance, or delete it")
+    return out
+
+
+def _ref_fix(name: str, defined, key: str) -> str:
+    if not defined:
+        return f"define `{key}.{name}`, or remove the reference"
+    return closest(name, defined, f"a name defined in `{key}`")
+
+
+def _check_meta(mode: str, ri: _RawInstance, p: str, problems: Problems) -> None:
+    if ri.meta is not None:
+        check_meta(ri.meta, join(p, "meta"), problems)
+        if mode in ("full", "all", "dump", "load"):
+            problems.warn(join(p, "meta"), f"is not used in task-mode {mode} (the dump's own position is)",
+                          "remove it, or use task-mode incremental")
+    elif mode == "incremental":
+        problems.warn(join(p, "meta"), "not set: replication starts at the checkpoint, else at the upstream's current position",
+                      "set meta to start from a known binlog position")
+
+
+def _unit(ri, p, unit, key, cls, check, attr, maps, broken, used, problems, body):
+    """One unit config of an instance: named (copied) or inline or default, then the thread shortcut."""
+    cname = getattr(ri, f"{unit}_config_name")
+    inline = getattr(ri, unit)
+    cfg = None
+    if cname and inline is not None:
+        problems.add(join(p, f"{unit}-config-name"), f"set together with an inline `{unit}` section",
+                     f"keep one of {unit}-config-name and {unit}")
+    if cname:
+        used[(key, cname)] += 1
+        if cname in maps[key]:
+            cfg = copy.deepcopy(maps[key][cname])
+        elif cname not in broken[key]:
+            problems.add(join(p, f"{unit}-config-name"), f"no {unit} config named {cname!r} in `{key}`",
+                         _ref_fix(cname, maps[key], key))
+    elif inline is not None:
+        cfg = inline
+        check(cfg, join(p, unit), problems, *((body.get(unit) if isinstance(body, dict) else None,) if unit == "loader" else ()))
+    cfg = cfg if cfg is not None else cls()
+    threads = getattr(ri, f"{unit}_thread")
+    if threads < 0:
+        problems.add(join(p, f"{unit}-thread"), f"must not be negative, got {threads}", "use a positive number, or remove it")
+    elif threads > 0:
+        setattr(cfg, attr, threads)
+    return cfg
+
+
+def _compile_instances(task: TaskConfig, problems: Problems) -> None:
+    """Build each instance's engines now: rules that only clash together (same patterns) show up here."""
+    for i, inst in enumerate(task.mysql_instances):
+        p = f"mysql-instances[{i}]"
+        cs = task.case_sensitive
+        for key, build, names, rules in (("route-rules", TableRouter, inst.route_rules, task.routes),
+                                         ("filter-rules", BinlogFilter, inst.filter_rules, task.filters),
+                                         ("column-mapping-rules", ColumnMapper, inst.column_mapping_rules, task.column_mappings)):
+            try:
+                build([rules[n] for n in names], cs)
+            except RuleError as e:
+                problems.add(join(p, key), f"these rules cannot be used together: {e.reason}",
+                             "give the rules of one instance different schema-pattern/table-pattern pairs")
+        if not problems.items:
+            task._rules[inst.source_id] = _instance_rules(task, inst)
