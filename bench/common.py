@@ -119,15 +119,19 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 4) if a is not None and b else None
 
 
-def figures(rows: int, nbytes: int | None, seconds: float, peak_rss: int | None = None, **extra: Any) -> dict:
-    """The raw figures every engine reports."""
-    return {
+def figures(rows: int, nbytes: int | None, seconds: float, peak_rss: int | None = None, *, with_rss: bool = True,
+            **extra: Any) -> dict:
+    """The raw figures every engine reports (``with_rss=False``: a part that measures no memory)."""
+    out = {
         "rows": rows, "bytes": nbytes, "seconds": round(seconds, 3),
         "rows_per_s": round(rows / seconds, 1) if seconds else None,
         "mb_per_s": round(nbytes / seconds / 1e6, 2) if nbytes and seconds else None,
         "peak_rss_mb": round(peak_rss / 2**20, 1) if peak_rss else None,
         **extra,
     }
+    if not with_rss:
+        del out["peak_rss_mb"]
+    return out
 
 
 def guarded(name: str, fn: Callable[..., dict], *args, **kwargs) -> dict:

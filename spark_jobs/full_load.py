@@ -51,7 +51,7 @@ def _create_spark_session(app: str):
 def _jdbc_url(ep) -> str:
     # jdbc:mysql:// so Spark's MySQL dialect quotes identifiers with backticks (FIELD-NOTES).
     return (f"jdbc:mysql://{ep.host}:{ep.port}/?tinyInt1isBit=false&useUnicode=true&characterEncoding=utf8"
-            "&sessionVariables=time_zone='%2B00:00'&useCursorFetch=true")
+            "&sessionVariables=time_zone='+00:00'&useCursorFetch=true")
 
 
 def _transformed(df, st, task):

@@ -1,0 +1,578 @@
+"""Incremental: the shardflow syncer vs decoding alone, a naive applier and MariaDB's replica.
+
+Workload (one source, up1, table bench_inc.t: id PK + 5 columns and a secondary index),
+written before anything is measured, between two ``SHOW MASTER STATUS`` positions
+[start, end): ``events`` single-row autocommit transactions, 60% INSERT / 30% UPDATE /
+10% DELETE, a quarter of the UPDATEs on 10 hot keys (never deleted), plus one 1000-row
+transaction per 10,000 events (alternately a 1000-row INSERT and a 1000-row UPDATE).
+Every engine replays the same binlog range into an empty table and is timed until the
+range is applied; rows/s always divides the workload's row count (others writing to up1
+at the same time only add events every engine must skip).
+
+Engines:
+- decode_only: ``BinlogWindow`` (mysql-replication, the syncer's reader) over [start, end),
+  rows counted, nothing applied: the ceiling of any Python applier.
+- naive: the same reader, one autocommit statement per row (INSERT / UPDATE / DELETE by id).
+- replica_single / replica_parallel: a private MariaDB replica (port 3340-3349, own datadir,
+  ``replicate_wild_do_table=bench_inc.%``) started at ``start`` with ``START SLAVE UNTIL
+  end``, timed until Exec_Master_Log_Pos reaches ``end``; parallel = 4 optimistic threads.
+- shardflow: ``Syncer.run_window()`` repeatedly from a checkpoint at ``start`` until the
+  checkpoint passes ``end`` (the sensor's window budget), into bench_inc.t downstream.
+
+Each applier's result is checked against the upstream table (row count + CRC32 checksum).
+
+Lag: see ``measure_lag``; ``ratios`` = shardflow rows/s ÷ each baseline's rows/s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pymysql
+from pymysql.converters import escape_string
+
+from bench.common import (
+    Skipped, Stack, bench_schema, execute, figures, guarded, percentile, query, ratio, work_dir,
+)
+from dm_core.db import Endpoint, connect, master_position, qi, qt
+from dm_core.state.store import Position
+
+log = logging.getLogger("bench.incremental")
+
+SCHEMA = "bench_inc"            # upstream, replica and shardflow's downstream copy
+NAIVE_SCHEMA = "bench_inc_naive"
+TABLE = "t"
+SOURCE_ID = "bench-inc-src"
+TASK_NAME = "bench_inc"
+HOT_KEYS = 10
+BIG_ROWS = 1000
+REPLICA_PORTS = range(3340, 3350)
+REPLICA_THREADS = 4
+LAG_SECONDS = 8.0               # length of the steady-load phase that measures lag
+
+_DDL = """CREATE TABLE {t} (
+  id int NOT NULL,
+  k int NOT NULL,
+  c varchar(120) NOT NULL,
+  pad char(60) NOT NULL,
+  amount decimal(12,2) NOT NULL,
+  updated_at datetime(6) NOT NULL,
+  PRIMARY KEY (id),
+  KEY k_k (k)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+
+_CHECKSUM = ("SELECT COUNT(*), COALESCE(SUM(CRC32(CONCAT_WS('#', id, k, c, pad, amount, updated_at))), 0) "
+             "FROM {t}")
+
+
+# ---- workload ---------------------------------------------------------------------------------
+class Workload:
+    """Deterministic statements on bench_inc.t, tracking which ids exist upstream."""
+
+    def __init__(self, seed: int = 42):
+        self.rng = random.Random(seed)
+        self.live: list[int] = []
+        self.index: dict[int, int] = {}
+        self.next_id = 1
+        self.t = qt(SCHEMA, TABLE)
+        self.ops = {"insert": 0, "update": 0, "delete": 0}
+
+    def _add(self, i: int) -> None:
+        self.index[i] = len(self.live)
+        self.live.append(i)
+
+    def _remove(self, i: int) -> None:
+        j = self.index.pop(i)
+        last = self.live.pop()
+        if last != i:
+            self.live[j] = last
+            self.index[last] = j
+
+    def _values(self, i: int) -> str:
+        r = self.rng
+        c = escape_string(f"c-{i}-" + "x" * r.randrange(10, 100))
+        return f"({i}, {r.randrange(1_000_000)}, '{c}', 'pad-{r.getrandbits(32):08x}', {r.randrange(10**7) / 100}, NOW(6))"
+
+    def _set(self) -> str:
+        r = self.rng
+        return (f"k = {r.randrange(1_000_000)}, c = 'u-{r.getrandbits(40):x}', amount = amount + 1, "
+                "updated_at = NOW(6)")
+
+    def single(self) -> str:
+        r = self.rng.random()
+        if len(self.live) < 2 * HOT_KEYS or r < 0.6:
+            i = self.next_id
+            self.next_id += 1
+            self._add(i)
+            self.ops["insert"] += 1
+            return f"INSERT INTO {self.t} (id, k, c, pad, amount, updated_at) VALUES {self._values(i)}"
+        if r < 0.9:
+            hot = self.rng.random() < 0.25
+            i = self.rng.randrange(1, HOT_KEYS + 1) if hot else self.live[self.rng.randrange(len(self.live))]
+            self.ops["update"] += 1
+            return f"UPDATE {self.t} SET {self._set()} WHERE id = {i}"
+        while True:
+            i = self.live[self.rng.randrange(len(self.live))]
+            if i > HOT_KEYS:
+                break
+        self._remove(i)
+        self.ops["delete"] += 1
+        return f"DELETE FROM {self.t} WHERE id = {i}"
+
+    def big(self, kind: str) -> str:
+        if kind == "update" and len(self.live) >= BIG_ROWS:
+            ids = sorted(self.rng.sample(self.live, BIG_ROWS))
+            self.ops["update"] += BIG_ROWS
+            return f"UPDATE {self.t} SET {self._set()} WHERE id IN ({', '.join(map(str, ids))})"
+        ids = range(self.next_id, self.next_id + BIG_ROWS)
+        self.next_id += BIG_ROWS
+        for i in ids:
+            self._add(i)
+        self.ops["insert"] += BIG_ROWS
+        return f"INSERT INTO {self.t} (id, k, c, pad, amount, updated_at) VALUES {', '.join(self._values(i) for i in ids)}"
+
+
+def _raw_conn(ep: Endpoint, multi: bool = False):
+    flags = pymysql.constants.CLIENT.MULTI_STATEMENTS if multi else 0
+    return pymysql.connect(host=ep.host, port=int(ep.port), user=ep.user, password=ep.password, charset="utf8mb4",
+                           autocommit=True, client_flag=flags)
+
+
+def fresh_table(ep: Endpoint, schema: str) -> None:
+    execute(ep, f"DROP DATABASE IF EXISTS {bench_schema(schema)}", f"CREATE DATABASE {bench_schema(schema)}",
+            _DDL.format(t=qt(schema, TABLE)))
+
+
+def checksum(ep: Endpoint, schema: str) -> tuple[int, int]:
+    n, s = query(ep, _CHECKSUM.format(t=qt(schema, TABLE)))[0]
+    return int(n), int(s)
+
+
+def write_workload(up: Endpoint, events: int, wl: Workload) -> dict:
+    """Create bench_inc.t upstream, then write the workload; returns its binlog range."""
+    execute(up, "SET SESSION sql_log_bin = 0", f"DROP DATABASE IF EXISTS {bench_schema(SCHEMA)}",
+            f"CREATE DATABASE {bench_schema(SCHEMA)}", _DDL.format(t=qt(SCHEMA, TABLE)))
+    n_big = max(1, round(events / 10_000))
+    big_at = {(j + 1) * events // (n_big + 1): ("insert" if j % 2 == 0 else "update") for j in range(n_big)}
+    conn = _raw_conn(up, multi=True)
+    t0 = time.monotonic()
+    try:
+        start = Position(*master_position(conn)[:2])
+        batch: list[str] = []
+        rows = 0
+
+        def send():
+            with conn.cursor() as cur:
+                cur.execute(";\n".join(batch))
+                while cur.nextset():
+                    pass
+            batch.clear()
+
+        for k in range(events):
+            if k in big_at:
+                batch.append(wl.big(big_at[k]))
+                rows += BIG_ROWS
+            batch.append(wl.single())
+            rows += 1
+            if len(batch) >= 200:
+                send()
+        if batch:
+            send()
+        end = Position(*master_position(conn)[:2])
+    finally:
+        conn.close()
+    return {"start": start, "end": end, "rows": rows, "transactions": events + n_big, "big_transactions": n_big,
+            "ops": dict(wl.ops), "write_seconds": round(time.monotonic() - t0, 2)}
+
+
+def binlog_bytes(up: Endpoint, start: Position, end: Position) -> int | None:
+    if start.file == end.file:
+        return end.pos - start.pos
+    sizes = {r[0]: int(r[1]) for r in query(up, "SHOW BINARY LOGS")}
+    files = sorted((f for f in sizes if start.key() <= Position(f, 0).key() <= end.key()), key=lambda f: Position(f, 0).key())
+    if not files or files[0] != start.file:
+        return None
+    return sum(sizes[f] for f in files[:-1]) - start.pos + end.pos
+
+
+def _client_server_id(k: int) -> int:
+    return 0x6E000000 + (os.getpid() % 0xFFFF) * 8 + k
+
+
+def _verify(what: str, got: tuple[int, int], want: tuple[int, int]) -> bool:
+    if got != want:
+        log.warning("WARNING: %s: downstream (rows, checksum) %s != upstream %s", what, got, want)
+    return got == want
+
+
+# ---- decode only / naive ------------------------------------------------------------------------
+def _window(up: Endpoint, start: Position, end: Position, k: int):
+    from dm_core.sync.reader import BinlogWindow
+
+    return BinlogWindow(up, start, end, server_id=_client_server_id(k), budget_events=1 << 62, budget_seconds=1e9)
+
+
+def run_decode(up: Endpoint, w: dict, nbytes: int | None) -> dict:
+    seen = other = 0
+    t0 = time.monotonic()
+    for txn in _window(up, w["start"], w["end"], 1):
+        for ch in txn.rows:
+            if ch.schema == SCHEMA and ch.table == TABLE:
+                seen += 1
+            else:
+                other += 1
+    seconds = time.monotonic() - t0
+    if seen != w["rows"]:
+        log.warning("WARNING: decode saw %d row events of %s.%s, the workload wrote %d", seen, SCHEMA, TABLE, w["rows"])
+    return figures(w["rows"], nbytes, seconds, with_rss=False, row_events_seen=seen, other_row_events=other,
+                   how="dm_core.sync.reader.BinlogWindow (mysql-replication, freeze_schema) over [start, end), rows counted")
+
+
+def run_naive(up: Endpoint, down: Endpoint, w: dict, nbytes: int | None, want: tuple[int, int]) -> dict:
+    fresh_table(down, NAIVE_SCHEMA)
+    t = qt(NAIVE_SCHEMA, TABLE)
+    conn = connect(down, autocommit=True, downstream=True)
+    n = 0
+    sql: dict[tuple, str] = {}
+    t0 = time.monotonic()
+    try:
+        with conn.cursor() as cur:
+            for txn in _window(up, w["start"], w["end"], 2):
+                for ch in txn.rows:
+                    if ch.schema != SCHEMA or ch.table != TABLE:
+                        continue
+                    row = ch.after if ch.after is not None else ch.before
+                    key = (ch.op, tuple(row))
+                    s = sql.get(key)
+                    if s is None:
+                        cols = list(row)
+                        if ch.op == "insert":
+                            s = f"INSERT INTO {t} ({', '.join(map(qi, cols))}) VALUES ({', '.join(['%s'] * len(cols))})"
+                        elif ch.op == "update":
+                            s = f"UPDATE {t} SET {', '.join(qi(c) + ' = %s' for c in cols)} WHERE `id` = %s"
+                        else:
+                            s = f"DELETE FROM {t} WHERE `id` = %s"
+                        sql[key] = s
+                    if ch.op == "insert":
+                        cur.execute(s, list(ch.after.values()))
+                    elif ch.op == "update":
+                        cur.execute(s, [*ch.after.values(), ch.before["id"]])
+                    else:
+                        cur.execute(s, [ch.before["id"]])
+                    n += 1
+        seconds = time.monotonic() - t0
+    finally:
+        conn.close()
+    ok = _verify("naive", checksum(down, NAIVE_SCHEMA), want)
+    execute(down, f"DROP DATABASE IF EXISTS {bench_schema(NAIVE_SCHEMA)}")
+    return figures(w["rows"], nbytes, seconds, with_rss=False, statements=n, rows_ok=ok,
+                   how="BinlogWindow + one autocommit pymysql statement per row (INSERT / UPDATE / DELETE by id)")
+
+
+# ---- MariaDB's replica --------------------------------------------------------------------------
+def _free_port() -> int:
+    for p in REPLICA_PORTS:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+                return p
+            except OSError:
+                continue
+    raise Skipped(f"no free port in {REPLICA_PORTS.start}-{REPLICA_PORTS.stop - 1} for the private replica")
+
+
+class PrivateReplica:
+    """A throwaway MariaDB replica: own datadir under the bench work dir, killed on exit."""
+
+    def __init__(self):
+        self.dir: Path | None = None
+        self.proc: subprocess.Popen | None = None
+        self.ep: Endpoint | None = None
+
+    def __enter__(self) -> "PrivateReplica":
+        tools = {t: shutil.which(t) or (f"/usr/sbin/{t}" if os.path.exists(f"/usr/sbin/{t}") else None)
+                 for t in ("mariadb-install-db", "mariadbd")}
+        if not all(tools.values()):
+            raise Skipped("mariadb-install-db / mariadbd not installed (Debian package `mariadb-server`)")
+        port = _free_port()
+        self.dir = work_dir() / f"replica-{port}"
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir()
+        user = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
+        r = subprocess.run([tools["mariadb-install-db"], "--no-defaults", f"--datadir={self.dir / 'data'}",
+                            f"--user={user}", "--auth-root-authentication-method=normal"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"mariadb-install-db failed: {r.stdout[-500:]} {r.stderr[-500:]}")
+        err = self.dir / "error.log"
+        # Same durability settings as the stack's downstream, so applying costs the same.
+        self.proc = subprocess.Popen(
+            [tools["mariadbd"], "--no-defaults", f"--datadir={self.dir / 'data'}", f"--port={port}",
+             f"--socket={self.dir / 'mariadbd.sock'}", f"--pid-file={self.dir / 'mariadbd.pid'}",
+             "--bind-address=127.0.0.1", f"--user={user}", "--server-id=900", "--skip-slave-start",
+             f"--replicate-wild-do-table={SCHEMA}.%", f"--log-error={err}", "--innodb-buffer-pool-size=256M",
+             "--innodb-flush-log-at-trx-commit=2", "--character-set-server=utf8mb4",
+             "--collation-server=utf8mb4_general_ci", f"--relay-log={self.dir / 'relay-bin'}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.ep = Endpoint("127.0.0.1", port, "root", "", name="bench replica")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                connect(self.ep).close()
+                break
+            except Exception:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    tail = err.read_text(errors="replace")[-1500:] if err.exists() else ""
+                    self.__exit__()
+                    raise RuntimeError(f"the private replica did not start on port {port}:\n{tail}") from None
+                time.sleep(0.2)
+        log.info("private replica up on 127.0.0.1:%d (%s)", port, self.dir)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run_replica(rep: PrivateReplica | None, up: Endpoint, w: dict, nbytes: int | None, want: tuple[int, int],
+                *, parallel: bool, timeout: float = 1800) -> dict:
+    if rep is None or rep.ep is None:
+        raise Skipped("the private replica is not running (see the earlier error)")
+    r = rep.ep
+    start, end = w["start"], w["end"]
+    execute(r, "STOP SLAVE", "RESET SLAVE ALL")
+    fresh_table(r, SCHEMA)
+    threads = REPLICA_THREADS if parallel else 0
+    execute(r, f"SET GLOBAL slave_parallel_threads = {threads}",
+            f"SET GLOBAL slave_parallel_mode = '{'optimistic' if parallel else 'conservative'}'",
+            f"CHANGE MASTER TO MASTER_HOST = '{escape_string(up.host)}', MASTER_PORT = {int(up.port)}, "
+            f"MASTER_USER = '{escape_string(up.user)}', MASTER_PASSWORD = '{escape_string(up.password)}', "
+            f"MASTER_LOG_FILE = '{escape_string(start.file)}', MASTER_LOG_POS = {int(start.pos)}, MASTER_USE_GTID = no")
+    conn = connect(r)
+    try:
+        with conn.cursor(pymysql.cursors.DictCursor) as cur:
+            t0 = time.monotonic()
+            cur.execute(f"START SLAVE UNTIL MASTER_LOG_FILE = '{escape_string(end.file)}', MASTER_LOG_POS = {int(end.pos)}")
+            while True:
+                cur.execute("SHOW SLAVE STATUS")
+                st = cur.fetchone()
+                if st and st["Relay_Master_Log_File"] and \
+                        Position(st["Relay_Master_Log_File"], int(st["Exec_Master_Log_Pos"])).key() >= end.key():
+                    break
+                if st and (st["Last_SQL_Errno"] or st["Last_IO_Errno"]):
+                    raise RuntimeError(f"replica stopped: IO {st['Last_IO_Errno']} {st['Last_IO_Error']}; "
+                                       f"SQL {st['Last_SQL_Errno']} {st['Last_SQL_Error']}")
+                if time.monotonic() - t0 > timeout:
+                    raise RuntimeError(f"replica did not reach {end} in {timeout:.0f}s")
+                time.sleep(0.02)
+            seconds = time.monotonic() - t0
+            cur.execute("STOP SLAVE")
+    finally:
+        conn.close()
+    ok = _verify("replica", checksum(r, SCHEMA), want)
+    mode = f"slave_parallel_threads={threads}" + (", slave_parallel_mode=optimistic" if parallel else "")
+    return figures(w["rows"], nbytes, seconds, with_rss=False, rows_ok=ok,
+                   how=f"private MariaDB replica, {mode}, START SLAVE UNTIL end; timed to Exec_Master_Log_Pos >= end")
+
+
+# ---- shardflow --------------------------------------------------------------------------------
+def task_yaml(down: Endpoint) -> str:
+    return f"""\
+name: {TASK_NAME}
+task-mode: incremental
+target-database:
+  host: {down.host}
+  port: {down.port}
+  user: {down.user}
+  password: "{down.password}"
+mysql-instances:
+  - source-id: {SOURCE_ID}
+    block-allow-list: ba
+block-allow-list:
+  ba:
+    do-dbs: [{SCHEMA}]
+"""
+
+
+def _checkpoint(store) -> Position | None:
+    st = store.source_state(TASK_NAME, SOURCE_ID)
+    return Position(st["binlog_file"], int(st["binlog_pos"])) if st["binlog_file"] else None
+
+
+def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, int], wl: Workload,
+                  *, budget_events: int = 200_000, budget_seconds: float = 30.0, lag: bool = True) -> dict:
+    from dm_core.state import StateStore
+    from dm_core.sync.syncer import Syncer
+
+    try:
+        from dm_core.config.task import parse_task
+    except ImportError as e:
+        raise Skipped(f"the task parser is not available yet (dm_core/config/task.py parse_task): {e}") from None
+    up, down = stack.up1, stack.down
+    fresh_table(down, SCHEMA)
+    text = task_yaml(down)
+    task = parse_task(text, f"<bench {TASK_NAME}>")
+    start, end = w["start"], w["end"]
+    with StateStore(stack.state_dsn) as store:
+        store.put_source(SOURCE_ID, {"source-id": SOURCE_ID, "host": up.host, "port": up.port, "user": up.user},
+                         up.password)
+        store.reset_task(TASK_NAME)
+        store.put_task(TASK_NAME, text, "running")
+        store.update_source_state(TASK_NAME, SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos, stage="sync")
+        syncer = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)
+        windows = txns = 0
+        t0 = time.monotonic()
+        while True:
+            res = syncer.run_window()
+            windows += 1
+            txns += res.txns
+            if res.paused or res.state != "sync":
+                raise RuntimeError(f"the syncer stopped ({res.state}): {res.paused}")
+            cp = _checkpoint(store)
+            if cp is not None and cp.key() >= end.key():
+                break
+        seconds = time.monotonic() - t0
+        ok = _verify("shardflow", checksum(down, SCHEMA), want)
+        out = figures(w["rows"], nbytes, seconds, with_rss=False, windows=windows, transactions_per_s=round(w["transactions"] / seconds, 1),
+                      rows_ok=ok, batch=int(task.instance(SOURCE_ID).syncer.batch),
+                      how=f"Syncer.run_window() (budget {budget_events} events / {budget_seconds:.0f}s) from a checkpoint at "
+                          "start until the checkpoint passes end")
+        if lag:
+            rate = min(2000.0, max(20.0, 0.5 * w["transactions"] / seconds))
+            count = int(min(max(100, w["transactions"] // 5), max(100, rate * LAG_SECONDS)))
+            out["lag"] = guarded("shardflow: lag under steady load", measure_lag, up, down, store, syncer, wl, rate, count)
+    return out
+
+
+def measure_lag(up: Endpoint, down: Endpoint, store, syncer, wl: Workload, rate: float, count: int) -> dict:
+    """Replication lag under a steady load at half the syncer's catch-up rate.
+
+    How it is measured: after the catch-up, a writer thread commits ``count`` more
+    single-row transactions (same 60/30/10 mix) at ``rate`` per second. After each commit
+    it records the wall-clock time the commit returned (the upstream commit time; the
+    binlog header's own timestamp has one-second resolution, too coarse) and the binlog
+    position right after it (SHOW MASTER STATUS). Meanwhile the syncer runs windows back to
+    back, as a sensor poke does while there is work. When a window returns, every recorded
+    transaction at or before its durable checkpoint counts as applied at that instant:
+    lag = window end − commit time. So lag is measured per window (a transaction applied
+    early in a window is charged until the window ends) and excludes the Airflow sensor's
+    poke interval and scheduling delay, which a deployment adds on top.
+    """
+    commits: list[tuple[tuple[int, int], float]] = []
+    failed: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            conn = _raw_conn(up)
+            try:
+                with conn.cursor() as cur:
+                    t0 = time.monotonic()
+                    for i in range(count):
+                        delay = t0 + i / rate - time.monotonic()
+                        if delay > 0:
+                            time.sleep(delay)
+                        cur.execute(wl.single())
+                        t = time.time()
+                        cur.execute("SHOW MASTER STATUS")
+                        f, p = cur.fetchone()[:2]
+                        commits.append((Position(f, int(p)).key(), t))
+            finally:
+                conn.close()
+        except BaseException as e:  # reported by the main thread
+            failed.append(e)
+
+    th = threading.Thread(target=writer, name="bench-lag-writer", daemon=True)
+    lags: list[float] = []
+    windows = 0
+    i = 0
+    t0 = time.monotonic()
+    th.start()
+    while True:
+        alive = th.is_alive()
+        res = syncer.run_window()
+        windows += 1
+        now = time.time()
+        if res.paused or res.state != "sync":
+            raise RuntimeError(f"the syncer stopped ({res.state}): {res.paused}")
+        cp = _checkpoint(store)
+        while i < len(commits) and cp is not None and commits[i][0] <= cp.key():
+            lags.append(now - commits[i][1])
+            i += 1
+        if failed:
+            raise RuntimeError(f"the lag writer failed: {failed[0]}")
+        if not alive and i >= len(commits):
+            break
+        if res.rows == 0:
+            time.sleep(0.005)
+    th.join()
+    want = checksum(up, SCHEMA)
+    return {
+        "p50_s": round(percentile(lags, 50), 4) if lags else None,
+        "p99_s": round(percentile(lags, 99), 4) if lags else None,
+        "max_s": round(max(lags), 4) if lags else None,
+        "transactions": len(lags), "target_rate_txn_per_s": round(rate, 1),
+        "achieved_rate_txn_per_s": round(count / (time.monotonic() - t0), 1), "windows": windows,
+        "rows_ok": _verify("shardflow after the lag phase", checksum(down, SCHEMA), want),
+        "how": "steady single-row writes at half the catch-up rate (max 2000/s); per transaction: end of the first "
+               "window whose checkpoint covers it − the time its upstream commit returned",
+    }
+
+
+# ---- the part ---------------------------------------------------------------------------------
+def run(stack: Stack, events: int) -> dict:
+    up = stack.up1
+    wl = Workload()
+    log.info("incremental: writing %s single-row transactions to %s.%s on %s", f"{events:,}", SCHEMA, TABLE, up)
+    w = write_workload(up, events, wl)
+    want = checksum(up, SCHEMA)
+    nbytes = binlog_bytes(up, w["start"], w["end"])
+    log.info("workload: %d rows in %d transactions, binlog %s → %s (%s bytes), written in %.1fs",
+             w["rows"], w["transactions"], w["start"], w["end"], nbytes, w["write_seconds"])
+    res = {
+        "decode_only": guarded("baseline: decode only", run_decode, up, w, nbytes),
+        "naive": guarded("baseline: naive one statement per row", run_naive, up, stack.down, w, nbytes, want),
+    }
+    rep = PrivateReplica()
+    try:
+        try:
+            rep.__enter__()
+        except Exception as e:
+            log.error("the private replica did not start: %s", e)
+            err = {"error": str(e)}
+            res["replica_single"], res["replica_parallel"] = err, dict(err)
+        else:
+            res["replica_single"] = guarded("baseline: MariaDB replica, single thread", run_replica, rep, up, w,
+                                            nbytes, want, parallel=False)
+            res["replica_parallel"] = guarded(f"baseline: MariaDB replica, {REPLICA_THREADS} optimistic threads",
+                                              run_replica, rep, up, w, nbytes, want, parallel=True)
+    finally:
+        rep.__exit__()
+    res["shardflow"] = guarded("shardflow: Syncer windows", run_shardflow, stack, w, nbytes, want, wl)
+    sf = res["shardflow"].get("rows_per_s")
+    workload = {**w, "start": str(w["start"]), "end": str(w["end"]), "binlog_bytes": nbytes,
+                "mix": "single-row autocommit: 60% insert / 30% update (25% of them on 10 hot keys) / 10% delete; "
+                       f"plus {w['big_transactions']} x {BIG_ROWS}-row transactions (insert/update alternately)"}
+    return {
+        "workload": workload,
+        "results": res,
+        "lag": res["shardflow"].pop("lag", None),
+        "ratios": {name: ratio(sf, res[key].get("rows_per_s")) for name, key in (
+            ("vs_decode_only", "decode_only"), ("vs_naive", "naive"),
+            ("vs_replica_single", "replica_single"), ("vs_replica_parallel", "replica_parallel"))},
+    }

@@ -1,0 +1,104 @@
+"""`make bench`: run the benchmarks, print a table, write bench/results/{full,incremental}.json.
+
+    python -m bench.run [--full-rows N] [--inc-events N] [--only full|incremental]
+
+Needs the local stack (`make stack-up`); ports and credentials come from the environment or
+`scripts/stack.sh env`. Figures are raw; performance is judged by the ratios (shardflow ÷
+baseline, measured in this run on the same data), never by pass/fail thresholds.
+A baseline that cannot run is reported as null with its reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+from bench import full, incremental
+from bench.common import fmt, machine, stack_from_env, table, write_json
+
+log = logging.getLogger("bench")
+
+
+def _parse_arguments(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--full-rows", type=int, default=2_000_000,
+                   help="rows of the full-copy data set, spread over 2 sources x 2 schemas x 2 tables (default 2,000,000)")
+    p.add_argument("--inc-events", type=int, default=50_000,
+                   help="single-row transactions of the incremental workload (default 50,000)")
+    p.add_argument("--only", choices=("full", "incremental"), help="run one part only")
+    return p.parse_args(argv)
+
+
+def _row(name: str, r: dict, cols: list[str]) -> list:
+    if r.get("error"):
+        return [name] + ["-"] * (len(cols) - 1) + ["n/a: " + r["error"].splitlines()[0][:90]]
+    note = "" if r.get("rows_ok", True) else "ROW CHECK FAILED"
+    return [name] + [r.get(c) for c in cols[:-1]] + [note]
+
+
+def _ratios(ratios: dict) -> str:
+    return "ratios (shardflow / baseline): " + "  ".join(f"{k} {fmt(v, 2)}" for k, v in ratios.items())
+
+
+def render_full(out: dict) -> str:
+    d = out["data"]
+    cols = ["seconds", "rows_per_s", "mb_per_s", "peak_rss_mb", "note"]
+    names = {"mydumper_myloader": "mydumper + myloader", "outfile_load_data": "INTO OUTFILE + LOAD DATA (raw limit)",
+             "shardflow": "shardflow (Spark full phase)"}
+    rows = [_row(names[k], r, cols) for k, r in out["results"].items()]
+    sf = out["results"]["shardflow"]
+    extra = ""
+    if not sf.get("error"):
+        extra = (f"\nshardflow breakdown: prepare {fmt(sf['prepare_seconds'], 2)}s, spark-submit "
+                 f"{fmt(sf['spark_seconds'], 2)}s, finish {fmt(sf['finish_seconds'], 2)}s")
+    return (f"FULL COPY: {d['rows']:,} rows ({d['layout']}), {d['bytes'] / 1e6:.1f} MB as text\n"
+            + table(["engine", "s", "rows/s", "MB/s", "peak RSS MB", "note"], rows) + extra
+            + "\n" + _ratios(out["ratios"]))
+
+
+def render_incremental(out: dict) -> str:
+    w = out["workload"]
+    cols = ["seconds", "rows_per_s", "mb_per_s", "note"]
+    names = {"decode_only": "decode only (mysql-replication)", "naive": "naive (1 statement per row)",
+             "replica_single": "MariaDB replica, 1 thread", "replica_parallel": "MariaDB replica, 4 threads optimistic",
+             "shardflow": "shardflow (Syncer windows)"}
+    rows = [_row(names[k], r, cols) for k, r in out["results"].items()]
+    lag = out.get("lag") or {}
+    if lag.get("error"):
+        lag_line = f"shardflow lag: n/a ({lag['error']})"
+    elif lag:
+        lag_line = (f"shardflow lag at {fmt(lag['achieved_rate_txn_per_s'])} txn/s steady load: p50 {fmt(lag['p50_s'], 3)}s, "
+                    f"p99 {fmt(lag['p99_s'], 3)}s, max {fmt(lag['max_s'], 3)}s over {lag['transactions']:,} transactions")
+    else:
+        lag_line = "shardflow lag: n/a"
+    return (f"INCREMENTAL: {w['rows']:,} row events in {w['transactions']:,} transactions "
+            f"({w['ops']['insert']:,} insert / {w['ops']['update']:,} update / {w['ops']['delete']:,} delete rows), "
+            f"binlog {fmt(w['binlog_bytes'])} bytes\n"
+            + table(["engine", "s", "rows/s", "binlog MB/s", "note"], rows)
+            + "\n" + lag_line + "\n" + _ratios(out["ratios"]))
+
+
+def main(argv=None) -> int:
+    args = _parse_arguments(argv)
+    logging.basicConfig(level=logging.INFO, format="[bench] %(message)s", stream=sys.stderr)
+    for noisy in ("shardflow", "pymysqlreplication", "py4j"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    stack = stack_from_env()
+    reports = []
+    t0 = time.monotonic()
+    if args.only in (None, "full"):
+        out = {"meta": {**machine(), "full_rows": args.full_rows}, **full.run(stack, args.full_rows)}
+        path = write_json("full.json", out)
+        reports.append(render_full(out) + f"\n→ {path}")
+    if args.only in (None, "incremental"):
+        out = {"meta": {**machine(), "inc_events": args.inc_events}, **incremental.run(stack, args.inc_events)}
+        path = write_json("incremental.json", out)
+        reports.append(render_incremental(out) + f"\n→ {path}")
+    print("\n\n".join(reports) + f"\n\n(benchmarks took {time.monotonic() - t0:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
