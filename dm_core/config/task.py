@@ -332,7 +332,7 @@ def _build(raw: _RawTask, data: dict, problems: Problems, filename: str) -> Task
         case_sensitive=cs, timezone=raw.timezone or None, ignore_checking_items=raw.ignore_checking_items,
         target_database=target, mysql_instances=instances, routes=maps["routes"], filters=maps["filters"],
         block_allow_list=maps[ba_key], column_mappings=maps["column-mappings"],
-        expression_filter=maps["expression-filter"], source_file=None if filename.startswith("<") else filename,
+        expression_filter=maps["expression-filter"], source_file=None,
         raw=data, strict_optimistic_shard_mode=raw.strict_optimistic_shard_mode, online_ddl=online_ddl,
         shadow_table_rules=raw.shadow_table_rules or list(checks.DEFAULT_SHADOW_TABLE_RULES),
         trash_table_rules=raw.trash_table_rules or list(checks.DEFAULT_TRASH_TABLE_RULES),
