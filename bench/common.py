@@ -150,7 +150,7 @@ def guarded(name: str, fn: Callable[..., dict], *args, **kwargs) -> dict:
 
 
 def _brief(out: dict) -> str:
-    keys = ("rows", "seconds", "rows_per_s", "mb_per_s", "peak_rss_mb")
+    keys = ("rows", "seconds", "rows_per_s", "mb_per_s", "peak_rss_mb", "p50_s", "p99_s")
     return ", ".join(f"{k}={out[k]}" for k in keys if out.get(k) is not None)
 
 

@@ -37,7 +37,7 @@ from bench.common import (
     JDBC_JAR, ROOT, VENV_BIN, Skipped, Stack, TreeRSS, bench_schema, drop_schemas, execute, figures,
     finish, guarded, python_env, query, ratio, run_logged, work_dir,
 )
-from dm_core.db import Endpoint, connect, qi, qt
+from dm_core.db import Endpoint, connect, qt
 
 log = logging.getLogger("bench.full")
 
@@ -279,7 +279,7 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, timeout: float = 3600
             t0 = time.monotonic()
             prepare(task, store)
             t1 = time.monotonic()
-            finish(run_logged(cmd, logf, env=env, cwd=ROOT, rss=rss, timeout=timeout), "spark-submit full_load.py")
+            finish(run_logged(cmd, logf, env=env, cwd=work_dir(), rss=rss, timeout=timeout), "spark-submit full_load.py")
             t2 = time.monotonic()
             out = finish_phase(task, store)
             seconds = time.monotonic() - t0
@@ -302,7 +302,10 @@ def run(stack: Stack, rows: int) -> dict:
         "outfile_load_data": guarded("baseline B: INTO OUTFILE + LOAD DATA INFILE", run_outfile, stack, rows, data["bytes"]),
         "shardflow": guarded("shardflow: Spark full phase", run_shardflow, stack, rows, data["bytes"]),
     }
-    guarded("cleanup downstream", lambda: _reset_downstream(stack) or {})
+    try:
+        _reset_downstream(stack)
+    except Exception as e:  # the figures are taken; leftovers are dropped by the next run
+        log.warning("could not drop the downstream copies: %s", e)
     sf = res["shardflow"].get("rows_per_s")
     return {
         "data": {**data, "layout": "2 sources x 2 schemas x 2 tables, 6 columns",

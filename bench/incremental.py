@@ -350,10 +350,8 @@ class PrivateReplica:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def run_replica(rep: PrivateReplica | None, up: Endpoint, w: dict, nbytes: int | None, want: tuple[int, int],
+def run_replica(rep: PrivateReplica, up: Endpoint, w: dict, nbytes: int | None, want: tuple[int, int],
                 *, parallel: bool, timeout: float = 1800) -> dict:
-    if rep is None or rep.ep is None:
-        raise Skipped("the private replica is not running (see the earlier error)")
     r = rep.ep
     start, end = w["start"], w["end"]
     execute(r, "STOP SLAVE", "RESET SLAVE ALL")
@@ -416,7 +414,8 @@ def _checkpoint(store) -> Position | None:
 
 
 def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, int], wl: Workload,
-                  *, budget_events: int = 200_000, budget_seconds: float = 30.0, lag: bool = True) -> dict:
+                  *, budget_events: int = 200_000, budget_seconds: float = 30.0, lag: bool = True,
+                  timeout: float = 1800) -> dict:
     from dm_core.state import StateStore
     from dm_core.sync.syncer import Syncer
 
@@ -436,21 +435,22 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
         store.put_task(TASK_NAME, text, "running")
         store.update_source_state(TASK_NAME, SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos, stage="sync")
         syncer = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)
-        windows = txns = 0
+        windows = 0
         t0 = time.monotonic()
         while True:
             res = syncer.run_window()
             windows += 1
-            txns += res.txns
             if res.paused or res.state != "sync":
                 raise RuntimeError(f"the syncer stopped ({res.state}): {res.paused}")
             cp = _checkpoint(store)
             if cp is not None and cp.key() >= end.key():
                 break
+            if time.monotonic() - t0 > timeout:
+                raise RuntimeError(f"the syncer did not reach {end} in {timeout:.0f}s (checkpoint {cp})")
         seconds = time.monotonic() - t0
         ok = _verify("shardflow", checksum(down, SCHEMA), want)
-        out = figures(w["rows"], nbytes, seconds, with_rss=False, windows=windows, transactions_per_s=round(w["transactions"] / seconds, 1),
-                      rows_ok=ok, batch=int(task.instance(SOURCE_ID).syncer.batch),
+        out = figures(w["rows"], nbytes, seconds, with_rss=False, windows=windows,
+                      transactions_per_s=round(w["transactions"] / seconds, 1), rows_ok=ok, batch=int(task.instance(SOURCE_ID).syncer.batch),
                       how=f"Syncer.run_window() (budget {budget_events} events / {budget_seconds:.0f}s) from a checkpoint at "
                           "start until the checkpoint passes end")
         if lag:
@@ -518,6 +518,8 @@ def measure_lag(up: Endpoint, down: Endpoint, store, syncer, wl: Workload, rate:
             raise RuntimeError(f"the lag writer failed: {failed[0]}")
         if not alive and i >= len(commits):
             break
+        if time.monotonic() - t0 > LAG_SECONDS * 10 + 60:
+            raise RuntimeError(f"the syncer did not catch up with the steady load ({i}/{count} transactions applied)")
         if res.rows == 0:
             time.sleep(0.005)
     th.join()
@@ -548,21 +550,16 @@ def run(stack: Stack, events: int) -> dict:
         "decode_only": guarded("baseline: decode only", run_decode, up, w, nbytes),
         "naive": guarded("baseline: naive one statement per row", run_naive, up, stack.down, w, nbytes, want),
     }
-    rep = PrivateReplica()
     try:
-        try:
-            rep.__enter__()
-        except Exception as e:
-            log.error("the private replica did not start: %s", e)
-            err = {"error": str(e)}
-            res["replica_single"], res["replica_parallel"] = err, dict(err)
-        else:
+        with PrivateReplica() as rep:  # killed on the way out, whatever happens
             res["replica_single"] = guarded("baseline: MariaDB replica, single thread", run_replica, rep, up, w,
                                             nbytes, want, parallel=False)
             res["replica_parallel"] = guarded(f"baseline: MariaDB replica, {REPLICA_THREADS} optimistic threads",
                                               run_replica, rep, up, w, nbytes, want, parallel=True)
-    finally:
-        rep.__exit__()
+    except Exception as e:  # it did not start: both replica baselines are n/a
+        log.error("the private replica did not start: %s", e)
+        res["replica_single"] = {"error": str(e)}
+        res["replica_parallel"] = {"error": str(e)}
     res["shardflow"] = guarded("shardflow: Syncer windows", run_shardflow, stack, w, nbytes, want, wl)
     sf = res["shardflow"].get("rows_per_s")
     workload = {**w, "start": str(w["start"]), "end": str(w["end"]), "binlog_bytes": nbytes,

@@ -15,18 +15,17 @@ runtime surprise) and kept per instance: ``task.rules_for(source_id)``.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from dm_core.config import checks
 from dm_core.config.decode import decode, load_yaml
-from dm_core.config.problems import ConfigProblem, Problems, TaskConfigError, closest, join
+from dm_core.config.instances import InstanceConfig, build_instances
+from dm_core.config.problems import ConfigProblem, Problems, TaskConfigError, join
 from dm_core.config.units import (DBConfig, LoaderConfig, MetaConfig, MydumperConfig, SyncerConfig, ValidatorConfig,
-                                  check_db, check_loader, check_meta, check_mydumper, check_syncer, check_validator)
+                                  check_db, check_loader, check_mydumper, check_syncer, check_validator)
 from dm_core.errors import ErrorCode, Terminal
 from dm_core.rules.binlog_filter import BinlogFilter, FilterRule
 from dm_core.rules.block_allow import BAListRule, BlockAllowList
@@ -41,23 +40,6 @@ __all__ = ["ConfigProblem", "TaskConfigError", "DBConfig", "MetaConfig", "Mydump
 
 
 # ---- the result -------------------------------------------------------------------------
-@dataclass
-class InstanceConfig:
-    """One entry of ``mysql-instances``, with rule names resolved and unit configs merged."""
-
-    source_id: str
-    meta: MetaConfig | None = None
-    route_rules: list[str] = field(default_factory=list)
-    filter_rules: list[str] = field(default_factory=list)
-    block_allow_list: str | None = None
-    column_mapping_rules: list[str] = field(default_factory=list)
-    expression_filters: list[str] = field(default_factory=list)
-    mydumper: MydumperConfig = field(default_factory=MydumperConfig)
-    loader: LoaderConfig = field(default_factory=LoaderConfig)
-    syncer: SyncerConfig = field(default_factory=SyncerConfig)
-    validator: ValidatorConfig = field(default_factory=ValidatorConfig)
-
-
 @dataclass
 class InstanceRules:
     """The compiled rule engines of one instance."""
@@ -138,29 +120,6 @@ def _instance_rules(task: TaskConfig, inst: InstanceConfig) -> InstanceRules:
 
 
 # ---- what the YAML may hold ---------------------------------------------------------------
-@dataclass
-class _RawInstance:
-    source_id: str = ""
-    meta: MetaConfig | None = None
-    route_rules: list[str] = field(default_factory=list)
-    filter_rules: list[str] = field(default_factory=list)
-    column_mapping_rules: list[str] = field(default_factory=list)
-    expression_filters: list[str] = field(default_factory=list)
-    block_allow_list: str = ""
-    black_white_list: str = ""                      # legacy name of block-allow-list
-    mydumper_config_name: str = ""
-    mydumper: MydumperConfig | None = None
-    mydumper_thread: int = 0
-    loader_config_name: str = ""
-    loader: LoaderConfig | None = None
-    loader_thread: int = 0
-    syncer_config_name: str = ""
-    syncer: SyncerConfig | None = None
-    syncer_thread: int = 0
-    continuous_validator_config_name: str = ""
-    validator_config_name: str = ""
-    continuous_validator: ValidatorConfig | None = None
-
 
 @dataclass
 class _Experimental:
@@ -326,7 +285,14 @@ def _build(raw: _RawTask, data: dict, problems: Problems, filename: str) -> Task
     if maps["block-allow-list"] and maps["black-white-list"]:
         problems.warn("black-white-list", "is ignored because block-allow-list is set", "merge it into block-allow-list")
 
-    instances = _instances(raw, data.get("mysql-instances"), maps, broken, ba_key, problems)
+    instances, used = build_instances(raw.task_mode, data.get("mysql-instances"), maps, broken, ba_key, problems)
+    for key, (_, ref) in _MAPS.items():
+        if key in ("block-allow-list", "black-white-list") and key != ba_key:
+            continue        # the legacy list is ignored when block-allow-list is set (warned above)
+        for name in list(maps[key]) + sorted(broken[key]):
+            if not used[(key, name)]:
+                problems.add(join(key, name), "defined but no mysql-instance uses it (DM rejects unused global configs)",
+                             f"reference it with `{ref}` in an instance, or delete it")
     task = TaskConfig(
         name=raw.name, task_mode=raw.task_mode, shard_mode=shard_mode, meta_schema=raw.meta_schema or "dm_meta",
         case_sensitive=cs, timezone=raw.timezone or None, ignore_checking_items=raw.ignore_checking_items,
@@ -341,126 +307,6 @@ def _build(raw: _RawTask, data: dict, problems: Problems, filename: str) -> Task
     if not problems.items:
         _compile_instances(task, problems)
     return task
-
-
-# ---- mysql-instances ----------------------------------------------------------------------
-_REF_LISTS = (("route_rules", "routes", "route"), ("filter_rules", "filters", "filter rule"),
-              ("column_mapping_rules", "column-mappings", "column mapping"),
-              ("expression_filters", "expression-filter", "expression filter"))
-_UNITS = (("mydumper", "mydumpers", MydumperConfig, check_mydumper, "threads"),
-          ("loader", "loaders", LoaderConfig, check_loader, "pool_size"),
-          ("syncer", "syncers", SyncerConfig, check_syncer, "worker_count"))
-
-
-def _instances(raw: _RawTask, data: Any, maps: dict, broken: dict, ba_key: str, problems: Problems) -> list[InstanceConfig]:
-    if data is None or data == []:
-        problems.add("mysql-instances", "missing: a task needs at least one instance",
-                     "add `mysql-instances:` with `- source-id: ...` entries")
-        return []
-    if not isinstance(data, list):
-        problems.add("mysql-instances", "expected a list of instances", "write one `- source-id: ...` entry per source")
-        return []
-    used: Counter = Counter()
-    seen: dict[str, int] = {}
-    out = []
-    for i, body in enumerate(data):
-        p = f"mysql-instances[{i}]"
-        ri = decode(_RawInstance, body, p, problems)
-        if ri is None:
-            continue
-        if not ri.source_id:
-            problems.add(join(p, "source-id"), "missing", "add `source-id:` naming a source created with operate-source")
-        elif ri.source_id in seen:
-            problems.add(join(p, "source-id"), f"source-id {ri.source_id!r} is already used by mysql-instances[{seen[ri.source_id]}]",
-                         "give each source one instance; put all its rules in that instance")
-        else:
-            seen[ri.source_id] = i
-        _check_meta(raw.task_mode, ri, p, problems)
-        for attr, key, what in _REF_LISTS:
-            for k, name in enumerate(getattr(ri, attr)):
-                used[(key, name)] += 1
-                if name not in maps[key] and name not in broken[key]:
-                    problems.add(f"{p}.{attr.replace('_', '-')}[{k}]", f"no {what} named {name!r} in `{key}`",
-                                 _ref_fix(name, maps[key], key))
-        ba = ri.block_allow_list or ri.black_white_list or None
-        if ba:
-            used[(ba_key, ba)] += 1
-            if ba not in maps[ba_key] and ba not in broken[ba_key]:
-                k = "block-allow-list" if ri.block_allow_list else "black-white-list"
-                problems.add(join(p, k), f"no block & allow list named {ba!r} in `{ba_key}`",
-                             _ref_fix(ba, maps[ba_key], ba_key))
-        units = {}
-        for unit, key, cls, check, attr in _UNITS:
-            units[unit] = _unit(ri, p, unit, key, cls, check, attr, maps, broken, used, problems, body)
-        vname = ri.continuous_validator_config_name or ri.validator_config_name
-        validator = ValidatorConfig()
-        if vname:
-            used[("validators", vname)] += 1
-            if vname in maps["validators"]:
-                validator = copy.deepcopy(maps["validators"][vname])
-            elif vname not in broken["validators"]:
-                k = "continuous-validator-config-name" if ri.continuous_validator_config_name else "validator-config-name"
-                problems.add(join(p, k), f"no validator config named {vname!r} in `validators`",
-                             _ref_fix(vname, maps["validators"], "validators"))
-        elif ri.continuous_validator is not None:
-            validator = ri.continuous_validator
-            check_validator(validator, join(p, "continuous-validator"), problems)
-        out.append(InstanceConfig(
-            source_id=ri.source_id, meta=ri.meta, route_rules=ri.route_rules, filter_rules=ri.filter_rules,
-            block_allow_list=ba, column_mapping_rules=ri.column_mapping_rules,
-            expression_filters=ri.expression_filters, validator=validator, **units))
-    for key, (_, ref) in _MAPS.items():
-        if key in ("block-allow-list", "black-white-list") and key != ba_key:
-            continue        # the legacy list is ignored when block-allow-list is set (warned above)
-        for name in list(maps[key]) + sorted(broken[key]):
-            if not used[(key, name)]:
-                problems.add(join(key, name), "defined but no mysql-instance uses it (DM rejects unused global configs)",
-                             f"reference it with `{ref}` in an instance, or delete it")
-    return out
-
-
-def _ref_fix(name: str, defined, key: str) -> str:
-    if not defined:
-        return f"define `{key}.{name}`, or remove the reference"
-    return closest(name, defined, f"a name defined in `{key}`")
-
-
-def _check_meta(mode: str, ri: _RawInstance, p: str, problems: Problems) -> None:
-    if ri.meta is not None:
-        check_meta(ri.meta, join(p, "meta"), problems)
-        if mode in ("full", "all", "dump", "load"):
-            problems.warn(join(p, "meta"), f"is not used in task-mode {mode} (the dump's own position is)",
-                          "remove it, or use task-mode incremental")
-    elif mode == "incremental":
-        problems.warn(join(p, "meta"), "not set: replication starts at the checkpoint, else at the upstream's current position",
-                      "set meta to start from a known binlog position")
-
-
-def _unit(ri, p, unit, key, cls, check, attr, maps, broken, used, problems, body):
-    """One unit config of an instance: named (copied) or inline or default, then the thread shortcut."""
-    cname = getattr(ri, f"{unit}_config_name")
-    inline = getattr(ri, unit)
-    cfg = None
-    if cname and inline is not None:
-        problems.add(join(p, f"{unit}-config-name"), f"set together with an inline `{unit}` section",
-                     f"keep one of {unit}-config-name and {unit}")
-    if cname:
-        used[(key, cname)] += 1
-        if cname in maps[key]:
-            cfg = copy.deepcopy(maps[key][cname])
-        elif cname not in broken[key]:
-            problems.add(join(p, f"{unit}-config-name"), f"no {unit} config named {cname!r} in `{key}`",
-                         _ref_fix(cname, maps[key], key))
-    elif inline is not None:
-        cfg = inline
-        check(cfg, join(p, unit), problems, *((body.get(unit) if isinstance(body, dict) else None,) if unit == "loader" else ()))
-    cfg = cfg if cfg is not None else cls()
-    threads = getattr(ri, f"{unit}_thread")
-    if threads < 0:
-        problems.add(join(p, f"{unit}-thread"), f"must not be negative, got {threads}", "use a positive number, or remove it")
-    elif threads > 0:
-        setattr(cfg, attr, threads)
-    return cfg
 
 
 def _compile_instances(task: TaskConfig, problems: Problems) -> None:

@@ -1,0 +1,148 @@
+"""MySQL value semantics for expression filters: how values print, count, compare and add up.
+
+Used by ``sql_eval`` (operators) and ``sql_funcs`` (functions); one place decides that
+``'12abc' = 12``, that ``1 / 0`` is NULL and that a DATETIME compares with a string.
+
+    >>> num("12abc"), num("x"), text(True), compare("2024-01-02", dt.date(2024, 1, 1)), compare(None, 1)
+    (12, 0, '1', 1, None)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+from typing import Any, Callable, Mapping
+
+Row = Mapping[str, Any]
+Fn = Callable[[Row], Any]
+MASK64 = (1 << 64) - 1
+
+
+class UnsupportedExpression(ValueError):
+    """The expression uses SQL this evaluator does not implement."""
+
+
+_NUM_PREFIX = re.compile(r"\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)")
+
+
+def text(v: Any) -> str | None:
+    """A value as MySQL would print it in a string context."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", "replace")
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, dt.datetime):
+        return v.isoformat(sep=" ")
+    if isinstance(v, (dt.date, dt.time)):
+        return v.isoformat()
+    if isinstance(v, dt.timedelta):
+        s = int(v.total_seconds())
+        return f"{'-' if s < 0 else ''}{abs(s) // 3600:02d}:{abs(s) % 3600 // 60:02d}:{abs(s) % 60:02d}"
+    return str(v)
+
+
+def num(v: Any) -> Any:
+    """A value in a numeric context: strings by their numeric prefix ('12abc' -> 12, 'x' -> 0)."""
+    if v is None or isinstance(v, (int, float, Decimal)):
+        return v
+    if isinstance(v, (bytes, bytearray, str)):
+        m = _NUM_PREFIX.match(text(v))
+        if not m:
+            return 0
+        t = m.group(1)
+        return float(t) if any(ch in t for ch in ".eE") else int(t)
+    if isinstance(v, dt.datetime):
+        return int(v.strftime("%Y%m%d%H%M%S"))
+    if isinstance(v, dt.date):
+        return int(v.strftime("%Y%m%d"))
+    if isinstance(v, dt.timedelta):
+        return int(v.total_seconds())
+    return v
+
+
+def truth(v: Any) -> bool | None:
+    """MySQL truth value: None for NULL, else non-zero."""
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, (dt.date, dt.time)):
+        return True
+    return num(v) != 0
+
+
+def truthy(v: Any) -> bool:
+    """Whether a condition holds: NULL does not."""
+    return truth(v) is True
+
+
+def temporal(v: Any) -> dt.datetime | None:
+    if isinstance(v, dt.datetime):
+        return v
+    if isinstance(v, dt.date):
+        return dt.datetime(v.year, v.month, v.day)
+    if isinstance(v, str):
+        try:
+            return dt.datetime.fromisoformat(v.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def compare(a: Any, b: Any) -> int | None:
+    """-1, 0, 1 or None (NULL), with MySQL's type coercion."""
+    if a is None or b is None:
+        return None
+    if isinstance(a, (bytes, bytearray)):
+        a = text(a)
+    if isinstance(b, (bytes, bytearray)):
+        b = text(b)
+    if isinstance(a, str) and isinstance(b, str):
+        return (a > b) - (a < b)
+    if isinstance(a, (dt.date, dt.time)) or isinstance(b, (dt.date, dt.time)):
+        x, y = temporal(a), temporal(b)
+        if x is None or y is None:
+            x, y = text(a), text(b)
+        return (x > y) - (x < y)
+    x, y = num(a), num(b)
+    return (x > y) - (x < y)
+
+
+def arith(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def apply(a, b):
+        a, b = num(a), num(b)
+        if a is None or b is None:
+            return None
+        if isinstance(a, float) or isinstance(b, float):
+            return op(float(a), float(b))
+        if isinstance(a, Decimal) or isinstance(b, Decimal):
+            return op(Decimal(a), Decimal(b))
+        return op(int(a), int(b))
+    return apply
+
+
+def div(a, b):
+    if b == 0:
+        return None
+    return a / b if isinstance(a, float) else Decimal(a) / Decimal(b)
+
+
+def intdiv(a, b):
+    return None if b == 0 else int(a / b if isinstance(a, float) else Decimal(a) / Decimal(b))
+
+
+def mod(a, b):
+    if b == 0:
+        return None
+    r = abs(a) % abs(b)
+    return -r if a < 0 else r
+
+
+def bits(op):
+    def apply(a, b):
+        a, b = num(a), num(b)
+        return None if a is None or b is None else op(int(a) & MASK64, int(b) & MASK64) & MASK64
+    return apply
