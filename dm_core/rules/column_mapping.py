@@ -9,10 +9,10 @@ expressions in a registry (``EXPRESSIONS``):
   4 bits of instance id, 7 bits of schema suffix, 8 bits of table suffix, 44 bits of the
   original id. The suffix is what follows ``prefix + separator`` (separator "" by default)
   in the name, as an integer; a name equal to the prefix gives 0. An empty argument drops its
-  field *and its bits*: the fields after it move up. The original id must stay in
-  ``[0, 2**44)`` whatever is dropped -- DM checks the fixed ``maxOriginID``, it does not give the
-  freed bits to the id; ``id_bits`` is therefore always 44. Integers stay integers, integer
-  strings stay strings, NULL stays NULL.
+  field *and its bits*: the fields after it move up and the id below them gets the freed
+  bits (``id_bits`` = 63 minus the bits of the fields kept; 44 with all three). An id outside
+  ``[0, 2**id_bits)`` would spill into the fields, so it is an error, never a silent
+  collision. Integers stay integers, integer strings stay strings, NULL stays NULL.
 * ``add prefix`` / ``add suffix`` -- one argument, concatenated to the target column's
   string value.
 
@@ -29,7 +29,9 @@ The Spark full load needs the same result as the sync path, so a plan is plain d
     >>> dropped = ColumnMappingRule("schema_*", "table_*", "id", "id", "partition id", ["1", "", "table_"])
     >>> ColumnMapper([dropped]).plan("schema_2", "table_3", ["id"]).map_row([123]) == [1 << 59 | 3 << 51 | 123]
     True
-    >>> ColumnMapper([dropped]).plan("schema_2", "table_3", ["id"]).map_row([1 << 44])
+    >>> ColumnMapper([dropped]).plan("schema_2", "table_3", ["id"]).transforms[0].id_bits
+    51
+    >>> ColumnMapper([rule]).plan("schema_2", "table_3", ["id"]).map_row([1 << 44])
     Traceback (most recent call last):
     ...
     dm_core.errors.Terminal: [code=10001:config] column mapping (partition id) of `schema_2`.`table_3`.`id`: value 17592186044416 is out of range [0, 2**44)
@@ -38,7 +40,7 @@ The Spark full load needs the same result as the sync path, so a plan is plain d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Callable, Union
 
@@ -47,7 +49,7 @@ from dm_core.rules.patterns import RuleError, Selector
 
 PARTITION_ID, ADD_PREFIX, ADD_SUFFIX = "partition id", "add prefix", "add suffix"
 
-SIGN_BITS, INSTANCE_BITS, SCHEMA_BITS, TABLE_BITS, ID_BITS = 1, 4, 7, 8, 44
+SIGN_BITS, INSTANCE_BITS, SCHEMA_BITS, TABLE_BITS = 1, 4, 7, 8
 
 
 @dataclass(frozen=True)
@@ -161,9 +163,19 @@ def _validate(rule: ColumnMappingRule) -> None:
         raise RuleError("arguments", f"{rule.expression} takes exactly one argument")
 
 
+def id_bits(args: list[str]) -> int:
+    """Bits left to the original id once the kept fields are placed.
+
+    >>> id_bits(["1", "s_", "t_"]), id_bits(["1", "", "t_"]), id_bits(["", "", ""])
+    (44, 51, 63)
+    """
+    widths = (INSTANCE_BITS, SCHEMA_BITS, TABLE_BITS)
+    return 64 - SIGN_BITS - sum(w for a, w in zip(args[:3], widths) if a)
+
+
 def _partition_id(rule, schema, table, cols, cs) -> PartitionId:
     return PartitionId(rule.target_column, cols[rule.target_column.lower()], partition_or_value(rule.arguments, schema, table, cs),
-                       ID_BITS, rule.source_column, cols[rule.source_column.lower()])
+                       id_bits(rule.arguments), rule.source_column, cols[rule.source_column.lower()])
 
 
 EXPRESSIONS: dict[str, Callable[..., ColumnTransform]] = {
@@ -255,8 +267,6 @@ class ColumnMapper:
 
 
 def _with_real_names(t: ColumnTransform, real: dict[str, str]) -> ColumnTransform:
-    from dataclasses import replace
-
     if isinstance(t, PartitionId):
         return replace(t, column=real[t.column.lower()], source_column=real[t.source_column.lower()])
     return replace(t, column=real[t.column.lower()])

@@ -10,10 +10,10 @@ row dict, with MySQL's rules where they matter for filtering:
 * integer division by zero, ``MOD`` by zero: NULL; ``/`` gives an exact decimal.
 
 String comparisons, LIKE and REGEXP are binary (case-sensitive), as in TiDB's default
-``utf8mb4_bin`` collation and in Spark, so the full load (``to_spark_sql``) drops the same
-rows as the sync path (``expression_filter``). Each node type has one builder: operators here
-in ``_BUILDERS``, functions in ``sql_funcs.FUNCTIONS``, value rules in ``sql_values``; an
-unsupported node fails at compile time, never on a row.
+``utf8mb4_bin`` collation and in Spark, so the full load (``insert_sql_condition``) drops the
+same rows as the sync path. Each node type has one builder: operators here in ``_BUILDERS``,
+functions in ``sql_funcs.FUNCTIONS``, value rules in ``sql_values``; an unsupported node
+fails at compile time, never on a row.
 
     >>> f = compile_expr(parse_condition("c % 2 = 0 AND name LIKE 'a%'"), {"c": "c", "name": "name"}.__getitem__)
     >>> f({"c": 4, "name": "abc"}), f({"c": 3, "name": "abc"}), f({"c": None, "name": "abc"})
@@ -28,25 +28,25 @@ from typing import Any, Callable
 
 from sqlglot import exp
 
-from dm_core.rules.sql_funcs import FUNCTIONS, Compile, _binary, _unary
+from dm_core.rules.sql_funcs import FUNCTIONS, Compile, binary_op, unary_op
 from dm_core.rules.sql_values import (MASK64, Fn, UnsupportedExpression, arith, bits, compare, div, intdiv, mod, num,
                                       text, truth, truthy)
 
 __all__ = ["parse_condition", "columns_of", "compile_expr", "truthy", "UnsupportedExpression", "Fn"]
 
 
-def parse_condition(text: str) -> exp.Expression:
+def parse_condition(sql: str) -> exp.Expression:
     """The sqlglot tree of one MySQL expression; ValueError when it is not exactly one."""
     import sqlglot
     from sqlglot.errors import SqlglotError
 
     try:
-        stmts = sqlglot.parse(f"SELECT 1 FROM t WHERE {text}", read="mysql")
+        stmts = sqlglot.parse(f"SELECT 1 FROM t WHERE {sql}", read="mysql")
     except SqlglotError as e:
-        raise ValueError(f"cannot parse {text!r}: {str(e).splitlines()[0]}") from None
+        raise ValueError(f"cannot parse {sql!r}: {str(e).splitlines()[0]}") from None
     st = stmts[0] if len(stmts) == 1 else None
     if not isinstance(st, exp.Select) or {k for k, v in st.args.items() if v} - {"expressions", "from", "from_", "where"}:
-        raise ValueError(f"{text!r} is not a single expression")
+        raise ValueError(f"{sql!r} is not a single expression")
     return st.args["where"].this
 
 
@@ -99,7 +99,7 @@ def _null_or(fn):
 
 
 def _cmp_builder(test):
-    return _binary(lambda a, b: (lambda r: None if r is None else test(r))(compare(a, b)))
+    return binary_op(lambda a, b: (lambda r: None if r is None else test(r))(compare(a, b)))
 
 
 def _and(n, c):
@@ -251,33 +251,33 @@ _BUILDERS: dict[type, Callable[[Any, Compile], Fn]] = {
     exp.And: _and,
     exp.Or: _or,
     exp.Xor: _xor,
-    exp.Not: _unary(_not),
+    exp.Not: unary_op(_not),
     exp.EQ: _cmp_builder(lambda r: r == 0),
     exp.NEQ: _cmp_builder(lambda r: r != 0),
     exp.GT: _cmp_builder(lambda r: r > 0),
     exp.GTE: _cmp_builder(lambda r: r >= 0),
     exp.LT: _cmp_builder(lambda r: r < 0),
     exp.LTE: _cmp_builder(lambda r: r <= 0),
-    exp.NullSafeEQ: _binary(lambda a, b: (a is None and b is None) or (a is not None and b is not None and compare(a, b) == 0)),
-    exp.NullSafeNEQ: _binary(lambda a, b: not ((a is None and b is None) or (a is not None and b is not None and compare(a, b) == 0))),
+    exp.NullSafeEQ: binary_op(lambda a, b: (a is None and b is None) or (a is not None and b is not None and compare(a, b) == 0)),
+    exp.NullSafeNEQ: binary_op(lambda a, b: not ((a is None and b is None) or (a is not None and b is not None and compare(a, b) == 0))),
     exp.Is: _is,
     exp.In: _in,
     exp.Between: _between,
     exp.Like: _like,
     exp.Escape: _escape,
     exp.RegexpLike: _regexp,
-    exp.Add: _binary(arith(lambda a, b: a + b)),
-    exp.Sub: _binary(arith(lambda a, b: a - b)),
-    exp.Mul: _binary(arith(lambda a, b: a * b)),
-    exp.Div: _binary(arith(div)),
-    exp.IntDiv: _binary(arith(intdiv)),
-    exp.Mod: _binary(arith(mod)),
-    exp.Neg: _unary(lambda v: None if num(v) is None else -num(v)),
-    exp.BitwiseAnd: _binary(bits(lambda a, b: a & b)),
-    exp.BitwiseOr: _binary(bits(lambda a, b: a | b)),
-    exp.BitwiseXor: _binary(bits(lambda a, b: a ^ b)),
-    exp.BitwiseLeftShift: _binary(bits(lambda a, b: a << b if b < 64 else 0)),
-    exp.BitwiseRightShift: _binary(bits(lambda a, b: a >> b)),
-    exp.BitwiseNot: _unary(lambda v: None if num(v) is None else ~int(num(v)) & MASK64),
+    exp.Add: binary_op(arith(lambda a, b: a + b)),
+    exp.Sub: binary_op(arith(lambda a, b: a - b)),
+    exp.Mul: binary_op(arith(lambda a, b: a * b)),
+    exp.Div: binary_op(arith(div)),
+    exp.IntDiv: binary_op(arith(intdiv)),
+    exp.Mod: binary_op(arith(mod)),
+    exp.Neg: unary_op(lambda v: None if num(v) is None else -num(v)),
+    exp.BitwiseAnd: binary_op(bits(lambda a, b: a & b)),
+    exp.BitwiseOr: binary_op(bits(lambda a, b: a | b)),
+    exp.BitwiseXor: binary_op(bits(lambda a, b: a ^ b)),
+    exp.BitwiseLeftShift: binary_op(bits(lambda a, b: a << b if b < 64 else 0)),
+    exp.BitwiseRightShift: binary_op(bits(lambda a, b: a >> b)),
+    exp.BitwiseNot: unary_op(lambda v: None if num(v) is None else ~int(num(v)) & MASK64),
     **FUNCTIONS,
 }

@@ -4,6 +4,11 @@ A builder takes the sqlglot node and the compiler ``c`` (node -> closure) and re
 closure over a row. MySQL semantics: NULL in, NULL out (except COALESCE/IFNULL, IF, CASE,
 CONCAT_WS); SUBSTRING is 1-based with negative positions from the end; LENGTH counts bytes,
 CHAR_LENGTH characters; ROUND rounds half away from zero on exact numbers.
+
+    >>> _substring("Hello", -3, None, present=[True, True, False]), _substring("Hello", 0, None, [True, True, False])
+    ('llo', '')
+    >>> _trim("xxaxx", "x", None, "LEADING"), _round(Decimal("2.5"), None, [True, False]), _round(-5, -1, [True, True])
+    ('axx', 3, -10)
 """
 
 from __future__ import annotations
@@ -19,17 +24,21 @@ from dm_core.rules.sql_values import MASK64, Fn, UnsupportedExpression, compare,
 Compile = Callable[[exp.Expression], Fn]
 
 
-def _binary(op):
+def binary_op(op):
+    """Builder of a two-operand node: ``op(left value, right value)``."""
     def build(n, c):
         a, b = c(n.this), c(n.expression)
         return lambda row: op(a(row), b(row))
     return build
 
-def _unary(op):
+
+def unary_op(op):
+    """Builder of a one-operand node: ``op(value)``."""
     def build(n, c):
         a = c(n.this)
         return lambda row: op(a(row))
     return build
+
 
 def _args(n: exp.Expression) -> list[exp.Expression]:
     return ([n.this] if n.this is not None else []) + list(n.expressions)
@@ -203,11 +212,11 @@ def _s(fn):
 
 
 FUNCTIONS: dict[type, Callable[[Any, Compile], Fn]] = {
-    exp.Length: lambda n, c: _unary(lambda v: None if v is None else
+    exp.Length: lambda n, c: unary_op(lambda v: None if v is None else
                                     len(text(v).encode("utf-8")) if n.args.get("binary") else len(text(v)))(n, c),
-    exp.Lower: _unary(_s(str.lower)),
-    exp.Upper: _unary(_s(str.upper)),
-    exp.Reverse: _unary(_s(lambda s: s[::-1])),
+    exp.Lower: unary_op(_s(str.lower)),
+    exp.Upper: unary_op(_s(str.upper)),
+    exp.Reverse: unary_op(_s(lambda s: s[::-1])),
     exp.Concat: _concat,
     exp.ConcatWs: _concat_ws,
     exp.Substring: _func(_substring, "start", "length"),
@@ -219,9 +228,9 @@ FUNCTIONS: dict[type, Callable[[Any, Compile], Fn]] = {
     exp.Coalesce: _coalesce,
     exp.If: _if,
     exp.Case: _case,
-    exp.Abs: _unary(_n(abs)),
-    exp.Floor: _unary(_n(math.floor)),
-    exp.Ceil: _unary(_n(math.ceil)),
+    exp.Abs: unary_op(_n(abs)),
+    exp.Floor: unary_op(_n(math.floor)),
+    exp.Ceil: unary_op(_n(math.ceil)),
     exp.Round: _func(_round, "decimals"),
     exp.Cast: _cast,
 }

@@ -4,8 +4,10 @@ query-status --wait-synced → validate (downstream == union of shards after rou
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 import textwrap
 from pathlib import Path
 
@@ -45,6 +47,15 @@ def airflow(stack):
     yield
     if not running:
         subprocess.run([str(ROOT / "scripts" / "airflow.sh"), "down"], env=env, capture_output=True, timeout=120)
+
+
+def _count(ep, tdb, name) -> int:
+    conn = connect(ep)
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM {qt(tdb, 't')} WHERE name = %s", (name,))
+        n = cur.fetchone()[0]
+    conn.close()
+    return n
 
 
 def _source_file(tmp_path: Path, sid: str, ep) -> str:
@@ -93,6 +104,30 @@ def test_full_then_incremental_merge_equals_union_of_shards(stack, airflow, uniq
         assert "EQUALS" in v.stdout
         status = dmctl(stack, "query-status", name).stdout
         assert '"stage": "sync"' in status and stack["down"].password not in status
+
+        # pause: nothing is applied; resume: it catches up
+        dmctl(stack, "pause-task", name)
+        time.sleep(5)  # let a poke that started before the pause finish its window
+        conn = connect(stack["up1"])
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {qt(schemas[0], 't_2')} (name, amount) VALUES ('while-paused', 1)")
+        conn.close()
+        time.sleep(10)
+        assert _count(stack["down"], tdb, "while-paused") == 0
+        dmctl(stack, "resume-task", name)
+        r = dmctl(stack, "query-status", name, "--wait-synced", "300", check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert _count(stack["down"], tdb, "while-paused") == 1
+
+        # stop: the incremental DAG run ends
+        dmctl(stack, "stop-task", name)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            phases = json.loads(dmctl(stack, "query-status", name).stdout)["tasks"][0]["phases"]
+            if phases.get("incremental") == "success":
+                break
+            time.sleep(3)
+        assert phases.get("incremental") == "success", phases
     finally:
         dmctl(stack, "stop-task", name, check=False)
         installed.unlink(missing_ok=True)

@@ -50,10 +50,22 @@ def test_map_row_partition_id():
     assert plan is m.plan("schema_2", "table_3", ["id", "name"])     # planned once per column list
 
 
+@pytest.mark.parametrize("args,bits", [(["1", "s_", "t_"], 44), (["", "s_", "t_"], 48), (["1", "", "t_"], 51),
+                                       (["1", "s_", ""], 52), (["", "", "t_"], 55), (["", "", ""], 63)])
+def test_dropped_fields_give_their_bits_to_the_id(args, bits):
+    plan = ColumnMapper([ColumnMappingRule("s_*", "t_*", "id", "id", "partition id", args)]).plan("s_1", "t_2", ["id"])
+    assert plan.transforms[0].id_bits == bits
+    top = (1 << bits) - 1
+    assert plan.map_row([top])[0] == plan.transforms[0].or_value | top
+    assert plan.transforms[0].or_value & top == 0                  # the fields never overlap the id
+    with pytest.raises(ShardflowError, match=rf"out of range \[0, 2\*\*{bits}\)"):
+        plan.map_row([1 << bits])
+
+
 def test_partition_id_reads_source_writes_target():
     m = ColumnMapper([ColumnMappingRule("s", "t", "id", "gid", "partition id", ["2", "", ""])])
     plan = m.plan("s", "t", ["id", "GID"])
-    assert plan.transforms == [PartitionId("GID", 1, 2 << 59, 44, "id", 0)]
+    assert plan.transforms == [PartitionId("GID", 1, 2 << 59, 59, "id", 0)]
     assert plan.map_row([5, None]) == [5, 2 << 59 | 5]
 
 

@@ -49,6 +49,8 @@ INSERT_CASES = [
     ("price * 2 = 19", {}, True),
     ("price / 0 IS NULL", {}, True),
     ("c DIV 3 = 1", {}, True),
+    ("c DIV 0 IS NULL AND c % 0 IS NULL", {}, True),
+    ("-7 % 3 = -1 AND 7 % -3 = 1", {}, True),             # MOD takes the dividend's sign
     ("-c + 10 = 6", {}, True),
     ("c = '4'", {}, True),                                # string vs number: numeric
     ("c = '4abc'", {}, True),

@@ -7,8 +7,8 @@ import pytest
 
 from dm_core.rules.patterns import Pattern, RuleError, Selector, go_regex
 
-MODULES = ["patterns", "block_allow", "router", "binlog_filter", "ddl_kind", "column_mapping", "sql_eval",
-           "expression_filter"]
+MODULES = ["patterns", "block_allow", "router", "binlog_filter", "ddl_kind", "column_mapping", "sql_values",
+           "sql_funcs", "sql_eval", "expression_filter"]
 
 
 @pytest.mark.parametrize("module", MODULES)
