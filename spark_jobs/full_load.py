@@ -62,7 +62,8 @@ def _transformed(df, st, task):
     cols = {c: F.col(f"`{c}`") for c in st.columns}
     for t in (plan.transforms if plan else []):
         kind = type(t).__name__
-        c = cols[t.column]
+        # DM reads the source column and writes the target column (usually the same one)
+        c = F.col(f"`{getattr(t, 'source_column', None) or t.column}`")
         if kind == "PartitionId":
             limit = 1 << t.id_bits
             msg = f"partition id: {st.schema}.{st.table}.{t.column} value out of range [0, {limit})"

@@ -19,6 +19,8 @@ CHECKING_ITEMS = (
     "online_ddl", "binlog_db", "conn_number", "target_privilege", "meta_position", "lightning_free_space",
     "lightning_downstream_version", "lightning_region_distribution", "lightning_empty_region",
     "lightning_mutex_feature", "lightning_table_empty", "lightning_cdc_pitr",
+    # shardflow's own: row events must carry column names
+    "binlog_row_metadata",
 )
 
 # gh-ost / pt-osc shadow and trash tables, DM's defaults.
