@@ -59,9 +59,16 @@ class DMLBuilder:
 
     def build(self, op: str, before: dict | None, after: dict | None, safe: bool) -> list[Stmt]:
         if op == "insert":
-            return [Stmt(self.replace_sql if safe else self.insert_sql, self._row(after))]
+            return self._safe_insert(after) if safe else [Stmt(self.insert_sql, self._row(after))]
         if op == "delete":
             return [Stmt(self.delete_sql, self._key(before))]
         if safe:
-            return [Stmt(self.delete_sql, self._key(before)), Stmt(self.replace_sql, self._row(after))]
+            return [Stmt(self.delete_sql, self._key(before))] + self._safe_insert(after)
         return [Stmt(self.update_sql, self._row(after) + self._key(before))]
+
+    def _safe_insert(self, row: dict) -> list[Stmt]:
+        if self.tt.key_is_unique:
+            return [Stmt(self.replace_sql, self._row(row))]
+        # No unique key: REPLACE would just insert again on replay. Remove one identical
+        # row first, so replaying an insert leaves exactly one copy.
+        return [Stmt(self.delete_sql, self._key(row)), Stmt(self.insert_sql, self._row(row))]

@@ -20,6 +20,9 @@ CASES = [
     (PK, "update", {"id": 1, "v": "x"}, {"id": 2, "v": "y"}, True,
      [("DELETE FROM `db`.`t` WHERE `id` = %s", (1,)), ("REPLACE INTO `db`.`t` (`id`, `v`) VALUES (%s, %s)", (2, "y"))]),
     (PK, "delete", {"id": 1, "v": "x"}, None, True, [("DELETE FROM `db`.`t` WHERE `id` = %s", (1,))]),
+    (NOKEY, "insert", None, {"a": 1, "b": None}, True,
+     [("DELETE FROM `db`.`t` WHERE `a` <=> %s AND `b` <=> %s LIMIT 1", (1, None)),
+      ("INSERT INTO `db`.`t` (`a`, `b`) VALUES (%s, %s)", (1, None))]),
     (NOKEY, "delete", {"a": None, "b": 2}, None, False, [("DELETE FROM `db`.`t` WHERE `a` <=> %s AND `b` <=> %s LIMIT 1", (None, 2))]),
 ]
 
