@@ -143,10 +143,10 @@ def guarded(name: str, fn: Callable[..., dict], *args, **kwargs) -> dict:
         return out
     except Skipped as e:
         log.warning("    %s skipped: %s", name, e)
-        return {"error": str(e)}
+        return {"rows_per_s": None, "seconds": None, "error": str(e)}
     except Exception as e:  # a baseline's failure is a result, not a crash
         log.error("    %s failed: %s\n%s", name, e, traceback.format_exc())
-        return {"error": f"{type(e).__name__}: {e}"}
+        return {"rows_per_s": None, "seconds": None, "error": f"{type(e).__name__}: {e}"}
 
 
 def _brief(out: dict) -> str:

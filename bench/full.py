@@ -284,6 +284,9 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, timeout: float = 3600
             out = finish_phase(task, store)
             seconds = time.monotonic() - t0
         loaded = sum(v["rows_loaded"] for v in out.values())
+        store.set_task_status(TASK_NAME, "stopped")  # leave nothing registered that looks live
+        for sid, _ in SOURCES:
+            store.disable_source(sid)
     got = query(stack.down, f"SELECT COUNT(*) FROM {qt(TARGET_DB, 't')}")[0][0]
     return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3),
                    spark_seconds=round(t2 - t1, 3), finish_seconds=round(seconds - (t2 - t0), 3),

@@ -450,13 +450,17 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
         seconds = time.monotonic() - t0
         ok = _verify("shardflow", checksum(down, SCHEMA), want)
         out = figures(w["rows"], nbytes, seconds, with_rss=False, windows=windows,
-                      transactions_per_s=round(w["transactions"] / seconds, 1), rows_ok=ok, batch=int(task.instance(SOURCE_ID).syncer.batch),
+                      transactions_per_s=round(w["transactions"] / seconds, 1), rows_ok=ok,
+                      batch=int(task.instance(SOURCE_ID).syncer.batch),
                       how=f"Syncer.run_window() (budget {budget_events} events / {budget_seconds:.0f}s) from a checkpoint at "
                           "start until the checkpoint passes end")
         if lag:
             rate = min(2000.0, max(20.0, 0.5 * w["transactions"] / seconds))
             count = int(min(max(100, w["transactions"] // 5), max(100, rate * LAG_SECONDS)))
             out["lag"] = guarded("shardflow: lag under steady load", measure_lag, up, down, store, syncer, wl, rate, count)
+        store.set_task_status(TASK_NAME, "stopped")  # leave nothing registered that looks live
+        store.disable_source(SOURCE_ID)
+    execute(down, f"DROP DATABASE IF EXISTS {bench_schema(SCHEMA)}")
     return out
 
 
@@ -558,8 +562,8 @@ def run(stack: Stack, events: int) -> dict:
                                               run_replica, rep, up, w, nbytes, want, parallel=True)
     except Exception as e:  # it did not start: both replica baselines are n/a
         log.error("the private replica did not start: %s", e)
-        res["replica_single"] = {"error": str(e)}
-        res["replica_parallel"] = {"error": str(e)}
+        res["replica_single"] = {"rows_per_s": None, "seconds": None, "error": str(e)}
+        res["replica_parallel"] = dict(res["replica_single"])
     res["shardflow"] = guarded("shardflow: Syncer windows", run_shardflow, stack, w, nbytes, want, wl)
     sf = res["shardflow"].get("rows_per_s")
     workload = {**w, "start": str(w["start"]), "end": str(w["end"]), "binlog_bytes": nbytes,
