@@ -30,6 +30,7 @@ from dm_core.state.store import Position
 from dm_core.sync.applier import Applier
 from dm_core.sync.ddl import route_ddl
 from dm_core.sync.dml import DMLBuilder, Stmt
+from dm_core.sync.flusher import Batch, BatchFlusher
 from dm_core.sync.reader import BinlogWindow, RowChange, Txn
 from dm_core.target import TargetCatalog
 
@@ -125,28 +126,20 @@ class Syncer:
         res = WindowResult(self.source_id, str(start), str(start), str(until))
         dconn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
         self._catalog = TargetCatalog(dconn)
-        applier = Applier(dconn)
         window = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
                               budget_events=self.budget_events, budget_seconds=self.budget_seconds)
-        pending: list[Stmt] = []
-        pending_rows = 0
-        pending_txns = 0
-        checkpoint = start
-        last_ts = None
+        flusher, flush_store, apply_conn = self._start_flusher(res, safe_exit)
+        pending = Batch(start)
+        checkpoint = start  # the last position handed to the flusher (committed after barrier())
         batch = max(1, int(self.syncer_cfg.batch))
 
         def flush(upto: Position) -> None:
-            nonlocal pending, pending_rows, pending_txns, checkpoint
-            if pending:
-                if safe_exit is None or upto.key() > safe_exit.key():
-                    self.store.update_source_state(self.task.name, self.source_id,
-                                                   safe_exit_file=upto.file, safe_exit_pos=upto.pos)
-                applier.apply(pending)
-            self._checkpoint(upto, pending_rows, pending_txns, last_ts)
-            res.rows += pending_rows
-            res.txns += pending_txns
+            nonlocal pending, checkpoint
+            if pending.stmts or pending.txns or upto.key() > checkpoint.key():
+                pending.upto = upto
+                flusher.submit(pending)
             checkpoint = upto
-            pending, pending_rows, pending_txns = [], 0, 0
+            pending = Batch(upto)
 
         try:
             for txn in window:
@@ -154,39 +147,71 @@ class Syncer:
                 res.safe_mode = res.safe_mode or safe
                 if txn.ddl is not None:
                     flush(txn.start or checkpoint)
+                    flusher.barrier()  # a DDL runs only after every DML before it is durable
                     pause = self._handle_ddl(txn, dconn, skip_at, replace_with, res)
                     if pause:
                         self._pause(txn, pause, res)
                         break
-                    last_ts = txn.timestamp or last_ts
-                    self._checkpoint(txn.end, 0, 1, last_ts)
-                    checkpoint = txn.end
+                    pending.txns, pending.last_ts = 1, txn.timestamp
+                    flush(txn.end)
+                    flusher.barrier()
                     continue
-                stmts = self._txn_statements(txn, safe)
-                pending.extend(stmts)
-                pending_rows += len(txn.rows)
-                pending_txns += 1
-                last_ts = txn.timestamp or last_ts
-                if pending_rows >= batch:
+                pending.stmts.extend(self._txn_statements(txn, safe))
+                pending.rows += len(txn.rows)
+                pending.txns += 1
+                pending.last_ts = txn.timestamp or pending.last_ts
+                if pending.rows >= batch:
                     flush(txn.end)
             if not res.paused:  # a paused source keeps its checkpoint before the statement
                 flush(window.position if window.position.key() > checkpoint.key() else checkpoint)
+            flusher.barrier()
         except ShardflowError as e:
             if e.code is not None and e.code.terminal:
+                flusher.barrier()  # the pause position must be committed, not just submitted
                 self._pause(None, e, res, at=checkpoint)
             else:
                 raise
         finally:
-            dconn.close()
+            try:
+                flusher.close()
+            finally:
+                dconn.close()
+                apply_conn.close()
+                flush_store.close()
         res.end = str(checkpoint)
         res.seconds = time.monotonic() - t0
-        res.lag_seconds = self._lag(checkpoint, until, last_ts)
+        res.lag_seconds = self._lag(checkpoint, until, self._last_ts)
         rate = res.rows / res.seconds if res.seconds > 0 else None
         self.store.update_source_state(self.task.name, self.source_id, lag_seconds=res.lag_seconds,
                                        rows_per_second=rate)
         if res.paused:
             res.state = "paused"
         return res
+
+    def _start_flusher(self, res: WindowResult, safe_exit: Position | None):
+        """The background apply thread with its own downstream and state-store connections."""
+        from dm_core.state.store import StateStore
+
+        store = StateStore(self.store.dsn)
+        conn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
+        applier = Applier(conn)
+        exit_point = [safe_exit]
+        self._last_ts = None
+
+        def before_apply(b: Batch) -> None:
+            if exit_point[0] is None or b.upto.key() > exit_point[0].key():
+                store.update_source_state(self.task.name, self.source_id,
+                                          safe_exit_file=b.upto.file, safe_exit_pos=b.upto.pos)
+                exit_point[0] = b.upto
+
+        def committed(b: Batch) -> None:
+            self._checkpoint(b.upto, b.rows, b.txns, b.last_ts, store)
+            res.rows += b.rows
+            res.txns += b.txns
+            self._last_ts = b.last_ts or self._last_ts
+
+        return BatchFlusher(before_apply=before_apply, apply=lambda b: applier.apply(b.stmts),
+                            committed=committed), store, conn
 
     # ---- positions --------------------------------------------------------------------
     def _start_position(self, st: dict, now: Position) -> Position:
@@ -205,13 +230,13 @@ class Syncer:
                  if st[f]]
         return max(cands, key=Position.key) if cands else None
 
-    def _checkpoint(self, pos: Position, rows: int, txns: int, last_ts) -> None:
+    def _checkpoint(self, pos: Position, rows: int, txns: int, last_ts, store=None) -> None:
         fields = dict(binlog_file=pos.file, binlog_pos=pos.pos, stage="sync")
         if pos.gtid:
             fields["binlog_gtid"] = pos.gtid
         if last_ts:
             fields["last_event_ts"] = datetime.datetime.fromtimestamp(last_ts, datetime.timezone.utc)
-        self.store.add_applied(self.task.name, self.source_id, rows, txns, **fields)
+        (store or self.store).add_applied(self.task.name, self.source_id, rows, txns, **fields)
 
     @staticmethod
     def _lag(checkpoint: Position, until: Position, last_ts) -> float:
