@@ -25,6 +25,8 @@ export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$PORT/execution
 export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=5
 export AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL=5
 export AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT=1200
+# a SIGKILLed task is noticed and retried within a minute, not five
+export AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=60
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
 
 alive() { [ -f "$PIDF" ] && kill -0 "$(cat "$PIDF")" 2>/dev/null; }

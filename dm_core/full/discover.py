@@ -1,13 +1,19 @@
-"""Which upstream tables a task moves, where each goes, and how to split it into chunks."""
+"""Which upstream tables a task moves, where each goes, and which key identifies a row.
+
+Splitting a table into chunks lives in chunking.py (``chunk_table`` stays importable here).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dm_core.db import qi, qt
+from dm_core.full.chunking import Chunk, plan_chunks
+
+chunk_table = plan_chunks  # the name callers used before chunking.py
+__all__ = ["SourceTable", "discover", "Chunk", "chunk_table", "SYSTEM_SCHEMAS"]
+
 
 SYSTEM_SCHEMAS = {"mysql", "information_schema", "performance_schema", "sys"}
-_INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 
 
 @dataclass
@@ -71,36 +77,3 @@ def discover(conn, source_id: str, rules) -> list[SourceTable]:
         out.append(SourceTable(source_id, s, t, ts, tt, [c for c, _, _ in ccols], key,
                                [types[c] for c in key], n, rules.router.extract_values(s, t, source_id)))
     return out
-
-
-@dataclass(frozen=True)
-class Chunk:
-    chunk_id: int
-    where: str          # a predicate on the upstream table, '1=1' for the whole table
-
-
-def chunk_table(conn, st: SourceTable, target_rows: int = 200_000) -> list[Chunk]:
-    """Split a table into key ranges of about ``target_rows`` rows.
-
-    Integer first key column: equal-width ranges between MIN and MAX (bounds are integers
-    read from the server and formatted with int(), the only values that reach SQL text,
-    because Spark's JDBC predicates are text). Other keys, or no key: one chunk.
-    """
-    if not st.key or st.key_types[0] not in _INT_TYPES:
-        return [Chunk(0, "1=1")]
-    k = qi(st.key[0])
-    with conn.cursor() as cur:
-        cur.execute(f"SELECT MIN({k}), MAX({k}), COUNT(*) FROM {qt(st.schema, st.table)}")
-        lo, hi, n = cur.fetchone()
-    if lo is None or n <= target_rows:
-        return [Chunk(0, "1=1")]
-    lo, hi = int(lo), int(hi)
-    parts = max(1, -(-int(n) // target_rows))
-    step = max(1, -(-(hi - lo + 1) // parts))
-    splits = [lo + step * i for i in range(1, parts) if lo + step * i <= hi]
-    if not splits:
-        return [Chunk(0, "1=1")]
-    conds = [f"{k} < {int(splits[0])}"]
-    conds += [f"{k} >= {int(a)} AND {k} < {int(b)}" for a, b in zip(splits, splits[1:])]
-    conds.append(f"{k} >= {int(splits[-1])}")
-    return [Chunk(i, c) for i, c in enumerate(conds)]

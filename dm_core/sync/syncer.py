@@ -133,9 +133,12 @@ class Syncer:
         checkpoint = start  # the last position handed to the flusher (committed after barrier())
         batch = max(1, int(self.syncer_cfg.batch))
 
+        unrecorded = not st["binlog_file"]  # the first window records its start even if idle
+
         def flush(upto: Position) -> None:
-            nonlocal pending, checkpoint
-            if pending.stmts or pending.txns or upto.key() > checkpoint.key():
+            nonlocal pending, checkpoint, unrecorded
+            if pending.stmts or pending.txns or upto.key() > checkpoint.key() or unrecorded:
+                unrecorded = False
                 pending.upto = upto
                 flusher.submit(pending)
             checkpoint = upto

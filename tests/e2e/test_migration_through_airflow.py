@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
+import threading
 import time
 import textwrap
 from pathlib import Path
@@ -58,6 +61,48 @@ def _count(ep, tdb, name) -> int:
     return n
 
 
+def _task_processes() -> list[int]:
+    """Airflow task processes (children of LocalExecutor workers: `airflow worker -- <ti uuid>`)."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines()
+            if re.match(r"\s*\d+ airflow worker -- [0-9a-f]{8}-", line)]
+
+
+def _write_while_killing_sensors(stack, schemas, seconds: float) -> int:
+    stop = threading.Event()
+
+    def writer():
+        conn = connect(stack["up1"])
+        i = 0
+        with conn.cursor() as cur:
+            while not stop.is_set():
+                s = schemas[i % len(schemas)]
+                cur.execute(f"INSERT INTO {qt(s, 't_2')} (name, amount) VALUES (%s, %s)", ("during-kills", i))
+                cur.execute(f"UPDATE {qt(s, 't_1')} SET amount = amount + 1 WHERE id % 50 = %s", (i % 50,))
+                cur.execute(f"DELETE FROM {qt(s, 't_2')} WHERE id % 97 = %s LIMIT 1", (i % 97,))
+                i += 1
+                time.sleep(0.01)
+        conn.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    kills = 0
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            for pid in _task_processes():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    kills += 1
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        t.join()
+    return kills
+
+
 def _source_file(tmp_path: Path, sid: str, ep) -> str:
     p = tmp_path / f"{sid}.yaml"
     p.write_text(textwrap.dedent(f"""\
@@ -104,6 +149,15 @@ def test_full_then_incremental_merge_equals_union_of_shards(stack, airflow, uniq
         assert "EQUALS" in v.stdout
         status = dmctl(stack, "query-status", name).stdout
         assert '"stage": "sync"' in status and stack["down"].password not in status
+
+        # SIGKILL the sensors' task processes again and again while the upstream keeps writing:
+        # retries resume from the checkpoint in safe mode, and the result must still be exact.
+        kills = _write_while_killing_sensors(stack, schemas, seconds=30)
+        assert kills > 0, "no sensor process was found to kill"
+        r = dmctl(stack, "query-status", name, "--wait-synced", "600", check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        v = dmctl(stack, "validate", name, check=False)
+        assert v.returncode == 0, f"after {kills} SIGKILLs:\n" + v.stdout + v.stderr
 
         # pause: nothing is applied; resume: it catches up
         dmctl(stack, "pause-task", name)

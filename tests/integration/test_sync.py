@@ -6,7 +6,7 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import connect, qt
 from dm_core.full.phase import finish, prepare
-from dm_core.state import StateStore
+from dm_core.state import Position, StateStore
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
 
@@ -119,3 +119,16 @@ def test_sharded_ddl_pauses_with_statement_and_position_and_skip_resumes(scenari
         cur.execute(f"SELECT COUNT(*) FROM {qt(tdb, 't')} WHERE name = 'after-ddl'")
         assert cur.fetchone()[0] == 1
     down.close()
+
+
+def test_idle_source_records_its_start_as_checkpoint(scenario, stack):
+    """A source with nothing to replay after the full phase is synced, and says so."""
+    task, store, sources, schemas, tdb = scenario
+    prepare(task, store)
+    finish(task, store)
+    for sid in sources:
+        r = Syncer(task, sid, store).run_window()
+        assert r.rows == 0 and r.end == r.until  # other schemas' writes may still pass by
+        st = store.source_state(task.name, sid)
+        assert st["binlog_file"] is not None, "an idle source must still record a checkpoint"
+        assert Position(st["binlog_file"], st["binlog_pos"]).key() >= Position(st["low_file"], st["low_pos"]).key()

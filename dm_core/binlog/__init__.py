@@ -1,0 +1,11 @@
+"""Binlog reading without mysql-replication: dump protocol, event layouts, row decoders.
+
+- ``dump``: one COM_BINLOG_DUMP stream on a pymysql connection, packets framed by hand;
+- ``events``: the event header, control events and TABLE_MAP (binlog v4, MySQL + MariaDB);
+- ``decode``: one generated row decoder per table (values as mysql-replication yields them);
+- ``window``: ``FastBinlogWindow``, a drop-in for ``dm_core.sync.reader.BinlogWindow``.
+"""
+
+from dm_core.binlog.window import FastBinlogWindow
+
+__all__ = ["FastBinlogWindow"]

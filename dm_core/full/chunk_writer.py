@@ -1,0 +1,145 @@
+"""Landing one chunk in the target exactly once: staging table, merge, marker.
+
+Protocol for one chunk (chunk_id of plan plan_id; every step is safe to redo):
+
+1. ``stage``: drop any leftover staging table of this chunk, create it in the task's meta
+   schema downstream (``dm_meta``) with the target's column types and no keys, and let
+   Spark's JDBC writer fill it (rewriteBatchedStatements: the fast path, measured 1.5-3x
+   the pymysql executemany path; see spark_jobs/full_load.py).
+2. ``merge``: one downstream transaction: ``REPLACE | INSERT IGNORE | INSERT INTO target
+   SELECT ... FROM staging`` (loaders.on-duplicate-logical) plus a marker row
+   ``(plan_id, chunk_id, rows)`` in ``{meta}.shardflow_full_chunk``. Commit.
+3. the caller records the chunk in the state store (``full_chunk``), then drops staging.
+
+Restart at any point: before 2 commits nothing of the chunk is in the target (a killed
+connection rolls the transaction back), so the chunk is redone from 1. After 2 commits the
+marker exists downstream, so a rerun that finds no ``full_chunk`` row copies the marker
+into the store instead of loading the rows again. Hence exactly once for every table --
+keyless tables (no key to make a second copy harmless) and on-duplicate-logical ``error``
+(a second INSERT would fail) included -- not only at-least-once made harmless by REPLACE.
+
+The same marker protocol serves the row path (:func:`write_rows`, pymysql executemany
+from Spark executors), kept for measurement and for targets where staging is not wanted.
+"""
+
+from __future__ import annotations
+
+from dm_core.db import qi, qt
+
+MARKER_TABLE = "shardflow_full_chunk"
+VERBS = {"replace": "REPLACE", "ignore": "INSERT IGNORE", "error": "INSERT"}
+
+
+def verb(on_duplicate_logical: str) -> str:
+    """SQL verb of ``loaders.on-duplicate-logical`` (DM: replace | ignore | error)."""
+    try:
+        return VERBS[on_duplicate_logical or "replace"]
+    except KeyError:
+        raise ValueError(f"on-duplicate-logical must be one of {sorted(VERBS)}, got {on_duplicate_logical!r}") from None
+
+
+def ensure_meta(conn, meta_schema: str) -> None:
+    """Create the meta schema and the marker table downstream (idempotent)."""
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {qi(meta_schema)}")
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {qt(meta_schema, MARKER_TABLE)} ("
+            "plan_id varchar(64) NOT NULL, chunk_id int NOT NULL, "
+            "task varchar(255) NOT NULL, source_id varchar(255) NOT NULL, table_name varchar(255) NOT NULL, "
+            "loaded_rows bigint NOT NULL, done_at timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, "
+            "PRIMARY KEY (plan_id, chunk_id)) DEFAULT CHARSET=utf8mb4")
+
+
+def marked_chunks(conn, meta_schema: str, plan_id: str) -> dict[int, int]:
+    """chunk_id -> rows of every chunk of ``plan_id`` committed downstream."""
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT chunk_id, loaded_rows FROM {qt(meta_schema, MARKER_TABLE)} WHERE plan_id = %s", (plan_id,))
+        return {int(c): int(n) for c, n in cur.fetchall()}
+
+
+def forget_markers(conn, meta_schema: str, task: str, source_id: str) -> None:
+    """Drop a source's markers (a new snapshot starts); a missing meta schema is fine."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
+                    (meta_schema, MARKER_TABLE))
+        if cur.fetchone()[0]:
+            cur.execute(f"DELETE FROM {qt(meta_schema, MARKER_TABLE)} WHERE task = %s AND source_id = %s", (task, source_id))
+
+
+def staging_name(plan_id: str, chunk_id: int) -> str:
+    """Per-chunk staging table: deterministic, so a rerun finds and drops a leftover."""
+    return f"_sf_stage_{plan_id[:20]}_{int(chunk_id)}"
+
+
+def create_staging(conn, meta_schema: str, staging: str, target_schema: str, target_table: str,
+                   columns: list[str]) -> None:
+    """(Re)create the staging table: the target's column types, all NULL-able, no keys or
+    defaults (cheapest insert; constraints are checked once, by the merge). Built from
+    information_schema rather than CREATE ... LIKE/SELECT so it also works on TiDB."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT column_name, column_type, collation_name FROM information_schema.columns "
+                    "WHERE table_schema = %s AND table_name = %s", (target_schema, target_table))
+        types = {n.lower(): (t, coll) for n, t, coll in cur.fetchall()}
+        defs = []
+        for c in columns:
+            if c.lower() not in types:
+                raise ValueError(f"target {target_schema}.{target_table} has no column {c!r}")
+            t, coll = types[c.lower()]
+            defs.append(f"{qi(c)} {t}{f' COLLATE {coll}' if coll else ''} NULL")
+        cur.execute(f"DROP TABLE IF EXISTS {qt(meta_schema, staging)}")
+        cur.execute(f"CREATE TABLE {qt(meta_schema, staging)} ({', '.join(defs)}) DEFAULT CHARSET=utf8mb4")
+
+
+def drop_staging(conn, meta_schema: str, staging: str) -> None:
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {qt(meta_schema, staging)}")
+
+
+def _marker_sql(meta_schema: str) -> str:
+    return (f"INSERT INTO {qt(meta_schema, MARKER_TABLE)} (plan_id, chunk_id, task, source_id, table_name, loaded_rows) "
+            "VALUES (%s, %s, %s, %s, %s, %s)")
+
+
+def merge(conn, meta_schema: str, staging: str, st, columns: list[str], sql_verb: str, plan_id: str,
+          chunk_id: int, task: str) -> int:
+    """Step 2: staging → target and the marker, one transaction. Returns the chunk's rows.
+    ``conn`` must have autocommit off."""
+    cols = ", ".join(qi(c) for c in columns)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {qt(meta_schema, staging)}")
+            n = int(cur.fetchone()[0])
+            cur.execute(f"{sql_verb} INTO {qt(st.target_schema, st.target_table)} ({cols}) "
+                        f"SELECT {cols} FROM {qt(meta_schema, staging)}")
+            cur.execute(_marker_sql(meta_schema), (plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n))
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return n
+
+
+def write_rows(conn, meta_schema: str, st, columns: list[str], sql_verb: str, plan_id: str, chunk_id: int,
+               task: str, rows, batch: int) -> int:
+    """The row path: executemany in batches of ``batch`` rows, marker, one transaction."""
+    sql = (f"{sql_verb} INTO {qt(st.target_schema, st.target_table)} ({', '.join(qi(c) for c in columns)}) "
+           f"VALUES ({', '.join(['%s'] * len(columns))})")
+    n = 0
+    try:
+        with conn.cursor() as cur:
+            buf = []
+            for r in rows:
+                buf.append(tuple(bytes(v) if isinstance(v, bytearray) else v for v in r))
+                if len(buf) >= batch:
+                    cur.executemany(sql, buf)
+                    n += len(buf)
+                    buf = []
+            if buf:
+                cur.executemany(sql, buf)
+                n += len(buf)
+            cur.execute(_marker_sql(meta_schema), (plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n))
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return n
