@@ -1,8 +1,16 @@
-"""spark-submit entry point of the full phase: read every allowed upstream table in parallel
-primary-key chunks over JDBC, apply routing / column mapping / extract columns as Spark
-expressions, and write the merged target tables. Each chunk is written idempotently
-(REPLACE, or INSERT IGNORE for on-duplicate-logical=ignore) and recorded in the state store
-only after its rows are committed downstream, so a killed job, rerun, loads only the rest.
+"""spark-submit entry point of the full phase: copy every allowed upstream table into the merged
+target tables in key chunks, applying routing / column mapping / extract columns as Spark
+expressions. Each chunk lands exactly once and is recorded after it is committed, so a
+killed job, rerun, loads only the rest (dm_core/full/loader.py and chunk_writer.py say how).
+
+Write paths (``--write-mode``), measured on the same 500k rows in one run (see the report
+of issue 4): ``staging`` (default) keeps rows in the JVM -- Spark's JDBC writer with
+rewriteBatchedStatements fills a per-chunk staging table downstream, then one server-side
+``REPLACE|INSERT IGNORE|INSERT INTO target SELECT`` merges it; ``rows`` ships rows to Python
+executors and writes them with pymysql executemany (the earlier path).
+
+Concurrency: ``loaders.pool-size`` of a source = how many of its tables load at once; inside
+a table, chunks run ``max(1, spark cores // tables loading)`` at a time.
 
 Arguments name the task; passwords never appear on the command line: sources and the target
 come from the state store (SHARDFLOW_STATE_DSN in the environment).
@@ -11,15 +19,19 @@ come from the state store (SHARDFLOW_STATE_DSN in the environment).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from itertools import zip_longest
 
 os.environ["TZ"] = "UTC"  # Python datetimes from Spark use the process zone: keep wall clocks
 time.tzset()
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, PROJECT_ROOT)
 
 JDBC_JAR = os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
 log = logging.getLogger("shardflow.full_load")
@@ -28,8 +40,11 @@ log = logging.getLogger("shardflow.full_load")
 def _parse_arguments(argv=None):
     p = argparse.ArgumentParser(description="shardflow full load (Spark)")
     p.add_argument("--task", required=True, help="task name (its file is registered in the state store)")
-    p.add_argument("--chunk-rows", type=int, default=int(os.environ.get("SHARDFLOW_CHUNK_ROWS", 200_000)))
-    p.add_argument("--write-batch", type=int, default=2000)
+    p.add_argument("--chunk-rows", type=int, default=None,
+                   help="rows per chunk (default: the instance's mydumper `rows`, else $SHARDFLOW_CHUNK_ROWS, else 200000)")
+    p.add_argument("--write-batch", type=int, default=10_000, help="rows per JDBC batch / executemany call")
+    p.add_argument("--write-mode", choices=("staging", "rows"), default=os.environ.get("SHARDFLOW_WRITE_MODE", "staging"))
+    p.add_argument("--report", help="write a JSON report (chunks skipped / adopted / loaded per table) to this file")
     return p.parse_args(argv)
 
 
@@ -41,6 +56,7 @@ def _create_spark_session(app: str):
          .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
          .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
          .config("spark.executorEnv.TZ", "UTC")
+         .config("spark.sql.readSideCharPadding", "false")  # CHAR(n) values as stored, not blank-padded
          .config("spark.scheduler.mode", "FAIR")
          .config("spark.ui.enabled", "false"))
     if "spark.jars" not in (os.environ.get("PYSPARK_SUBMIT_ARGS") or ""):
@@ -48,10 +64,15 @@ def _create_spark_session(app: str):
     return b.getOrCreate()
 
 
-def _jdbc_url(ep) -> str:
+def _jdbc_url(ep, *, write: bool = False) -> str:
     # jdbc:mysql:// so Spark's MySQL dialect quotes identifiers with backticks (FIELD-NOTES).
-    return (f"jdbc:mysql://{ep.host}:{ep.port}/?tinyInt1isBit=false&useUnicode=true&characterEncoding=utf8"
-            "&sessionVariables=time_zone='+00:00'&useCursorFetch=true")
+    url = (f"jdbc:mysql://{ep.host}:{ep.port}/?tinyInt1isBit=false&useUnicode=true&characterEncoding=utf8"
+           "&sessionVariables=time_zone='+00:00'")
+    return url + ("&rewriteBatchedStatements=true" if write else "&useCursorFetch=true")
+
+
+def _props(ep, **extra) -> dict:
+    return {"user": ep.user, "password": ep.password, "driver": "org.mariadb.jdbc.Driver", **extra}
 
 
 def _transformed(df, st, task):
@@ -78,79 +99,85 @@ def _transformed(df, st, task):
     return df.select(*out)
 
 
-def _writer(target_ep, state_dsn, task_name, st, chunk_ids, columns, verb, batch):
-    """Runs on executors: write one partition (= one chunk), then record it done."""
-    project_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def _rows_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, batch):
+    """Runs on an executor (--write-mode rows): the chunk's rows + marker, one transaction."""
 
     def write(rows):
-        if project_root not in sys.path:  # executors import dm_core from the project
-            sys.path.insert(0, project_root)
-        from pyspark import TaskContext
+        if PROJECT_ROOT not in sys.path:  # executors import dm_core from the project
+            sys.path.insert(0, PROJECT_ROOT)
+        from dm_core.db import connect
+        from dm_core.full.chunk_writer import write_rows
 
-        from dm_core.db import connect, qi, qt
-        from dm_core.state.store import StateStore
-
-        chunk_id = chunk_ids[TaskContext.get().partitionId()]
-        sql = (f"{verb} INTO {qt(st.target_schema, st.target_table)} ({', '.join(qi(c) for c in columns)}) "
-               f"VALUES ({', '.join(['%s'] * len(columns))})")
         conn = connect(target_ep, autocommit=False, downstream=True)
-        n = 0
         try:
             with conn.cursor() as cur:
                 cur.execute("SET SESSION time_zone = '+00:00'")
-                buf = []
-                for r in rows:
-                    buf.append(tuple(bytes(v) if isinstance(v, bytearray) else v for v in r))
-                    if len(buf) >= batch:
-                        cur.executemany(sql, buf)
-                        conn.commit()
-                        n += len(buf)
-                        buf = []
-                if buf:
-                    cur.executemany(sql, buf)
-                    n += len(buf)
-                conn.commit()
+            yield write_rows(conn, meta, st, columns, verb, plan_id, chunk_id, task_name, rows, batch)
         finally:
             conn.close()
-        with StateStore(state_dsn) as store:
-            store.mark_chunk_done(task_name, st.source_id, st.schema, st.table, chunk_id, n)
 
     return write
 
 
-def _load_table(spark, task, store, st, up_ep, target_ep, args) -> int:
+def _lander(spark, task, st, up_ep, target_ep, args):
+    """``land(plan_id, chunk) -> rows`` for dm_core.full.loader: read, transform, write, merge."""
     from dm_core.db import connect, qt
-    from dm_core.full.discover import chunk_table
-    from dm_core.state.store import StateStore
+    from dm_core.full import chunk_writer, faults
+    from dm_core.full.extract import chunk_query
 
-    conn = connect(up_ep)
-    try:
-        chunks = chunk_table(conn, st, args.chunk_rows)
-    finally:
-        conn.close()
-    with StateStore(store.dsn) as own:  # one connection per thread: tables load concurrently
-        done = own.done_chunks(task.name, st.source_id, st.schema, st.table)
-    todo = [c for c in chunks if c.chunk_id not in done]
-    if not todo:
-        log.info("%s: all %d chunks already loaded", st.name, len(chunks))
-        return 0
-    spark.sparkContext.setJobDescription(f"load {st.name} ({len(todo)}/{len(chunks)} chunks)")
-    df = spark.read.jdbc(
-        _jdbc_url(up_ep), qt(st.schema, st.table), predicates=[c.where for c in todo],
-        properties={"user": up_ep.user, "password": up_ep.password, "driver": "org.mariadb.jdbc.Driver",
-                    "fetchsize": "10000"},
-    )
-    df = _transformed(df, st, task)
-    verb = {"ignore": "INSERT IGNORE", "error": "INSERT"}.get(task.instance(st.source_id).loader.on_duplicate_logical, "REPLACE")
-    df.rdd.foreachPartition(_writer(target_ep, store.dsn, task.name, st, [c.chunk_id for c in todo],
-                                    df.columns, verb, args.write_batch))
-    return len(todo)
+    verb = chunk_writer.verb(task.instance(st.source_id).loader.on_duplicate_logical)
+    meta = task.meta_schema
+
+    def land(plan_id, chunk):
+        spark.sparkContext.setJobDescription(f"{st.name} chunk {chunk.chunk_id}")
+        df = spark.read.jdbc(_jdbc_url(up_ep), chunk_query(st, chunk.where),
+                             properties=_props(up_ep, fetchsize="10000"))
+        df = _transformed(df, st, task)
+        if args.write_mode == "rows":
+            fn = _rows_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, args.write_batch)
+            return sum(df.rdd.mapPartitions(fn).collect())
+        staging = chunk_writer.staging_name(plan_id, chunk.chunk_id)
+        down = connect(target_ep, downstream=True)
+        try:
+            chunk_writer.create_staging(down, meta, staging, st.target_schema, st.target_table, df.columns)
+            df.write.jdbc(_jdbc_url(target_ep, write=True), qt(meta, staging), mode="append",
+                          properties=_props(target_ep, batchsize=str(args.write_batch)))
+            faults.hit("full.before_chunk_merge")
+            down.autocommit(False)
+            n = chunk_writer.merge(down, meta, staging, st, df.columns, verb, plan_id, chunk.chunk_id, task.name)
+            down.autocommit(True)
+            chunk_writer.drop_staging(down, meta, staging)
+        finally:
+            down.close()
+        return n
+
+    return land
+
+
+class _Gate:
+    """Per source: at most ``loaders.pool-size`` tables loading at once (counts the peak)."""
+
+    def __init__(self, size: int):
+        self.sem, self.lock, self.now, self.peak = threading.Semaphore(size), threading.Lock(), 0, 0
+
+    def __enter__(self):
+        self.sem.acquire()
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+
+    def __exit__(self, *exc):
+        with self.lock:
+            self.now -= 1
+        self.sem.release()
 
 
 def _run(args) -> int:
     from dm_core.config.task import parse_task
     from dm_core.db import connect
+    from dm_core.full import chunk_writer
     from dm_core.full.discover import discover
+    from dm_core.full.loader import TableResult, load_table
     from dm_core.sources import source_endpoint, target_endpoint
     from dm_core.state.store import StateStore
 
@@ -161,8 +188,13 @@ def _run(args) -> int:
         raise SystemExit(f"task {args.task!r} is not registered in the state store; run the full DAG's prepare step first")
     task = parse_task(got[0], f"<state store: {args.task}>")
     target_ep = target_endpoint(task)
+    down = connect(target_ep, downstream=True)
+    try:
+        chunk_writer.ensure_meta(down, task.meta_schema)
+    finally:
+        down.close()
     spark = _create_spark_session(f"shardflow-full-{task.name}")
-    jobs = []
+    per_source, gates = [], {}
     for inst in task.mysql_instances:
         ep = source_endpoint(store, inst.source_id)
         conn = connect(ep)
@@ -170,16 +202,41 @@ def _run(args) -> int:
             tables = discover(conn, inst.source_id, task.rules_for(inst.source_id))
         finally:
             conn.close()
-        jobs += [(st, ep) for st in tables]
-    pool = max(1, min(4, int(task.mysql_instances[0].loader.pool_size) if task.mysql_instances else 4))
+        pool = max(1, int(inst.loader.pool_size))
+        gates[inst.source_id] = _Gate(pool)
+        rows = args.chunk_rows or inst.mydumper.rows or int(os.environ.get("SHARDFLOW_CHUNK_ROWS", 200_000))
+        per_source.append(([(st, ep, rows) for st in tables], min(pool, len(tables))))
+    # round-robin over sources, so threads waiting on one source's gate never starve another
+    jobs = [j for group in zip_longest(*(js for js, _ in per_source)) for j in group if j]
+    tables_at_once = max(1, sum(n for _, n in per_source))
+    per_table = max(1, spark.sparkContext.defaultParallelism // tables_at_once)
+
+    def one(st, ep, chunk_rows) -> TableResult:
+        with gates[st.source_id], StateStore(store.dsn) as own:
+            try:
+                return load_table(task, st, ep, target_ep, own, _lander(spark, task, st, ep, target_ep, args),
+                                  chunk_rows=chunk_rows, parallel=per_table)
+            except Exception as e:  # planning / bookkeeping failures: name the table, keep the others going
+                log.exception("%s failed", st.name)
+                return TableResult(st.name, error=f"{st.name}: {e}")
+
     t0 = time.monotonic()
-    with ThreadPoolExecutor(max_workers=pool) as ex:
-        futs = [ex.submit(_load_table, spark, task, store, st, ep, target_ep, args) for st, ep in jobs]
-        loaded = sum(f.result() for f in futs)
-    totals = store.chunk_totals(task.name)
-    log.info("full load of %s done in %.1fs: %d chunks loaded now; rows per source: %s",
-             task.name, time.monotonic() - t0, loaded, totals)
+    with ThreadPoolExecutor(max_workers=tables_at_once) as ex:
+        results = list(ex.map(lambda j: one(*j), jobs))
+    seconds = time.monotonic() - t0
+    rows = sum(r.rows for r in results)
+    log.info("full load of %s: %d rows in %d chunks in %.1fs (%.0f rows/s, write mode %s)", task.name, rows,
+             sum(len(r.loaded) for r in results), seconds, rows / seconds if seconds else 0, args.write_mode)
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump({"task": task.name, "write_mode": args.write_mode, "seconds": round(seconds, 3), "rows": rows,
+                       "pool_peak": {sid: g.peak for sid, g in gates.items()},
+                       "tables": {r.name: vars(r) for r in results}}, f, indent=1, default=str)
     spark.stop()
+    failed = [r.error for r in results if r.error]
+    if failed:
+        log.error("full load of %s failed in %d table(s):\n  %s", task.name, len(failed), "\n  ".join(failed))
+        return 1
     return 0
 
 

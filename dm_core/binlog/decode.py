@@ -16,7 +16,8 @@ included, so a syncer sees no difference:
 - DECIMAL → ``Decimal`` with the column's scale as exponent;
 - DATE / DATETIME(2) → ``date`` / naive ``datetime``; zero or invalid dates → ``None``;
 - TIMESTAMP(2) → naive UTC ``datetime`` (``utcfromtimestamp``), whatever the session zone;
-- TIME(2) → ``timedelta`` (negative values with fractions are decoded the library's way);
+- TIME(2) → ``timedelta`` (negative values with fractions are decoded right, which the
+  library does not do: see ``make_time2``);
 - YEAR → stored byte + 1900 (so YEAR 0000 → 1900);
 - CHAR/VARCHAR/TEXT → ``str`` in the column charset (latin1 read as cp1252), binary
   charsets and charsets Python lacks → ``bytes``; BLOB/GEOMETRY → ``bytes``;
@@ -81,13 +82,6 @@ def _fsp(fsp: int) -> tuple[int, int, int]:
     return (fsp + 1) // 2, fsp % 2, 10 ** (6 - fsp) if fsp else 0
 
 
-def _frac(buf: bytes, p: int, nbytes: int, odd: int, mult: int) -> int:
-    m = _ifb(buf[p:p + nbytes], "big", signed=True)
-    if odd:
-        m = int(m / 10)
-    return m * mult
-
-
 def _frac_expr(fsp: int) -> str:
     """Microseconds from the low ``(fsp + 1) // 2`` bytes of ``x`` (odd fsp: stored x10)."""
     fb, odd, mult = _fsp(fsp)
@@ -142,17 +136,38 @@ def timestamp2_lines(v: str, fsp: int) -> list[str]:
 
 
 def make_time2(fsp: int) -> Callable:
-    fb, odd, mult = _fsp(fsp)
+    """TIME2: 3 bytes big-endian (sign 1, unused 1, hour 10, minute 6, second 6), offset by
+    0x800000, + fraction; a negative time with a fraction stores the integral part one
+    lower and the fraction as its complement (MySQL's my_time_packed_from_binary).
+
+    This is the one value where we part from mysql-replication 1.0.17 on purpose: it
+    negates the 3 integral bytes and adds the raw fraction, so e.g. '-01:00:00.25' came
+    back as -1:00:00.75. Non-negative times and negative whole seconds read the same.
+    """
+    fb = (fsp + 1) // 2
+
+    def packed(buf, p):  # → (integral part, microseconds), both signed
+        ip = (buf[p] << 16 | buf[p + 1] << 8 | buf[p + 2]) - 0x800000
+        if fb == 0:
+            return ip, 0
+        if fb == 3:
+            v = _ifb(buf[p:p + 6], "big") - 0x800000000000
+            return v >> 24, v & 0xFFFFFF  # floor split: v = ip * 2**24 + frac, 0 <= frac
+        frac = _ifb(buf[p + 3:p + 3 + fb], "big")
+        if ip < 0 and frac:
+            ip += 1
+            frac -= 1 << (8 * fb)
+        return ip, frac * (10000 if fb == 1 else 100)
 
     def time2(buf, p):
-        x = _ifb(buf[p:p + 3], "big", signed=True)
-        m = _frac(buf, p + 3, fb, odd, mult) if fb else 0
-        if x >> 23 & 1:
-            return _TD(0, (x >> 12 & 0x3FF) * 3600 + (x >> 6 & 63) * 60 + (x & 63), m)
-        # Negative: the packed value's two's complement, fraction added before the sign,
-        # exactly as mysql-replication reads it.
-        x = -x
-        return -_TD(0, (x >> 12 & 0x3FF) * 3600 + (x >> 6 & 63) * 60 + (x & 63), m)
+        ip, frac = packed(buf, p)
+        v = (ip << 24) + frac
+        if v < 0:
+            v = -v
+            h = v >> 24
+            return -_TD(0, (h >> 12 & 0x3FF) * 3600 + (h >> 6 & 63) * 60 + (h & 63), v & 0xFFFFFF)
+        h = v >> 24
+        return _TD(0, (h >> 12 & 0x3FF) * 3600 + (h >> 6 & 63) * 60 + (h & 63), v & 0xFFFFFF)
     return time2
 
 
@@ -455,7 +470,7 @@ def _column_code(c: ev.ColumnDef, v: str, g: _Gen, codec_of: Callable[[int | Non
     if t == ev.T_BLOB:
         return _string_code(v, c.length, codec_of(c.collation))
     if t == ev.T_GEOMETRY:
-        return _string_code(v, c.length, None)
+        return _length_prefixed(c.length) + [f"{v} = buf[p:n]", "p = n"]
     if t == ev.T_JSON:
         return _length_prefixed(c.length) + [
             f"{v} = {g.ref(json_value, 'json')}(buf[p:n]) if n > p else None", "p = n"]
@@ -473,7 +488,9 @@ def _length_prefixed(prefix: int) -> list[str]:
 
 def _string_code(v: str, prefix: int, codec: str | None) -> list[str]:
     if codec is None:
-        conv = "buf[p:n]"
+        # bytes; but an empty value is '' (str): Python decodes b"" without looking the
+        # codec up, so the library's "unknown codec → bytes" fallback never fires for it
+        conv = "buf[p:n] if n > p else ''"
     elif codec == "utf-8":
         conv = "buf[p:n].decode()"
     else:

@@ -15,7 +15,8 @@ Three key shapes:
    key). Chunk i is ``key >= b[i-1] AND key < b[i]``: a row-value comparison ``(a, b) >= (x, y)``
    written out as ``a > x OR (a = x AND b >= y)``, because MariaDB's range optimizer only
    uses the first column of a row constructor (checked with EXPLAIN on 10.11) and TiDB
-   handles both. Keys with ENUM/SET/BIT columns (ORDER BY and ``<`` disagree) fall back to 3.
+   handles both. Keys with ENUM/SET/BIT columns (ORDER BY and ``<`` disagree) or TIME (pymysql
+   formats negative intervals wrongly) fall back to 3.
 3. **No usable key**: one chunk, ``1=1``. It is still exact on rerun: every chunk, keyless
    or not, lands in the target in one transaction together with its marker (chunk_writer.py).
 
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from dm_core.db import qi, qt
 
 INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
-_UNSAMPLEABLE = {"enum", "set", "bit", "geometry", "json"}
+_UNSAMPLEABLE = {"enum", "set", "bit", "time", "geometry", "json"}  # see below
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ class SourceTable:
     key_types: list[str]              # information_schema DATA_TYPE of each key column
     rows_estimate: int = 0
     extract: dict[str, str] = field(default_factory=dict)
+    column_types: list[str] = field(default_factory=list)  # DATA_TYPE of each column (extract.py casts some)
 
     @property
     def name(self) -> str:
@@ -75,5 +76,6 @@ def discover(conn, source_id: str, rules) -> list[SourceTable]:
                     break
         ts, tt = rules.router.route(s, t)
         out.append(SourceTable(source_id, s, t, ts, tt, [c for c, _, _ in ccols], key,
-                               [types[c] for c in key], n, rules.router.extract_values(s, t, source_id)))
+                               [types[c] for c in key], n, rules.router.extract_values(s, t, source_id),
+                               [dt for _, dt, _ in ccols]))
     return out

@@ -5,6 +5,8 @@ Lock-free snapshot handoff: the low watermark is each source's binlog position t
 Replaying the binlog from low in safe mode until past high converges every row the dump
 saw at any instant in between to the upstream's state, without a global read lock.
 A rerun keeps the first low watermark (chunks already loaded were read after it).
+Recording a new low watermark starts a new snapshot: the source's chunk plans (plan_store.py)
+and downstream chunk markers (chunk_writer.py) of an earlier snapshot are forgotten then.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import logging
 
 from dm_core.db import connect, master_position
+from dm_core.full import chunk_writer
 from dm_core.full.discover import SourceTable, discover
+from dm_core.full.plan_store import PlanStore
 from dm_core.full.target_schema import ensure_targets
 from dm_core.sources import source_endpoint, target_endpoint
 
@@ -31,6 +35,7 @@ def prepare(task, store) -> dict:
     summary = {"sources": {}, "created": []}
     members = []
     conns = []
+    fresh = []
     try:
         for inst in task.mysql_instances:
             sid = inst.source_id
@@ -41,12 +46,19 @@ def prepare(task, store) -> dict:
                 f, p, g = master_position(conn)
                 store.update_source_state(task.name, sid, low_file=f, low_pos=p, low_gtid=g, stage="full")
                 st = store.source_state(task.name, sid)
+                fresh.append(sid)
             tables = discover(conn, sid, task.rules_for(sid))
             members += [(conn, t) for t in tables]
             summary["sources"][sid] = {"low_watermark": f"({st['low_file']}, {st['low_pos']})",
                                        "tables": [f"{t.schema}.{t.table} -> {t.target_schema}.{t.target_table}" for t in tables]}
         down = connect(target_endpoint(task), downstream=True)
         try:
+            chunk_writer.ensure_meta(down, task.meta_schema)
+            if fresh:
+                with PlanStore(store.dsn) as plans:
+                    for sid in fresh:
+                        plans.forget(task.name, sid)
+                        chunk_writer.forget_markers(down, task.meta_schema, task.name, sid)
             summary["created"] = ensure_targets(down, members, lambda st: partition_id_columns(task, st))
         finally:
             down.close()

@@ -8,6 +8,7 @@ never guessed at.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -39,6 +40,35 @@ def _kind(stmt) -> str:
     return "unknown"
 
 
+_IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_OBJECT = re.compile(
+    rf"^\s*(?:/\*.*?\*/\s*)*(?:CREATE|ALTER|DROP|TRUNCATE)\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+|ONLINE\s+|IGNORE\s+)*"
+    rf"(?:TABLE|DATABASE|SCHEMA)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT})(?:\s*\.\s*({_IDENT}))?",
+    re.I | re.S,
+)
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+def touched_tables(sql: str, default_schema: str | None) -> list[tuple[str, str]]:
+    """The object a DDL names, found without a full parse (for statements sqlglot rejects).
+
+    >>> touched_tables("CREATE TABLE IF NOT EXISTS `a`.`b c` (g point)", None)
+    [('a', 'b c')]
+    >>> touched_tables("alter table t add column x geometry", "db")
+    [('db', 't')]
+    """
+    m = _OBJECT.match(sql)
+    if not m:
+        return []
+    first, second = _unquote(m.group(1)), m.group(2) and _unquote(m.group(2))
+    if re.match(r"^\s*(?:/\*.*?\*/\s*)*\w+\s+(?:DATABASE|SCHEMA)\b", sql, re.I | re.S):
+        return [(first, "")]
+    return [(first, second)] if second else [(default_schema or "", first)]
+
+
 def route_ddl(sql: str, default_schema: str | None, route) -> RoutedDDL:
     """Parse ``sql`` and rename every table through ``route(schema, table) -> (schema, table)``."""
     import sqlglot
@@ -47,9 +77,9 @@ def route_ddl(sql: str, default_schema: str | None, route) -> RoutedDDL:
     try:
         stmts = sqlglot.parse(sql, read="mysql")
     except Exception as e:  # sqlglot raises ParseError / TokenError
-        return RoutedDDL("unknown", [], None, f"cannot parse: {e}")
+        return RoutedDDL("unknown", touched_tables(sql, default_schema), None, f"cannot parse: {e}")
     if len(stmts) != 1 or stmts[0] is None or isinstance(stmts[0], exp.Command):
-        return RoutedDDL("unknown", [], None, "not a statement shardflow can parse")
+        return RoutedDDL("unknown", touched_tables(sql, default_schema), None, "not a statement shardflow can parse")
     stmt = stmts[0]
     kind = _kind(stmt)
     if kind in ("create database", "drop database"):

@@ -28,6 +28,7 @@ from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.sources import replica_server_id, source_endpoint, target_endpoint
 from dm_core.state.store import Position
 from dm_core.sync.applier import Applier
+from dm_core.rules.ddl_kind import ddl_event_type
 from dm_core.sync.ddl import route_ddl
 from dm_core.sync.dml import DMLBuilder, Stmt
 from dm_core.sync.flusher import Batch, BatchFlusher
@@ -332,6 +333,11 @@ class Syncer:
             else:
                 res.ddls.append(f"skipped by operator: {sql}")
             return None
+        kind = ddl_event_type(sql)
+        if kind not in _DDL_FILTER_TYPES:
+            # GRANT, CREATE USER, triggers, views, ANALYZE…: not table data; DM skips them too
+            log.info("source %s: skipping non-table statement at %s: %.200s", self.source_id, txn.start, sql)
+            return None
         routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route)
         if routed.kind in ("create database", "drop database"):
             db = routed.tables[0][0]
@@ -348,8 +354,10 @@ class Syncer:
                 res.ddls.append(stmt)
             return None
         if routed.sql is None:
-            if txn.ddl_schema and not self.rules.block_allow.allow_schema(txn.ddl_schema):
-                return None
+            names = routed.tables or ([(txn.ddl_schema, "")] if txn.ddl_schema else [])
+            if names and not any(self.rules.block_allow.allow_table(s, t) if t else self.rules.block_allow.allow_schema(s)
+                                 for s, t in names):
+                return None  # about tables this task does not replicate
             return ErrorCode.DDL_UNSUPPORTED.error(f"unsupported DDL ({routed.error}): {sql}")
         allowed = [(s, t) for s, t in routed.tables if self.rules.block_allow.allow_table(s, t)]
         if not allowed:

@@ -132,3 +132,30 @@ def test_idle_source_records_its_start_as_checkpoint(scenario, stack):
         st = store.source_state(task.name, sid)
         assert st["binlog_file"] is not None, "an idle source must still record a checkpoint"
         assert Position(st["binlog_file"], st["binlog_pos"]).key() >= Position(st["low_file"], st["low_pos"]).key()
+
+
+def test_statements_outside_the_task_never_pause_it(scenario, stack, uniq):
+    """Account statements, and DDL sqlglot cannot parse on schemas the task does not
+    replicate, pass by; an unparseable DDL on a replicated table pauses with the statement."""
+    task, store, sources, schemas, tdb = scenario
+    sid = next(iter(sources))
+    prepare(task, store)
+    finish(task, store)
+    other = f"other{uniq}"
+    conn = connect(stack["up1"])
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE USER IF NOT EXISTS 'u{uniq}'@'%' IDENTIFIED BY 'pw-{uniq}'")
+        cur.execute(f"GRANT SELECT ON *.* TO 'u{uniq}'@'%'")
+        cur.execute(f"DROP USER 'u{uniq}'@'%'")
+        cur.execute(f"CREATE DATABASE {other}")
+        cur.execute(f"CREATE TABLE {other}.g (id int primary key, gm point NULL)")  # sqlglot rejects POINT
+        cur.execute(f"INSERT INTO {qt(schemas[0], 't_1')} (name, amount) VALUES ('still-flowing', 1)")
+    r = _sync_until_caught_up(task, store, [sid])
+    assert not r.paused, r.paused
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE {other}")
+        cur.execute(f"CREATE TABLE {qt(schemas[0], 'geo')} (id int primary key, gm point NULL)")
+    conn.close()
+    r = _sync_until_caught_up(task, store, [sid])
+    assert r.paused and "geo" in r.paused and "point" in r.paused.lower()
+    assert f"pw-{uniq}" not in (r.paused or "")

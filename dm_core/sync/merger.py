@@ -1,0 +1,134 @@
+"""Merger (``syncers.multiple-rows``): one worker's ordered jobs → statements.
+
+``multiple_rows=False``: each job becomes its own statement(s) via ``DMLBuilder`` (safe
+mode INSERT → REPLACE, UPDATE → DELETE + REPLACE).
+
+``multiple_rows=True``: a run of *adjacent* jobs on the same target table that share one
+of these kinds becomes one statement (DM's rule for picking the kind):
+
+    kind     jobs                                           statement
+    insert   INSERT, not safe                               INSERT INTO t (..) VALUES (..),(..)
+    replace  INSERT, safe                                   REPLACE INTO t (..) VALUES (..),(..)
+    upsert   UPDATE, not safe, key unchanged                INSERT INTO t (..) VALUES (..),(..)
+                                                            ON DUPLICATE KEY UPDATE c = VALUES(c), ..
+    delete   DELETE                                         DELETE FROM t WHERE k IN (..)
+                                                            / WHERE (k1, k2) IN ((..), (..))
+
+Everything else goes row by row through ``DMLBuilder``: an UPDATE in safe mode (DELETE +
+REPLACE per row: batching all DELETEs before all REPLACEs would be wrong for a chain
+1→2, 2→3), an UPDATE that changes the key (DM batches these as one UPDATE … CASE WHEN,
+which can trip over transient duplicate keys; we don't), and every job of a table without
+a unique key (statements there carry ``<=>`` and LIMIT 1 and must stay one per row).
+
+Why this preserves the result: rows of a multi-row INSERT/REPLACE/ON DUPLICATE KEY UPDATE
+are processed in order, exactly like the single-row statements one after another, and a
+DELETE by unique key does not depend on order. Only adjacent jobs merge, so no job moves
+past another. ``upsert`` equals the UPDATE it replaces whenever the row exists downstream,
+which holds in a consistent downstream outside safe mode (where DM uses it too); if the row
+is missing it inserts it instead of doing nothing. A run of one job is emitted exactly as
+``DMLBuilder`` builds it (plain UPDATE for an upsert of one row).
+
+Limits per statement: ``max_rows`` rows and at most 65,535 placeholders (the prepared
+statement limit of MySQL and TiDB). Values are always parameters, identifiers always
+quoted (and ``%`` doubled, since pymysql interpolates ``%s`` client-side).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from dm_core.db import qi
+from dm_core.sync.dml import DMLBuilder, Stmt, to_db_value
+from dm_core.sync.job import RowJob
+from dm_core.target import TargetTable
+
+MAX_PLACEHOLDERS = 65_535
+DEFAULT_MAX_ROWS = 1_000
+
+
+def merge(jobs: list[RowJob], *, multiple_rows: bool, max_rows: int = DEFAULT_MAX_ROWS) -> list[Stmt]:
+    """Statements applying ``jobs`` in order; see the module docstring for the merge rules."""
+    out: list[Stmt] = []
+    if not multiple_rows:
+        for j in jobs:
+            out.extend(_builder(j.target).build(j.op, j.before, j.after, j.safe))
+        return out
+    run: list[RowJob] = []
+    run_kind = None
+    for j in jobs:
+        kind = _kind(j)
+        if run and (kind is None or kind != run_kind or j.target != run[0].target):
+            out.extend(_flush(run_kind, run, max_rows))
+            run = []
+        if kind is None:
+            out.extend(_builder(j.target).build(j.op, j.before, j.after, j.safe))
+            continue
+        run.append(j)
+        run_kind = kind
+    if run:
+        out.extend(_flush(run_kind, run, max_rows))
+    return out
+
+
+def _kind(j: RowJob) -> str | None:
+    if not j.target.key_is_unique:
+        return None
+    if j.op == "insert":
+        return "replace" if j.safe else "insert"
+    if j.op == "delete":
+        return "delete"
+    if not j.safe and not j.key_changed():
+        return "upsert"
+    return None
+
+
+def _flush(kind: str, run: list[RowJob], max_rows: int) -> list[Stmt]:
+    t = run[0].target
+    per_row = len(t.key) if kind == "delete" else len(t.columns)
+    step = max(1, min(max_rows, MAX_PLACEHOLDERS // max(1, per_row)))
+    out = []
+    for i in range(0, len(run), step):
+        chunk = run[i:i + step]
+        if len(chunk) == 1:
+            j = chunk[0]
+            out.extend(_builder(t).build(j.op, j.before, j.after, j.safe))
+        elif kind == "delete":
+            out.append(_multi_delete(t, chunk))
+        else:
+            out.append(_multi_insert(t, kind, chunk))
+    return out
+
+
+def _multi_insert(t: TargetTable, kind: str, chunk: list[RowJob]) -> Stmt:
+    cols = t.columns
+    head = "REPLACE" if kind == "replace" else "INSERT"
+    row_ph = "(" + ", ".join(["%s"] * len(cols)) + ")"
+    sql = (f"{head} INTO {_qt(t)} ({', '.join(_qi(c) for c in cols)}) "
+           f"VALUES {', '.join([row_ph] * len(chunk))}")
+    if kind == "upsert":
+        sql += " ON DUPLICATE KEY UPDATE " + ", ".join(f"{_qi(c)} = VALUES({_qi(c)})" for c in cols)
+    params = tuple(to_db_value(j.after.get(c)) for j in chunk for c in cols)
+    return Stmt(sql, params)
+
+
+def _multi_delete(t: TargetTable, chunk: list[RowJob]) -> Stmt:
+    if len(t.key) == 1:
+        sql = f"DELETE FROM {_qt(t)} WHERE {_qi(t.key[0])} IN ({', '.join(['%s'] * len(chunk))})"
+    else:
+        tup = "(" + ", ".join(["%s"] * len(t.key)) + ")"
+        sql = (f"DELETE FROM {_qt(t)} WHERE ({', '.join(_qi(k) for k in t.key)}) "
+               f"IN ({', '.join([tup] * len(chunk))})")
+    return Stmt(sql, tuple(v for j in chunk for v in j.key_before()))
+
+
+@lru_cache(maxsize=512)
+def _builder(t: TargetTable) -> DMLBuilder:
+    return DMLBuilder(t)
+
+
+def _qi(name: str) -> str:
+    return qi(name).replace("%", "%%")
+
+
+def _qt(t: TargetTable) -> str:
+    return f"{_qi(t.schema)}.{_qi(t.table)}"
