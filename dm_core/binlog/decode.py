@@ -5,12 +5,14 @@ TABLE_MAP (column types, lengths, nullability), so the per-column "what type is 
 dispatch that a generic decoder pays on every value is paid here once, when the table is
 first seen. ``compile_table`` turns a TABLE_MAP into a ``TableCodec``; its ``decoder(kind,
 present, present2)`` returns a function ``(buf, p, end) -> list[RowChange]`` that is plain
-straight-line Python (struct runs for adjacent fixed-width NOT NULL columns, slices for
-strings, small helpers for temporal/decimal/bit/set/JSON values), built with ``exec`` and
-cached by the TABLE_MAP bytes, so a table costs one compile per process.
+straight-line Python (one struct call for adjacent fixed-width NOT NULL columns, slices
+for strings, DECIMAL/DATETIME2/TIMESTAMP2 inlined as integer arithmetic, small helpers for
+the rarer TIME/BIT/SET/JSON values), built with ``exec`` and cached by the TABLE_MAP
+bytes, so a table costs one compile per process. NULL bits are tested only for columns
+the TABLE_MAP marks nullable.
 
 Values are those mysql-replication 1.0.17 yields (the reader this replaces), quirks
-included, so a syncer sees no difference:
+included, so a syncer sees no difference (one exception: negative TIME with a fraction):
 
 - integers signed/unsigned per binlog_row_metadata signedness; FLOAT widened from single;
 - DECIMAL → ``Decimal`` with the column's scale as exponent;
@@ -19,8 +21,9 @@ included, so a syncer sees no difference:
 - TIME(2) → ``timedelta`` (negative values with fractions are decoded right, which the
   library does not do: see ``make_time2``);
 - YEAR → stored byte + 1900 (so YEAR 0000 → 1900);
-- CHAR/VARCHAR/TEXT → ``str`` in the column charset (latin1 read as cp1252), binary
-  charsets and charsets Python lacks → ``bytes``; BLOB/GEOMETRY → ``bytes``;
+- CHAR/VARCHAR/TEXT → ``str`` in the column charset (latin1 read as cp1252); binary
+  charsets (BINARY, VARBINARY, BLOB) and charsets Python lacks → ``bytes``, except that
+  an empty value is ``''``; GEOMETRY → ``bytes``;
 - ENUM → member string ('' for the error value 0); SET → ``set`` of members, empty → ``None``;
 - BIT → string of '0'/'1' digits, one per bit;
 - MySQL binary JSON → dict/list/scalars with *bytes* keys and strings (MariaDB has no
@@ -33,8 +36,8 @@ from __future__ import annotations
 
 import codecs
 import datetime
-import struct
 import decimal
+import struct
 from decimal import Decimal
 from typing import Callable, Mapping
 
@@ -62,21 +65,7 @@ def python_codec(charset: str | None) -> str | None:
         return None
 
 
-def default_charsets() -> dict[int, str]:
-    """Collation id → charset name from pymysql's table (used when no server table is given)."""
-    from pymysql import charset as pc
-
-    out = {}
-    for cid in range(1, 2048):
-        try:
-            cs = pc.charset_by_id(cid)
-        except KeyError:
-            continue
-        out[cid] = cs.name
-    return out
-
-
-# ---- value helpers (one factory per column shape; the factories are cached) -------------------
+# ---- value readers (inlined line generators, or helpers cached per column shape) ---------------
 def _fsp(fsp: int) -> tuple[int, int, int]:
     """Fractional seconds: (bytes, odd, multiplier to microseconds)."""
     return (fsp + 1) // 2, fsp % 2, 10 ** (6 - fsp) if fsp else 0

@@ -13,6 +13,10 @@ Positions follow the server's event headers: every event's ``log_pos`` (the end 
 event) moves the stream position; a ROTATE moves it to (next file, position).
 
 Differences from BinlogWindow, all on inputs it mishandles:
+- the budgets end a window only once it has moved past ``start`` (a budget spent before
+  the first transaction, e.g. ``budget_events=1``, made the old reader return without
+  progress, forever);
+- negative TIME values with a fractional part are read right (see ``decode.make_time2``);
 - events it would skip silently and lose rows with (MariaDB compressed events,
   MySQL partial JSON updates, encrypted binlogs) raise a Terminal error instead;
 - a TABLE_MAP that changes under the same table id is recompiled (the old reader froze the
@@ -77,6 +81,7 @@ class FastBinlogWindow:
 
         deadline = time.monotonic() + self.budget_seconds
         until_key = self.until.key()
+        start_key = self.start.key()
         budget = self.budget_events
         mariadb = dump.mariadb
         charsets = dump.charsets
@@ -239,7 +244,7 @@ class FastBinlogWindow:
                 continue  # events the old reader did not count: GTID_LIST, checkpoints, ...
             if txn is None:
                 txn_start = position
-                if pkey >= until_key or count >= budget or monotonic() >= deadline:
+                if pkey >= until_key or (pkey > start_key and (count >= budget or monotonic() >= deadline)):
                     break
         self.position, self.events_read = position, count
 

@@ -6,7 +6,9 @@
 - ``auto_increment_ID``: a member whose primary/unique key holds an auto-increment column
   makes ids of different shards collide in the merged table, unless a column mapping
   rewrites that column (``partition id``) or the route adds extract columns (which join
-  the target's primary key). DM fails here, and so do we.
+  the target's primary key). A warning, not a failure: shards often keep disjoint id
+  ranges (auto_increment_offset/increment per shard), which only the user knows; the
+  message says what collides and how to fix it if they do overlap.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def auto_increment_ID(ctx):  # noqa: N802 - DM's item name
             bad = [c for c in _auto_increment_keys(m) if c.lower() not in m.mapped_columns]
             if bad:
                 cols = ", ".join(f"`{c}`" for c in bad)
-                out.append(failed(
+                out.append(warned(
                     f"{m.qualified} has auto-increment key column {cols} and is merged with "
                     f"{len(members) - 1} other table(s) into {target}: ids of different shards would collide",
                     "add a partition id column mapping or an extract-table column in the PK",

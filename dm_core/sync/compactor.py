@@ -3,11 +3,13 @@
 Rules, for two jobs on the same table and the same key, the earlier one first (DM's table;
 "X" marks sequences a consistent upstream cannot produce, where the later job simply wins):
 
-    INSERT + UPDATE → INSERT of the new row         DELETE + INSERT → INSERT in safe mode
-    UPDATE + UPDATE → UPDATE first before → last after                   (REPLACE: the
-    INSERT + DELETE → DELETE                          docs call it "UPDATE", which is what
-    UPDATE + DELETE → DELETE of the original row      REPLACE does to an existing row)
-    DELETE + DELETE, INSERT + INSERT, UPDATE + INSERT, DELETE + UPDATE → X (later job)
+    INSERT + UPDATE → INSERT of the new row
+    UPDATE + UPDATE → UPDATE from the first before image to the last after image
+    INSERT + DELETE → DELETE
+    UPDATE + DELETE → DELETE of the original row
+    DELETE + INSERT → INSERT in safe mode, i.e. REPLACE (the DM docs say "UPDATE": REPLACE
+                      is the update that also works when the row is already gone)
+    DELETE + DELETE, INSERT + INSERT, UPDATE + INSERT, DELETE + UPDATE → X (the later job)
 
 INSERT + DELETE stays a DELETE rather than vanishing: the row may exist downstream already
 (a safe-mode replay, or a DELETE + INSERT folded into that INSERT), and deleting a missing
@@ -36,11 +38,13 @@ Semantics the caller relies on:
   intermediate states. Checkpoint only at the end of a compacted batch (the ``pos`` of a
   merged job is its last part's). Every merged job writes the key's final state, so a
   safe-mode replay of the batch from any earlier checkpoint converges.
-* Keys are compared exactly (``RowJob.key()``), so ``'a'`` and ``'A'`` never merge. When
-  two exact keys of one batch *fold* alike (``RowJob.keys()``: they may be one row under a
-  case-insensitive collation), the buffer is cut there: everything before the cut is
-  emitted before anything after it. Inside one segment, "same exact key" and "same folded
-  key" then agree, which makes the result right under either collation.
+* Keys are compared exactly (``RowJob.key()``), so ``'a'`` and ``'A'`` never merge: under a
+  binary collation they are two rows. Under a case-insensitive one they are one row whose
+  stored spelling changed, which only a key-changing UPDATE can do; split, it ends one
+  spelling's run with a DELETE and starts the next one's. So every spelling but the row's
+  last compacts to a DELETE placed before the last spelling's job, and a last spelling with
+  an earlier run of its own becomes DELETE + INSERT = REPLACE. The result is right under
+  either collation (the property tests in tests/unit/test_sync_merger.py check both).
 """
 
 from __future__ import annotations
@@ -49,17 +53,31 @@ from dm_core.sync.job import RowJob
 
 
 def compact(jobs: list[RowJob]) -> list[RowJob]:
-    """Merge changes of the same row; see the module docstring for rules and order."""
-    out: list[RowJob] = []
-    seg = _Segment()
+    """Merge changes of the same row; see the module docstring for rules and order.
+
+    >>> from dm_core.target import TargetTable
+    >>> t = TargetTable("db", "t", ("id", "v"), ("id",), True)
+    >>> jobs = [RowJob("delete", t, {"id": 1, "v": "a"}, None, False),
+    ...         RowJob("insert", t, None, {"id": 1, "v": "b"}, False),
+    ...         RowJob("update", t, {"id": 1, "v": "b"}, {"id": 2, "v": "b"}, False)]
+    >>> [(j.op, j.key(), j.safe) for j in compact(jobs)]
+    [('delete', (1,), True), ('insert', (2,), False)]
+    """
+    buffer: list[RowJob | None] = []
+    slot: dict[tuple, int] = {}  # (schema, table, exact key) → index in buffer
     for job in jobs:
         for part in _split(job):
-            if not seg.add(part):
-                out.extend(seg.drain())
-                seg = _Segment()
-                seg.add(part)
-    out.extend(seg.drain())
-    return out
+            if not _compactable(part):
+                buffer.append(part)
+                continue
+            ident = (part.target.schema, part.target.table, part.key())
+            prev_at = slot.get(ident)
+            if prev_at is not None:
+                part = _merge(buffer[prev_at], part)
+                buffer[prev_at] = None
+            slot[ident] = len(buffer)
+            buffer.append(part)
+    return [j for j in buffer if j is not None]
 
 
 def _split(job: RowJob) -> tuple[RowJob, ...]:
@@ -73,39 +91,6 @@ def _compactable(job: RowJob) -> bool:
     if not job.target.key_is_unique:
         return False
     return not any(v is None for k in (job.key_before(), job.key_after()) if k is not None for v in k)
-
-
-class _Segment:
-    """A run of jobs in which no two different exact keys fold alike."""
-
-    __slots__ = ("buffer", "slot", "folded")
-
-    def __init__(self):
-        self.buffer: list[RowJob | None] = []
-        self.slot: dict[tuple, int] = {}      # exact (schema, table, key) → index in buffer
-        self.folded: dict[tuple, tuple] = {}  # folded conflict key → exact identity
-
-    def add(self, job: RowJob) -> bool:
-        """Buffer or merge ``job``; False (nothing changed) if it must start a new segment."""
-        if not _compactable(job):
-            self.buffer.append(job)
-            return True
-        ident = (job.target.schema, job.target.table, job.key())
-        ck = job.keys()[0]
-        seen = self.folded.get(ck)
-        if seen is not None and seen != ident:
-            return False
-        self.folded[ck] = ident
-        prev_at = self.slot.get(ident)
-        if prev_at is not None:
-            job = _merge(self.buffer[prev_at], job)
-            self.buffer[prev_at] = None
-        self.slot[ident] = len(self.buffer)
-        self.buffer.append(job)
-        return True
-
-    def drain(self) -> list[RowJob]:
-        return [j for j in self.buffer if j is not None]
 
 
 def _merge(prev: RowJob, cur: RowJob) -> RowJob:

@@ -25,8 +25,9 @@ are processed in order, exactly like the single-row statements one after another
 DELETE by unique key does not depend on order. Only adjacent jobs merge, so no job moves
 past another. ``upsert`` equals the UPDATE it replaces whenever the row exists downstream,
 which holds in a consistent downstream outside safe mode (where DM uses it too); if the row
-is missing it inserts it instead of doing nothing. A run of one job is emitted exactly as
-``DMLBuilder`` builds it (plain UPDATE for an upsert of one row).
+is missing it inserts it instead of doing nothing. (A second unique key downstream can make
+it hit another row: see ``job.py``.) A run of one job is emitted exactly as ``DMLBuilder``
+builds it (plain UPDATE for an upsert of one row).
 
 Limits per statement: ``max_rows`` rows and at most 65,535 placeholders (the prepared
 statement limit of MySQL and TiDB). Values are always parameters, identifiers always

@@ -1,0 +1,92 @@
+"""Shared pieces of the full-load tests (no tests here): a one-source task over one upstream
+schema, and spark-submit of spark_jobs/full_load.py the way the full DAG runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+from dm_core.config.task import parse_task
+from dm_core.db import connect, qi
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = str(ROOT / ".venv/bin/python")
+JAR = os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
+
+
+def spark_env(extra: dict | None = None) -> dict:
+    spark_home = subprocess.run([PY, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    return {**os.environ, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": PY, "PYSPARK_DRIVER_PYTHON": PY,
+            **(extra or {})}
+
+
+def submit_cmd(task_name: str, *args: str, master: str = "local[2]") -> list[str]:
+    return [str(ROOT / ".venv/bin/spark-submit"), "--master", master, "--jars", JAR,
+            "--conf", "spark.ui.enabled=false", str(ROOT / "spark_jobs/full_load.py"), "--task", task_name, *args]
+
+
+def run_load(task_name: str, *args: str, master: str = "local[2]", env: dict | None = None,
+             timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(submit_cmd(task_name, *args, master=master), env=spark_env(env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def read_report(path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def task_yaml(name: str, down, sources: list[tuple[str, str]], target_db: str, *, loader: str = "",
+              mydumper: str = "", meta_schema: str = "") -> str:
+    """One instance per (source_id, upstream schema); every schema routes into ``target_db``
+    (tables keep their names). ``loader``/``mydumper``: inline YAML mappings, e.g. "{pool-size: 1}"."""
+    inst = "".join(textwrap.dedent(f"""\
+          - source-id: {sid}
+            block-allow-list: ba-{i}
+            route-rules: [r-{i}]
+        """) + (f"    loader: {loader}\n" if loader else "") + (f"    mydumper: {mydumper}\n" if mydumper else "")
+        for i, (sid, _) in enumerate(sources))
+    routes = "".join(f'  r-{i}: {{schema-pattern: "{s}", target-schema: "{target_db}"}}\n' for i, (_, s) in enumerate(sources))
+    bal = "".join(f'  ba-{i}: {{do-dbs: ["{s}"]}}\n' for i, (_, s) in enumerate(sources))
+    head = textwrap.dedent(f"""\
+        name: {name}
+        task-mode: full
+        """) + (f"meta-schema: {meta_schema}\n" if meta_schema else "")
+    head += (f"target-database: {{host: {down.host}, port: {down.port}, user: {down.user}, "
+             f"password: \"{down.password}\"}}\nmysql-instances:\n")
+    return head + inst + "routes:\n" + routes + "block-allow-list:\n" + bal
+
+
+def register(store, name: str, text: str, sources: dict) -> object:
+    """Register sources and the task (fresh), return the parsed task."""
+    for sid, ep in sources.items():
+        store.put_source(sid, {"source-id": sid, "host": ep.host, "port": ep.port, "user": ep.user}, ep.password)
+    store.reset_task(name)
+    store.put_task(name, text, "running")
+    return parse_task(text, f"{name}.yaml")
+
+
+def execute(ep, *sql: str, args=None) -> list:
+    conn = connect(ep)
+    try:
+        with conn.cursor() as cur:
+            out = []
+            for s in sql:
+                cur.execute(s, args)
+                out = list(cur.fetchall())
+            return out
+    finally:
+        conn.close()
+
+
+def drop(ep, *schemas: str) -> None:
+    execute(ep, *[f"DROP DATABASE IF EXISTS {qi(s)}" for s in schemas])
+
+
+def staging_leftovers(down, meta_schema: str, plan_ids) -> list[str]:
+    names = [r[0] for r in execute(down, "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+                                         "AND table_name LIKE '\\_sf\\_stage\\_%%'", args=(meta_schema,))]
+    return [n for n in names if any(n.startswith(f"_sf_stage_{p[:20]}_") for p in plan_ids)]

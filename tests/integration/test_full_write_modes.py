@@ -1,0 +1,61 @@
+"""Both write paths of the full load land the same rows, and how fast each is.
+
+``staging`` (default: Spark JDBC into a per-chunk staging table, merged server-side) and
+``rows`` (pymysql executemany from Python executors) must give identical targets. With
+SHARDFLOW_FULL_BENCH_ROWS=N the same test loads N rows (6 columns, the bench's shape) with
+each path, alternating, SHARDFLOW_FULL_BENCH_ROUNDS times (default 1), and prints rows/s:
+the figures of issue 4 come from ``SHARDFLOW_FULL_BENCH_ROWS=500000``.
+"""
+
+import os
+
+import pytest
+
+from dm_core.state import StateStore
+from dm_core.validate.compare import compare_task, render
+
+from .test_full_support import drop, execute, read_report, register, run_load, task_yaml
+
+pytestmark = pytest.mark.integration
+
+ROWS = int(os.environ.get("SHARDFLOW_FULL_BENCH_ROWS", "3000"))
+ROUNDS = int(os.environ.get("SHARDFLOW_FULL_BENCH_ROUNDS", "1"))
+FILL = """INSERT INTO {t} SELECT seq, (seq * 7919) % 1000003, IF(seq % 5 = 0, NULL, CONCAT('name-', seq)),
+  (seq % 100000) / 100, TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq SECOND, REPEAT(CHAR(97 + seq % 26), 20 + seq % 61)
+  FROM {s}.seq_1_to_{n}"""
+
+
+def test_staging_and_rows_paths_land_the_same_rows(stack, uniq, tmp_path, capsys):
+    schema, tdb, name, sid = f"wm{uniq}", f"wmt{uniq}", f"wm{uniq}", f"wm-{uniq}"
+    up, down = stack["up1"], stack["down"]
+    execute(up, f"CREATE DATABASE {schema}",
+            f"CREATE TABLE {schema}.t (id int NOT NULL PRIMARY KEY, k int NOT NULL, name varchar(64) NULL, "
+            "amount decimal(12,2) NOT NULL, created_at datetime NOT NULL, note varchar(120) NOT NULL)",
+            FILL.format(t=f"{schema}.t", s=schema, n=ROWS))
+    text = task_yaml(name, down, [(sid, schema)], tdb)
+    store = StateStore()
+    figures = []
+    try:
+        for rnd in range(ROUNDS):
+            for mode in ("rows", "staging"):
+                drop(down, tdb)
+                task = register(store, name, text, {sid: up})
+                from dm_core.full.phase import prepare
+                prepare(task, store)
+                report = tmp_path / f"{mode}-{rnd}.json"
+                r = run_load(name, "--write-mode", mode, "--chunk-rows", str(max(1000, ROWS // 10)),
+                             "--report", str(report))
+                assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+                rep = read_report(report)
+                assert rep["rows"] == ROWS
+                figures.append((mode, rep["seconds"], ROWS / rep["seconds"]))
+                diffs = compare_task(task, store)
+                assert diffs and all(d.equal for d in diffs), render(diffs)
+        with capsys.disabled():
+            for mode, sec, rate in figures:
+                print(f"\nfull load write path {mode:8s}: {ROWS} rows in {sec:.2f}s = {rate:,.0f} rows/s")
+    finally:
+        store.reset_task(name)
+        store.close()
+        drop(up, schema)
+        drop(down, tdb)

@@ -1,0 +1,207 @@
+"""Row value decoders against mysql-replication's own functions (DECIMAL, MySQL binary JSON)
+and against values encoded here from the format (temporal, bit, set, charsets)."""
+
+import datetime
+import decimal
+import random
+import struct
+
+import pytest
+from pymysqlreplication.json_binary import parse_json
+from pymysqlreplication.util.bytes import parse_decimal_from_bytes
+
+from dm_core.binlog import decode
+from dm_core.binlog import events as ev
+
+DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+
+
+def encode_decimal(value: decimal.Decimal, precision: int, scale: int) -> bytes:
+    """MySQL's binary DECIMAL: base-10^9 groups big-endian, sign bit flipped, negatives inverted."""
+    neg = value < 0
+    digits = str(int(value.copy_abs().scaleb(scale, decimal.Context(prec=100)))).rjust(precision, "0")
+    ip, fp = precision - scale, scale
+    ints, fracs = digits[:ip], digits[ip:]
+    out = b""
+    if ip % 9:
+        out += int(ints[:ip % 9]).to_bytes(DIG2BYTES[ip % 9], "big")
+    for k in range(ip % 9, ip, 9):
+        out += int(ints[k:k + 9]).to_bytes(4, "big")
+    for k in range(0, fp - fp % 9, 9):
+        out += int(fracs[k:k + 9]).to_bytes(4, "big")
+    if fp % 9:
+        out += int(fracs[fp - fp % 9:]).to_bytes(DIG2BYTES[fp % 9], "big")
+    out = bytes([out[0] | 0x80]) + out[1:]
+    return bytes(b ^ 0xFF for b in out) if neg else out
+
+
+@pytest.mark.parametrize("precision,scale", [(1, 0), (5, 5), (10, 2), (12, 2), (18, 0), (18, 9), (19, 10),
+                                             (27, 13), (30, 30), (38, 4), (65, 0), (65, 30)])
+def test_decimal_matches_the_library_and_the_value(precision, scale):
+    rng = random.Random(precision * 100 + scale)
+    exact = decimal.Context(prec=100)
+    largest = decimal.Decimal(10 ** precision - 1).scaleb(-scale, exact)
+    values = [decimal.Decimal(0).scaleb(-scale, exact), largest, largest.copy_negate()]
+    for _ in range(200):
+        n = rng.randrange(10 ** precision) * rng.choice((1, -1))
+        values.append(decimal.Decimal(n).scaleb(-scale, exact))
+    read = decode.make_decimal(precision, scale)
+    assert decode.decimal_size(precision, scale) == len(encode_decimal(values[0], precision, scale))
+    raws = [encode_decimal(v, precision, scale) for v in values]
+    with decimal.localcontext() as ctx:
+        ctx.prec = 3  # a caller's context must not round what we read
+        for v, raw in zip(values, raws):
+            got = read(b"\x07" + raw, 1)
+            lib = parse_decimal_from_bytes(raw, precision, scale)
+            assert got == v and got.as_tuple() == lib.as_tuple(), (v, raw.hex())
+            assert str(got) == str(lib)
+
+
+# ---- MySQL binary JSON --------------------------------------------------------------------
+def _varlen(n: int) -> bytes:
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def encode_json(v, large=False) -> tuple[int, bytes]:
+    """(type, body) in MySQL's binary JSON layout (containers small unless ``large``)."""
+    if v is None or v is True or v is False:
+        return 4, bytes([{None: 0, True: 1, False: 2}[v]])
+    if isinstance(v, int):
+        for t, fmt, lo, hi in ((5, "<h", -2**15, 2**15), (7, "<i", -2**31, 2**31), (9, "<q", -2**63, 2**63),
+                               (10, "<Q", 0, 2**64)):
+            if lo <= v < hi:
+                return t, struct.pack(fmt, v)
+    if isinstance(v, float):
+        return 11, struct.pack("<d", v)
+    if isinstance(v, (str, bytes)):
+        b = v.encode() if isinstance(v, str) else v
+        return 12, _varlen(len(b)) + b
+    if isinstance(v, tuple) and v[0] == "opaque":
+        return 15, bytes([v[1]]) + _varlen(len(v[2])) + v[2]
+    is_obj = isinstance(v, dict)
+    items = list(v.items()) if is_obj else [(None, x) for x in v]
+    osz = 4 if large else 2
+    pack = (lambda n: struct.pack("<I", n)) if large else (lambda n: struct.pack("<H", n))
+    inline = {4, 5, 6} | ({7, 8} if large else set())
+    header = 2 * osz + len(items) * (1 + osz) + (len(items) * (osz + 2) if is_obj else 0)
+    keys = b""
+    key_entries = b""
+    for k, _ in items if is_obj else ():
+        kb = k.encode()
+        key_entries += pack(header + len(keys)) + struct.pack("<H", len(kb))
+        keys += kb
+    data = b""
+    value_entries = b""
+    base = header + len(keys)
+    for _, x in items:
+        t, body = encode_json(x, large)
+        if t in inline:
+            value_entries += bytes([t]) + body[:osz].ljust(osz, b"\0")
+        else:
+            value_entries += bytes([t]) + pack(base + len(data))
+            data += body
+    total = base + len(data)
+    t = (0 if is_obj else 2) + (1 if large else 0)
+    return t, pack(len(items)) + pack(total) + key_entries + value_entries + keys + data
+
+
+JSON_CASES = [
+    None, True, False, 0, -1, 32767, -32768, 70000, -(2**31), 2**40, 2**63 + 5, 1.5, -0.25, "", "ü€",
+    "x" * 300, [], {}, [1, "a", None, True, [2, [3]], {"k": -7}],
+    {"a": 1, "b": [1.5, "s", False], "c": {"d": {"e": None}}, "long": "y" * 200, "big": 2**35},
+    [("opaque", ev.T_NEWDECIMAL, bytes([10, 2]) + encode_decimal(decimal.Decimal("-123.45"), 10, 2))],
+    [("opaque", ev.T_DATETIME, struct.pack("<q", ((((2024 * 13 + 2) << 5 | 29) << 17 | (12 << 12 | 34 << 6 | 56)) << 24) + 5))],
+    [("opaque", ev.T_TIME2, struct.pack("<q", ((1 << 12 | 2 << 6 | 3) << 24) + 7))],
+    [("opaque", ev.T_DATE, struct.pack("<q", 0))],
+    [("opaque", ev.T_VARCHAR, b"plain")],
+]
+
+
+@pytest.mark.parametrize("large", [False, True])
+@pytest.mark.parametrize("value", JSON_CASES, ids=range(len(JSON_CASES)))
+def test_mysql_json_matches_the_library(value, large):
+    t, body = encode_json(value, large)
+    got = decode.json_value(bytes([t]) + body)
+    assert got == parse_json(t, body)
+    if isinstance(value, dict):
+        assert list(got) == [k.encode() for k in value]  # keys stay bytes, in order, like the library
+
+
+def test_mysql_json_plain_values():
+    t, body = encode_json({"a": [1, "x", None], "n": 2**40})
+    assert decode.json_value(bytes([t]) + body) == {b"a": [1, b"x", None], b"n": 2**40}
+    t, body = encode_json(JSON_CASES[20])
+    assert decode.json_value(bytes([t]) + body) == [decimal.Decimal("-123.45")]
+
+
+# ---- temporal, bit, set, strings ----------------------------------------------------------
+def _dt2(y, mo, d, h, mi, s):
+    ym = y * 13 + mo
+    return ((1 << 39) | ym << 22 | d << 17 | h << 12 | mi << 6 | s).to_bytes(5, "big")
+
+
+def _run_lines(lines, buf):
+    src = "def f(buf, p):\n" + "\n".join("    " + ln for ln in lines) + "\n    return v, p\n"
+    ns = {"_ifb": int.from_bytes, "_DT": datetime.datetime, "_D": decimal.Decimal, "_dctx": decode._DEC_CTX,
+          "_utc": decode._UTC_CACHE, "_utc_miss": decode._utc_miss}
+    exec(src, ns)
+    return ns["f"](buf, 0)
+
+
+@pytest.mark.parametrize("fsp,frac,micro", [(0, b"", 0), (1, b"\x32", 500000), (2, b"\x63", 990000),
+                                            (3, (123 * 10).to_bytes(2, "big"), 123000),
+                                            (4, (1234).to_bytes(2, "big"), 123400),
+                                            (5, (123450).to_bytes(3, "big"), 123450),
+                                            (6, (999999).to_bytes(3, "big"), 999999)])
+def test_datetime2_and_timestamp2_fractions(fsp, frac, micro):
+    raw = _dt2(2024, 2, 29, 23, 59, 58) + frac
+    assert _run_lines(decode.datetime2_lines("v", fsp), raw) == (
+        datetime.datetime(2024, 2, 29, 23, 59, 58, micro), 5 + len(frac))
+    ts = (1709251198).to_bytes(4, "big") + frac
+    assert _run_lines(decode.timestamp2_lines("v", fsp), ts) == (
+        datetime.datetime.utcfromtimestamp(1709251198).replace(microsecond=micro), 4 + len(frac))
+
+
+def test_zero_and_invalid_datetime2_read_as_none():
+    assert _run_lines(decode.datetime2_lines("v", 0), _dt2(0, 0, 0, 0, 0, 0))[0] is None
+    assert _run_lines(decode.datetime2_lines("v", 6), _dt2(2020, 0, 10, 0, 0, 0) + b"\0\0\1")[0] is None
+    assert decode.read_date(b"\0\0\0", 0) is None
+    assert decode.read_date((2024 << 9 | 2 << 5 | 29).to_bytes(3, "little"), 0) == datetime.date(2024, 2, 29)
+
+
+@pytest.mark.parametrize("text,fsp,raw", [
+    ("-01:00:00.25", 2, (0x800000 - (1 << 12) - 1).to_bytes(3, "big") + bytes([0x100 - 25])),
+    ("-00:00:01.5", 1, (0x800000 - 1 - 1).to_bytes(3, "big") + bytes([0x100 - 50])),
+    ("-00:00:00.001", 3, (0x800000 - 1).to_bytes(3, "big") + (0x10000 - 10).to_bytes(2, "big")),
+    ("12:34:56.000001", 6, ((12 << 12 | 34 << 6 | 56) * (1 << 24) + 1 + 0x800000000000).to_bytes(6, "big")),
+    ("-12:34:56.000001", 6, (0x800000000000 - ((12 << 12 | 34 << 6 | 56) * (1 << 24) + 1)).to_bytes(6, "big")),
+    ("-838:59:59", 0, (0x800000 - (838 << 12 | 59 << 6 | 59)).to_bytes(3, "big")),
+])
+def test_time2_reads_negative_fractions_right(text, fsp, raw):
+    neg = text.startswith("-")
+    h, m, s = text.lstrip("-").split(":")
+    sec, _, frac = s.partition(".")
+    want = datetime.timedelta(hours=int(h), minutes=int(m), seconds=int(sec),
+                              microseconds=int(frac.ljust(6, "0")) if frac else 0)
+    assert decode.make_time2(fsp)(raw, 0) == (-want if neg else want)
+
+
+def test_bit_and_set():
+    assert decode.make_bit(1)(b"\x01", 0) == "1"
+    assert decode.make_bit(12)(b"\x0a\xbc", 0) == "101010111100"
+    assert decode.make_bit(64)(b"\xff" * 8, 0) == "1" * 64
+    assert decode.make_set(("x", "y", "z"))(0b101) == {"x", "z"}
+    assert decode.make_set(("x", "y", "z"))(0) is None
+
+
+def test_charsets_map_to_python_codecs_like_the_library():
+    assert decode.python_codec("utf8mb4") == "utf-8" and decode.python_codec("utf8mb3") == "utf-8"
+    assert decode.python_codec("latin1") == "cp1252"  # MySQL's latin1 is Windows-1252
+    assert decode.python_codec("gbk") == "gbk"
+    assert decode.python_codec("binary") is None and decode.python_codec("swe7") is None
+    assert decode.python_codec(None) == "utf-8"

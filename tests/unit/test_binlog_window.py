@@ -1,0 +1,264 @@
+"""FastBinlogWindow on synthetic streams: the MySQL 8 shapes the local stack cannot produce
+(v2 row events with extra data, binary JSON, GTID-less BEGIN/COMMIT), TABLE_MAP metadata,
+and the refusals (compressed events, bad CRCs)."""
+
+import datetime
+import struct
+import zlib
+
+import pytest
+
+from dm_core.binlog import events as ev
+from dm_core.binlog.window import FastBinlogWindow
+from dm_core.db import Endpoint
+from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.state.store import Position
+from dm_core.sync.reader import RowChange, Txn
+
+from tests.unit.test_binlog_decode import encode_json
+
+EP = Endpoint("127.0.0.1", 1, "u", "p", name="fake")
+UTF8MB4 = 255
+
+
+def lenenc(n: int) -> bytes:
+    return bytes([n]) if n < 251 else b"\xfc" + struct.pack("<H", n)
+
+
+def lstr(b: bytes) -> bytes:
+    return lenenc(len(b)) + b
+
+
+class Binlog:
+    """Builds one binlog file's events with correct sizes, positions and CRCs."""
+
+    def __init__(self, file="mysql-bin.000007", start=4, checksum=True, version="8.0.36"):
+        self.file, self.pos, self.checksum = file, start, checksum
+        self.events: list[bytes] = []
+        self.version = version
+
+    def add(self, typ, body, *, ts=1_700_000_000, server_id=1, log_pos=None, artificial=False) -> int:
+        size = 19 + len(body) + (4 if self.checksum else 0)
+        end = 0 if artificial else self.pos + size
+        data = struct.pack("<IBIIIH", 0 if artificial else ts, typ, server_id, size,
+                           end if log_pos is None else log_pos, 0x20 if artificial else 0) + body
+        if self.checksum:
+            data += zlib.crc32(data).to_bytes(4, "little")
+        self.events.append(data)
+        if not artificial:
+            self.pos = end
+        return end
+
+    def start_stream(self):
+        self.add(ev.ROTATE, struct.pack("<Q", self.pos) + self.file.encode(), artificial=True)
+        phl = [0] * 41
+        for t, n in {ev.QUERY: 13, ev.ROTATE: 8, ev.TABLE_MAP: 8, ev.XID: 0, **{t: 8 for t in (23, 24, 25)},
+                     **{t: 10 for t in (30, 31, 32)}}.items():
+            phl[t - 1] = n
+        body = struct.pack("<H", 4) + self.version.encode().ljust(50, b"\0") + struct.pack("<I", 0) + bytes([19])
+        body += bytes(phl) + bytes([1 if self.checksum else 0])
+        self.add(ev.FORMAT_DESCRIPTION, body, log_pos=0)
+
+    def query(self, sql, schema=b"db"):
+        status = b""
+        body = struct.pack("<IIBHH", 1, 0, len(schema), 0, len(status)) + status + schema + b"\0" + sql.encode()
+        return self.add(ev.QUERY, body)
+
+    def xid(self, n=1):
+        return self.add(ev.XID, struct.pack("<Q", n))
+
+    def table_map(self, table_id, schema, table, types, meta, nullable, optional=b""):
+        body = table_id.to_bytes(6, "little") + b"\x01\x00"
+        body += bytes([len(schema)]) + schema + b"\0" + bytes([len(table)]) + table + b"\0"
+        body += lenenc(len(types)) + bytes(types) + lstr(meta)
+        body += sum(1 << i for i, n in enumerate(nullable) if n).to_bytes((len(types) + 7) // 8, "little")
+        return self.add(ev.TABLE_MAP, body + optional)
+
+    def rows(self, typ, table_id, ncols, images, extra=b""):
+        body = table_id.to_bytes(6, "little") + b"\x01\x00"
+        if typ in ev.ROWS_V2:
+            body += struct.pack("<H", 2 + len(extra)) + extra
+        full = ((1 << ncols) - 1).to_bytes((ncols + 7) // 8, "little")
+        body += lenenc(ncols) + full + (full if typ in ev.UPDATE_ROWS else b"") + b"".join(images)
+        return self.add(typ, body)
+
+
+class FakeDump:
+    def __init__(self, binlog: Binlog, mariadb=False):
+        self.ep, self.mariadb, self.checksum = EP, mariadb, binlog.checksum
+        self.charsets = {UTF8MB4: "utf8mb4", 63: "binary", 8: "latin1"}
+        self.binlog = binlog
+
+    def events(self):
+        for data in self.binlog.events:
+            yield data, 0, len(data)
+
+
+def run(binlog, start=None, until=None, **kw):
+    start = start or Position(binlog.file, 4)
+    until = until or Position(binlog.file, binlog.pos)
+    w = FastBinlogWindow(EP, start, until, server_id=9, **kw)
+    return list(w._run(FakeDump(binlog))), w
+
+
+# A MySQL 8 table: id int, u int unsigned, j json, v varchar(40), ts timestamp(3), e enum, s set
+TYPES = [ev.T_LONG, ev.T_LONG, ev.T_JSON, ev.T_VARCHAR, ev.T_TIMESTAMP2, ev.T_STRING, ev.T_STRING]
+META = bytes([4]) + struct.pack("<H", 160) + bytes([3, ev.T_ENUM, 1, ev.T_SET, 1])
+NULLABLE = [False, True, True, True, True, True, True]
+NAMES = [b"id", b"u", b"j", b"v", b"ts", b"e", b"s"]
+OPTIONAL = (bytes([ev.OM_SIGNEDNESS]) + lstr(bytes([0b01000000]))
+            + bytes([ev.OM_DEFAULT_CHARSET]) + lstr(lenenc(UTF8MB4))
+            + bytes([ev.OM_COLUMN_NAME]) + lstr(b"".join(lstr(n) for n in NAMES))
+            + bytes([ev.OM_SET_STR_VALUE]) + lstr(lenenc(2) + lstr(b"x") + lstr(b"y"))
+            + bytes([ev.OM_ENUM_STR_VALUE]) + lstr(lenenc(2) + lstr(b"a") + lstr(b"b"))
+            + bytes([ev.OM_ENUM_AND_SET_DEFAULT_CHARSET]) + lstr(lenenc(UTF8MB4))
+            + bytes([ev.OM_SIMPLE_PRIMARY_KEY]) + lstr(lenenc(0)))
+
+
+def image(id_, u, j, v, ts_ms, e, s):
+    vals = [id_, u, j, v, ts_ms, e, s]
+    nulls = sum(1 << i for i, x in enumerate(vals) if x is None)
+    out = bytes([nulls])
+    out += struct.pack("<i", id_)
+    if u is not None:
+        out += struct.pack("<I", u)
+    if j is not None:
+        t, body = encode_json(j)
+        out += struct.pack("<I", 1 + len(body)) + bytes([t]) + body
+    if v is not None:
+        out += lstr(v.encode())
+    if ts_ms is not None:
+        out += struct.pack(">I", ts_ms // 1000) + struct.pack(">H", ts_ms % 1000 * 10)
+    if e is not None:
+        out += bytes([e])
+    if s is not None:
+        out += bytes([s])
+    return out
+
+
+def test_mysql8_v2_rows_json_and_metadata():
+    b = Binlog()
+    b.start_stream()
+    b.query("BEGIN")
+    b.table_map(77, b"db", b"t", TYPES, META, NULLABLE, OPTIONAL)
+    b.rows(ev.WRITE_ROWS_V2, 77, 7, [image(1, 4_000_000_000, {"k": [1, "x"]}, "héllo", 1_700_000_000_123, 2, 3),
+                                     image(-2, None, None, None, None, None, None)],
+           extra=bytes([1]) + struct.pack("<H", 5))  # partition info, as MySQL writes it
+    b.rows(ev.UPDATE_ROWS_V2, 77, 7, [image(1, 1, None, "a", 0, 1, 0) + image(1, 2, [], "b", 1000, 0, 2)])
+    b.rows(ev.DELETE_ROWS_V2, 77, 7, [image(-2, None, None, None, None, None, None)])
+    first = b.xid()
+    b.query("ALTER TABLE t ADD COLUMN z int", schema=b"db")
+    txns, w = run(b)
+    assert [t.ddl for t in txns] == [None, "ALTER TABLE t ADD COLUMN z int"]
+    t = txns[0]
+    assert t.end == Position(b.file, first) and t.start == Position(b.file, 4) and t.gtid is None
+    assert [(r.op, r.schema, r.table) for r in t.rows] == [("insert", "db", "t")] * 2 + [("update", "db", "t"), ("delete", "db", "t")]
+    ins = t.rows[0].after
+    assert ins == {"id": 1, "u": 4_000_000_000, "j": {b"k": [1, b"x"]}, "v": "héllo",
+                   "ts": datetime.datetime(2023, 11, 14, 22, 13, 20, 123000), "e": "b", "s": {"x", "y"}}
+    assert t.rows[1].after == {"id": -2, **{n.decode(): None for n in NAMES[1:]}}
+    upd = t.rows[2]
+    assert upd.before["e"] == "a" and upd.before["s"] is None and upd.after["e"] == "" and upd.after["j"] == []
+    assert upd.after["ts"] == datetime.datetime(1970, 1, 1, 0, 0, 1)
+    assert t.rows[3] == RowChange("delete", "db", "t", t.rows[1].after, None)
+    assert txns[1].ddl_schema == "db" and txns[1].start == t.end
+    assert w.position == Position(b.file, b.pos) and w.events_read == 7  # rotate, begin, 3 rows, xid, ddl
+
+
+def test_table_map_metadata_and_minimal_metadata():
+    full = ev.parse_table_map(_table_map_body(OPTIONAL), mariadb=False)
+    assert [c.name for c in full.columns] == [n.decode() for n in NAMES]
+    assert [c.unsigned for c in full.columns][:2] == [False, True]
+    assert full.columns[5].type == ev.T_ENUM and full.columns[5].values == ("a", "b")
+    assert full.columns[6].type == ev.T_SET and full.columns[3].collation == UTF8MB4
+    assert full.primary_key == (0,) and full.full_metadata
+    minimal = ev.parse_table_map(_table_map_body(OPTIONAL[:3]), mariadb=False)  # signedness only
+    assert [c.name for c in minimal.columns] == [f"UNKNOWN_COL{i}" for i in range(7)]
+    assert not any(c.unsigned for c in minimal.columns)  # as mysql-replication: no names, no metadata
+
+
+def _table_map_body(optional):
+    b = Binlog(checksum=False)
+    b.table_map(1, b"db", b"t", TYPES, META, NULLABLE, optional)
+    return b.events[0][19 + 8:]
+
+
+def test_char_lengths_over_255_use_two_length_bytes():
+    # CHAR(100) utf8mb4 = 400 bytes: the metadata borrows bits of the type byte
+    meta_char = bytes([ev.T_STRING ^ ((400 >> 4) & 0x30), 400 & 0xFF])
+    b = Binlog(checksum=False)
+    body_opt = (bytes([ev.OM_COLUMN_NAME]) + lstr(lstr(b"c")) + bytes([ev.OM_DEFAULT_CHARSET]) + lstr(lenenc(UTF8MB4)))
+    b.table_map(1, b"db", b"t", [ev.T_STRING], meta_char, [False], body_opt)
+    td = ev.parse_table_map(b.events[0][19 + 8:], mariadb=True)
+    assert td.columns[0].length == 400
+
+
+def test_begin_commit_without_xid_and_heartbeats():
+    b = Binlog()
+    b.start_stream()
+    b.query("BEGIN")
+    b.table_map(5, b"db", b"m", [ev.T_LONG], b"", [False], bytes([ev.OM_COLUMN_NAME]) + lstr(lstr(b"id")))
+    b.rows(ev.WRITE_ROWS_V1, 5, 1, [b"\x00" + struct.pack("<i", 9)])
+    end = b.query("COMMIT")
+    b.add(ev.HEARTBEAT, b.file.encode(), log_pos=end + 100, ts=0)  # the server is further on
+    txns, w = run(b, until=Position(b.file, end + 100))
+    assert len(txns) == 1 and txns[0].rows[0].after == {"id": 9} and txns[0].end == Position(b.file, end)
+    assert w.position == Position(b.file, end + 100)
+
+
+def test_rows_without_table_map_are_skipped_like_the_old_reader():
+    b = Binlog()
+    b.start_stream()
+    b.query("BEGIN")
+    b.rows(ev.WRITE_ROWS_V1, 5, 1, [b"\x00" + struct.pack("<i", 9)])
+    b.xid()
+    txns, w = run(b)
+    assert [t.rows for t in txns] == [[]] and w.events_read == 3
+
+
+@pytest.mark.parametrize("typ", [166, 165, ev.PARTIAL_UPDATE_ROWS])
+def test_events_that_would_lose_rows_are_refused(typ):
+    b = Binlog()
+    b.start_stream()
+    b.add(typ, b"\x00" * 20)
+    with pytest.raises(ShardflowError) as exc:
+        run(b)
+    assert exc.value.code is ErrorCode.SCHEMA_UNKNOWN and exc.value.code.terminal
+
+
+def test_crc_is_checked_when_asked():
+    b = Binlog()
+    b.start_stream()
+    b.query("BEGIN")
+    b.xid()
+    bad = bytearray(b.events[-1])
+    bad[-1] ^= 0xFF
+    b.events[-1] = bytes(bad)
+    assert len(run(b)[0]) == 1  # not checked by default, like the old reader
+    with pytest.raises(ShardflowError, match="CRC32"):
+        run(b, verify_checksum=True)
+
+
+def test_a_window_without_checksums():
+    b = Binlog(checksum=False)
+    b.start_stream()
+    b.query("BEGIN")
+    b.table_map(5, b"db", b"m", [ev.T_LONG], b"", [False], bytes([ev.OM_COLUMN_NAME]) + lstr(lstr(b"id")))
+    b.rows(ev.WRITE_ROWS_V1, 5, 1, [b"\x00" + struct.pack("<i", 1), b"\x00" + struct.pack("<i", 2)])
+    b.xid()
+    txns, _ = run(b)
+    assert [r.after["id"] for r in txns[0].rows] == [1, 2]
+
+
+def test_budgets_stop_only_after_progress():
+    b = Binlog()
+    b.start_stream()
+    ends = []
+    for k in range(3):
+        b.query("BEGIN")
+        ends.append(b.xid(k))
+    txns, w = run(b, budget_events=1)
+    assert len(txns) == 1 and w.position == Position(b.file, ends[0])
+    txns, w = run(b, budget_seconds=0)
+    assert len(txns) == 1
+    assert isinstance(txns[0], Txn)
