@@ -410,8 +410,7 @@ def _factory(kind: str, *args) -> Callable:
     return fn
 
 
-def _column_code(c: ev.ColumnDef, v: str, g: _Gen, codec_of: Callable[[int | None], str | None],
-                 mariadb: bool) -> list[str]:
+def _column_code(c: ev.ColumnDef, v: str, g: _Gen, codec_of: Callable[[int | None], str | None]) -> list[str]:
     """Lines that set ``v`` from ``buf`` at ``p`` and move ``p`` past the value."""
     t = c.type
     if t == ev.T_TINY:
@@ -488,7 +487,7 @@ def _string_code(v: str, prefix: int, codec: str | None) -> list[str]:
 
 
 def _image_code(cols: list[ev.ColumnDef], present: int, tag: str, g: _Gen,
-                codec_of: Callable, mariadb: bool) -> tuple[list[str], str]:
+                codec_of: Callable) -> tuple[list[str], str]:
     """Lines decoding one row image; returns (lines, dict expression)."""
     shown = [c for c in cols if present >> c.index & 1]
     nbytes = (len(shown) + 7) // 8
@@ -503,7 +502,7 @@ def _image_code(cols: list[ev.ColumnDef], present: int, tag: str, g: _Gen,
         if not run:
             return
         if len(run) == 1:
-            lines.extend(_column_code(run[0], var[run[0].index], g, codec_of, mariadb))
+            lines.extend(_column_code(run[0], var[run[0].index], g, codec_of))
         else:
             fmt = "".join(_STRUCT_CODE[c.type][1 if c.unsigned or c.type == ev.T_YEAR else 0] for c in run)
             size = sum(_STRUCT_SIZE[ch] for ch in fmt)
@@ -518,7 +517,7 @@ def _image_code(cols: list[ev.ColumnDef], present: int, tag: str, g: _Gen,
             run.append(c)
             continue
         flush_run()
-        body = _column_code(c, var[c.index], g, codec_of, mariadb)
+        body = _column_code(c, var[c.index], g, codec_of)
         if c.nullable:
             lines.append(f"if nb & {1 << k}:")
             lines.append(f"    {var[c.index]} = None")
@@ -571,9 +570,9 @@ class TableCodec:
     def _compile(self, op: str, present: int, present2: int) -> Callable:
         g = _Gen()
         cols = self.td.columns
-        body, d1 = _image_code(cols, present, "a", g, self._codec_of, self.mariadb)
+        body, d1 = _image_code(cols, present, "a", g, self._codec_of)
         if op == "update":
-            body2, d2 = _image_code(cols, present2, "b", g, self._codec_of, self.mariadb)
+            body2, d2 = _image_code(cols, present2, "b", g, self._codec_of)
             body += body2
             make = f"_RC('update', _S, _T, {d1}, {d2})"
         elif op == "insert":

@@ -17,7 +17,7 @@ row events are decoded by the code generated there.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # ---- event types --------------------------------------------------------------------------
 QUERY = 2
@@ -47,10 +47,10 @@ ROWS_V2 = frozenset((WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2))
 ROWS = WRITE_ROWS | UPDATE_ROWS | DELETE_ROWS
 
 # Events a reader must refuse instead of skipping: skipping them would lose rows silently.
+# (Encrypted binlogs are fine: the server decrypts what it sends to replicas.)
 UNSUPPORTED = {
     MARIADB_QUERY_COMPRESSED: "a compressed QUERY event (log_bin_compress=ON)",
     PARTIAL_UPDATE_ROWS: "a partial JSON update (binlog_row_value_options=PARTIAL_JSON)",
-    MARIADB_START_ENCRYPTION: "an encrypted binlog (encrypt_binlog=ON)",
     **{t: "a compressed ROWS event (log_bin_compress=ON)" for t in MARIADB_ROWS_COMPRESSED},
 }
 
@@ -190,7 +190,6 @@ class TableDef:
     columns: list[ColumnDef]
     full_metadata: bool           # column names were logged (binlog_row_metadata=FULL)
     primary_key: tuple[int, ...] = ()
-    extra: dict = field(default_factory=dict)
 
 
 def _character(t: int, mariadb: bool) -> bool:

@@ -18,9 +18,9 @@ Differences from BinlogWindow, all on inputs it mishandles:
   progress, forever);
 - negative TIME values with a fractional part are read right (see ``decode.make_time2``);
 - events it would skip silently and lose rows with (MariaDB compressed events,
-  MySQL partial JSON updates, encrypted binlogs) raise a Terminal error instead;
+  MySQL partial JSON updates) raise a Terminal error instead;
 - a TABLE_MAP that changes under the same table id is recompiled (the old reader froze the
-  first one); ENUM/SET member lists longer than 127 bytes are read per the format.
+  first one); ENUM/SET member names of 128 bytes or more are read per the format.
 """
 
 from __future__ import annotations
@@ -238,8 +238,8 @@ class FastBinlogWindow:
                     f"binlog at ({file}, {pos}) from {dump.ep} holds {ev.UNSUPPORTED[typ]}, "
                     f"which shardflow cannot read",
                     workaround="Turn the feature off on the upstream (SET GLOBAL log_bin_compress=OFF, "
-                               "binlog_row_value_options='', encrypt_binlog=OFF), then run the full phase "
-                               "again or start from a newer `meta` position.")
+                               "or binlog_row_value_options=''), then run the full phase again or start "
+                               "from a newer `meta` position.")
             else:
                 continue  # events the old reader did not count: GTID_LIST, checkpoints, ...
             if txn is None:

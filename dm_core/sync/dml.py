@@ -12,7 +12,16 @@ import decimal
 import json
 from dataclasses import dataclass
 
-from dm_core.db import qi, qt
+from dm_core.db import qi as _qi
+
+
+def qi(name: str) -> str:
+    # pymysql substitutes %s on the client: a literal % in an identifier must be doubled
+    return _qi(name).replace("%", "%%")
+
+
+def qt(schema: str, table: str) -> str:
+    return f"{qi(schema)}.{qi(table)}"
 from dm_core.target import TargetTable
 
 

@@ -23,7 +23,7 @@ from dm_core.state.store import Position
 @dataclass
 class Batch:
     upto: Position          # resume point after the last transaction of the batch
-    stmts: list = field(default_factory=list)
+    stmts: list = field(default_factory=list)   # the batch's RowJobs, in binlog order
     rows: int = 0
     txns: int = 0
     last_ts: Any = None

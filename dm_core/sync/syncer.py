@@ -27,11 +27,11 @@ from dm_core.db import connect, master_position, qi
 from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.sources import replica_server_id, source_endpoint, target_endpoint
 from dm_core.state.store import Position
-from dm_core.sync.applier import Applier
 from dm_core.rules.ddl_kind import ddl_event_type
 from dm_core.sync.ddl import route_ddl
-from dm_core.sync.dml import DMLBuilder, Stmt
 from dm_core.sync.flusher import Batch, BatchFlusher
+from dm_core.sync.job import RowJob
+from dm_core.sync.workers import WorkerPool
 from dm_core.sync.reader import BinlogWindow, RowChange, Txn
 from dm_core.target import TargetCatalog
 
@@ -70,12 +70,11 @@ class WindowResult:
 class _TablePlan:
     """Everything the row path needs for one upstream table shape, built once."""
 
-    __slots__ = ("skip", "target", "builder", "mapping", "columns", "extract", "expr")
+    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr")
 
     def __init__(self):
         self.skip = False
         self.target = None
-        self.builder = None
         self.mapping = None
         self.columns = None
         self.extract = {}
@@ -129,7 +128,7 @@ class Syncer:
         self._catalog = TargetCatalog(dconn)
         window = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
                               budget_events=self.budget_events, budget_seconds=self.budget_seconds)
-        flusher, flush_store, apply_conn = self._start_flusher(res, safe_exit)
+        flusher, flush_store, pool = self._start_flusher(res, safe_exit)
         pending = Batch(start)
         checkpoint = start  # the last position handed to the flusher (committed after barrier())
         batch = max(1, int(self.syncer_cfg.batch))
@@ -160,7 +159,7 @@ class Syncer:
                     flush(txn.end)
                     flusher.barrier()
                     continue
-                pending.stmts.extend(self._txn_statements(txn, safe))
+                pending.stmts.extend(self._txn_jobs(txn, safe))
                 pending.rows += len(txn.rows)
                 pending.txns += 1
                 pending.last_ts = txn.timestamp or pending.last_ts
@@ -180,7 +179,7 @@ class Syncer:
                 flusher.close()
             finally:
                 dconn.close()
-                apply_conn.close()
+                pool.close()
                 flush_store.close()
         res.end = str(checkpoint)
         res.seconds = time.monotonic() - t0
@@ -197,8 +196,9 @@ class Syncer:
         from dm_core.state.store import StateStore
 
         store = StateStore(self.store.dsn)
-        conn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
-        applier = Applier(conn)
+        cfg = self.syncer_cfg
+        pool = WorkerPool(lambda: connect(target_endpoint(self.task), autocommit=True, downstream=True),
+                          cfg.worker_count, compact=cfg.compact, multiple_rows=cfg.multiple_rows)
         exit_point = [safe_exit]
         self._last_ts = None
 
@@ -214,8 +214,8 @@ class Syncer:
             res.txns += b.txns
             self._last_ts = b.last_ts or self._last_ts
 
-        return BatchFlusher(before_apply=before_apply, apply=lambda b: applier.apply(b.stmts),
-                            committed=committed), store, conn
+        return BatchFlusher(before_apply=before_apply, apply=lambda b: pool.apply(b.stmts),
+                            committed=committed), store, pool
 
     # ---- positions --------------------------------------------------------------------
     def _start_position(self, st: dict, now: Position) -> Position:
@@ -267,7 +267,6 @@ class Syncer:
             p.columns = list(cols)
             ts, tt = r.router.route(ch.schema, ch.table)
             p.target = self._catalog.get(ts, tt)
-            p.builder = DMLBuilder(p.target)
             p.mapping = r.column_mapper.plan(ch.schema, ch.table, p.columns)
             p.extract = r.router.extract_values(ch.schema, ch.table, self.source_id)
             p.expr = r.expr_filter.compile(ch.schema, ch.table, p.columns)
@@ -283,8 +282,8 @@ class Syncer:
             row = {**row, **p.extract}
         return row
 
-    def _txn_statements(self, txn: Txn, safe: bool) -> list[Stmt]:
-        out: list[Stmt] = []
+    def _txn_jobs(self, txn: Txn, safe: bool) -> list[RowJob]:
+        out: list[RowJob] = []
         bf = self.rules.binlog_filter
         for ch in txn.rows:
             p = self._plan(ch)
@@ -303,7 +302,7 @@ class Syncer:
                     continue
                 if ch.op == "delete" and p.expr.skip_delete(ch.before):
                     continue
-            out.extend(p.builder.build(ch.op, self._map(p, ch.before), self._map(p, ch.after), safe))
+            out.append(RowJob(ch.op, p.target, self._map(p, ch.before), self._map(p, ch.after), safe, txn.end))
         return out
 
     # ---- DDL --------------------------------------------------------------------------

@@ -1,0 +1,83 @@
+"""The DML worker pool: compactor → causality → merger → `worker-count` parallel executors.
+
+One batch at a time (the flusher calls ``apply`` in order):
+1. ``compact`` merges changes of the same key inside the batch (``syncers.compact``);
+2. ``Causality`` sends every job to a worker so that jobs sharing a key stay on one worker
+   in binlog order; a job whose keys already sit on two workers is a conflict: the queued
+   work is executed first (a flush), then the job is placed afresh;
+3. each worker ``merge``s its queue into statements (``syncers.multiple-rows``) and runs
+   them in one transaction on its own connection, in parallel with the others.
+``apply`` returns only when every worker committed, so the checkpoint that follows covers
+only durable changes. A failed worker fails the batch; the others may have committed,
+which safe-mode replay up to the exit point makes harmless.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from dm_core.sync.applier import Applier
+from dm_core.sync.causality import Causality
+from dm_core.sync.compactor import compact
+from dm_core.sync.job import RowJob
+from dm_core.sync.merger import merge
+
+MAX_WORKERS = 32
+
+
+class WorkerPool:
+    def __init__(self, connect, worker_count: int, *, compact: bool = False, multiple_rows: bool = False):
+        self.n = max(1, min(int(worker_count), MAX_WORKERS))
+        self._connect = connect
+        self._appliers: list[Applier | None] = [None] * self.n
+        self._compact = compact
+        self._multiple_rows = multiple_rows
+        self._pool = ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="shardflow-dml") if self.n > 1 else None
+
+    def _applier(self, i: int) -> Applier:
+        if self._appliers[i] is None:  # connections open lazily: small batches use few workers
+            self._appliers[i] = Applier(self._connect())
+        return self._appliers[i]
+
+    def apply(self, jobs: list[RowJob]) -> None:
+        if not jobs:
+            return
+        if self._compact:
+            jobs = compact(jobs)
+        if self.n == 1:
+            self._applier(0).apply(merge(jobs, multiple_rows=self._multiple_rows))
+            return
+        causality = Causality(self.n)
+        queues: list[list[RowJob]] = [[] for _ in range(self.n)]
+        for job in jobs:
+            w = causality.add(job)
+            if w is None:
+                self._run(queues)
+                queues = [[] for _ in range(self.n)]
+                causality.reset()
+                w = causality.add(job)
+            queues[w].append(job)
+        self._run(queues)
+
+    def _run(self, queues: list[list[RowJob]]) -> None:
+        busy = [i for i, q in enumerate(queues) if q]
+        if len(busy) == 1:
+            i = busy[0]
+            self._applier(i).apply(merge(queues[i], multiple_rows=self._multiple_rows))
+            return
+        futs = [self._pool.submit(lambda i=i: self._applier(i).apply(merge(queues[i], multiple_rows=self._multiple_rows)))
+                for i in busy]
+        errors = [f.exception() for f in futs]
+        for e in errors:
+            if e is not None:
+                raise e
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        for a in self._appliers:
+            if a is not None:
+                try:
+                    a.conn.close()
+                except Exception:
+                    pass
