@@ -139,16 +139,20 @@ def _lander(spark, task, st, up_ep, target_ep, args):
         staging = chunk_writer.staging_name(plan_id, chunk.chunk_id)
         down = connect(target_ep, downstream=True)
         try:
+            t0 = time.monotonic()
             chunk_writer.create_staging(down, meta, staging, st.target_schema, st.target_table, df.columns)
             df.write.jdbc(_jdbc_url(target_ep, write=True), qt(meta, staging), mode="append",
                           properties=_props(target_ep, batchsize=str(args.write_batch)))
             faults.hit("full.before_chunk_merge")
+            t1 = time.monotonic()
             down.autocommit(False)
             n = chunk_writer.merge(down, meta, staging, st, df.columns, verb, plan_id, chunk.chunk_id, task.name)
             down.autocommit(True)
             chunk_writer.drop_staging(down, meta, staging)
         finally:
             down.close()
+        log.info("%s chunk %d: %d rows staged in %.2fs, merged in %.2fs", st.name, chunk.chunk_id, n, t1 - t0,
+                 time.monotonic() - t1)
         return n
 
     return land

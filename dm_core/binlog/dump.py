@@ -37,6 +37,7 @@ ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 MAX_PACKET = 0xFFFFFF
 CHUNK = 1 << 18
 
+_U32 = struct.Struct("<I").unpack_from
 _CHARSETS: dict[tuple[str, int], dict[int, str]] = {}  # per server: collation id → charset
 
 
@@ -89,6 +90,7 @@ class BinlogDump:
         """Each event as ``(buf, start, end)``: ``buf[start:end]`` is the event, header first,
         checksum included. Ends when the server ends the stream (EOF packet)."""
         read1 = self.conn._rfile.read1
+        u32 = _U32
         buf = b""
         pos = 0
         seq = 1
@@ -98,10 +100,11 @@ class BinlogDump:
                 if have < 4:
                     buf, pos = _fill(read1, buf, pos, 4)
                     have = len(buf)
-                n = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
-                if buf[pos + 3] != seq:
+                h = u32(buf, pos)[0]  # payload length (3 bytes), sequence number (1 byte)
+                n = h & MAX_PACKET
+                if h >> 24 != seq:
                     raise ErrorCode.UPSTREAM_UNREACHABLE.error(
-                        f"binlog dump from {self.ep}: packet sequence {buf[pos + 3]}, expected {seq}")
+                        f"binlog dump from {self.ep}: packet sequence {h >> 24}, expected {seq}")
                 seq = (seq + 1) & 0xFF
                 if have < 4 + n:
                     buf, pos = _fill(read1, buf, pos, 4 + n)

@@ -1,0 +1,103 @@
+"""Pieces both coordination modes share: lock ids, positions as JSON, the operation record.
+
+An operation is the coordinator's answer to one member for one DDL step:
+
+* ``exec`` — run ``ddls`` downstream (the lock owner), then ``ack_done``;
+* ``skip`` — do not run them (another member does or did), then ``ack_done``;
+* ``wait`` — not yet: other members have not reached the DDL, the owner has not finished,
+  or (``conflict`` set) the DDL conflicts and a person must act.
+
+``state`` tracks an exec op across restarts: ``pending`` (nothing in flight),
+``executing`` (statement ``exec_index`` may have started downstream), ``done``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from dm_core.state.store import Position
+
+EXEC, SKIP, WAIT = "exec", "skip", "wait"
+PENDING, EXECUTING, DONE = "pending", "executing", "done"
+
+
+def lock_id_of(task: str, target: tuple[str, str]) -> str:
+    """DM's lock id: ``task-`schema`.`table```.
+
+    >>> lock_id_of("t1", ("db", "orders"))
+    't1-`db`.`orders`'
+    """
+    return f"{task}-`{target[0]}`.`{target[1]}`"
+
+
+def pos_to_json(p: Position | None) -> list | None:
+    return None if p is None else [p.file, int(p.pos)] + ([p.gtid] if p.gtid else [])
+
+
+def pos_from_json(v) -> Position | None:
+    if v is None:
+        return None
+    if isinstance(v, Position):
+        return v
+    return Position(v[0], int(v[1]), v[2] if len(v) > 2 else None)
+
+
+def pos_le(a: Position, b: Position) -> bool:
+    return a.key() <= b.key()
+
+
+def fmt_tables(tables) -> str:
+    return ", ".join(f"`{s}`.`{t}`" for s, t in tables)
+
+
+@dataclass
+class Operation:
+    lock_id: str
+    task: str
+    source: str
+    step: int                          # the lock's DDL step (pessimistic) / op number (optimistic)
+    action: str                        # exec | skip | wait
+    ddls: tuple[str, ...] = ()
+    state: str = PENDING               # pending | executing | done
+    exec_index: int = 0                # statements of ``ddls`` known to be done downstream
+    owner: str = ""                    # who executes this step
+    message: str = ""                  # why waiting, or what happened
+    conflict: str = ""                 # set when a person must act (the source should pause)
+    replayed: bool = False             # the info was a re-read of a DDL already finished
+    forced: bool = False               # created by `unlock` for a source that had not reported
+    upstream: tuple[str, str] = ("", "")   # optimistic: the upstream table this op is for
+    order: int = 0                     # creation order within the lock (exec ops run in this order)
+
+    @property
+    def done(self) -> bool:
+        return self.state == DONE
+
+    @property
+    def executing(self) -> bool:
+        return self.state == EXECUTING
+
+    def error(self):
+        """The error a source should pause with when ``conflict`` is set."""
+        from dm_core.shardddl.errors import ShardDDLConflict
+
+        return ShardDDLConflict(self.conflict) if self.conflict else None
+
+    def view(self, **changes) -> "Operation":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["ddls"] = list(self.ddls)
+        d["upstream"] = list(self.upstream)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Operation":
+        d = dict(d)
+        d["ddls"] = tuple(d.get("ddls") or ())
+        d["upstream"] = tuple(d.get("upstream") or ("", ""))
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+__all__ = ["EXEC", "SKIP", "WAIT", "PENDING", "EXECUTING", "DONE", "Operation", "Position", "lock_id_of",
+           "pos_to_json", "pos_from_json", "pos_le", "fmt_tables"]

@@ -1,0 +1,426 @@
+"""Normalise one upstream DDL of a sharded table so shards' statements can be compared,
+and classify it by DM's shard-merge restrictions.
+
+``normalize(sql, default_schema, route)``:
+
+1. statements sqlglot has no node for are refused up front with a clear reason
+   (``RENAME TABLE``); others are parsed with sqlglot's MySQL dialect;
+2. every table the statement names is collected structurally (the altered table, the
+   indexed table, the dropped/truncated tables, a foreign key's or ``LIKE``'s table; index
+   and column names are never mistaken for tables) and routed to its target;
+3. the statement is rendered canonically: MySQL dialect, keywords upper case, every
+   identifier back-quoted, comments dropped, ``ADD x`` → ``ADD COLUMN x`` and the like, so
+   ``alter table s_1.t_1 add c int`` from one shard and ``ALTER TABLE `s_2`.`t_2` ADD
+   COLUMN `c` INT`` from another give the same text;
+4. ``NormalizedDDL.key`` is that text with identifiers lower-cased (MySQL compares column
+   and index names case-insensitively): shards' DDLs are equal when their keys are.
+
+Classification (``NormalizedDDL.action``):
+
+* ``coordinate`` — ALTER TABLE, CREATE INDEX, DROP INDEX: goes through a shard DDL lock;
+* ``ignore`` — DROP DATABASE, DROP TABLE, TRUNCATE TABLE of sharded tables (DM ignores them:
+  one shard going away must not drop or empty the merged table);
+* ``create`` — CREATE TABLE / CREATE DATABASE: run downstream as ``IF NOT EXISTS`` (the
+  merged table exists once; a new shard joins the sharding group);
+* anything else raises ``ShardDDLUnsupported`` naming the statement: RENAME TABLE (also as
+  ``ALTER TABLE ... RENAME TO``), a statement on more than one table, views, statements
+  sqlglot cannot parse.
+
+Multi-change ALTERs are not split by default (pessimistic mode compares whole statements,
+as every shard runs the same ones); ``split()`` gives one statement per change for
+optimistic mode, which must run only the changes that alter the merged schema.
+
+    >>> route = lambda s, t: ("db", "t") if s.startswith("s_") else (s, t)
+    >>> n = normalize("alter table t_1 add c int not null default 0, add index i (c)", "s_1", route)
+    >>> n.action, n.target, n.tables, n.sql
+    ('coordinate', ('db', 't'), (('s_1', 't_1'),), 'ALTER TABLE `db`.`t` ADD COLUMN `c` INT NOT NULL DEFAULT 0, ADD INDEX `i` (`c`)')
+    >>> [s.sql for s in n.split()]
+    ['ALTER TABLE `db`.`t` ADD COLUMN `c` INT NOT NULL DEFAULT 0', 'ALTER TABLE `db`.`t` ADD INDEX `i` (`c`)']
+    >>> normalize("ALTER TABLE `s_2`.`t_9` ADD COLUMN `C` INT NOT NULL DEFAULT 0, ADD INDEX `I` (`C`)", None, route).key == n.key
+    True
+    >>> normalize("DROP TABLE s_1.t_1", None, route).action
+    'ignore'
+    >>> normalize("RENAME TABLE s_1.t_1 TO s_1.t_x", None, route)
+    Traceback (most recent call last):
+    ...
+    dm_core.shardddl.errors.ShardDDLUnsupported: [code=50002:sync] RENAME TABLE is not supported on sharded tables: `RENAME TABLE s_1.t_1 TO s_1.t_x`
+    workaround: Run `dmctl binlog skip TASK` to skip the statement, or `dmctl binlog replace TASK "SQL"` with statements on one table each.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from dm_core.shardddl.errors import ShardDDLUnsupported
+from dm_core.shardddl.schema import (Change, Column, Index, TableSchema, canonical_default, canonical_type)
+
+COORDINATE, IGNORE, CREATE = "coordinate", "ignore", "create"
+
+Route = Callable[[str, str], tuple[str, str]]
+
+_COMMENT = re.compile(r"/\*!\d*(.*?)\*/|/\*.*?\*/|--[^\n]*(?:\n|$)|#[^\n]*(?:\n|$)", re.S)
+_RENAME_TABLE = re.compile(r"^RENAME\s+TABLES?\b", re.I)
+_TOKENS = re.compile(r"'(?:[^'\\]|\\.|'')*'|`(?:[^`]|``)*`")
+
+
+def comparison_key(sql: str) -> str:
+    """Canonical SQL with back-quoted identifiers lower-cased (string literals untouched).
+
+    >>> comparison_key("ALTER TABLE `db`.`T` ADD COLUMN `C` INT COMMENT 'Keep `Case`'")
+    "ALTER TABLE `db`.`t` ADD COLUMN `c` INT COMMENT 'Keep `Case`'"
+    """
+    return _TOKENS.sub(lambda m: m.group(0).lower() if m.group(0).startswith("`") else m.group(0), sql)
+
+
+@dataclass(frozen=True)
+class NormalizedDDL:
+    original: str                              # the statement as read from the binlog
+    kind: str                                  # DM event type: "alter table", "create index", "drop table", ...
+    action: str                                # coordinate | ignore | create
+    tables: tuple[tuple[str, str], ...]        # upstream (schema, table) named; ("db", "") for databases
+    target: tuple[str, str]                    # the routed target of tables[0]
+    sql: str                                   # canonical routed statement ("" when ignored)
+    reason: str = ""                           # why it is ignored
+    _n_actions: int = field(default=1, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return comparison_key(self.sql)
+
+    def split(self) -> list["NormalizedDDL"]:
+        """One statement per change of a multi-change ALTER; ``[self]`` otherwise."""
+        if self.kind != "alter table" or self._n_actions <= 1:
+            return [self]
+        stmt = _parse_one(self.sql)
+        out = []
+        for piece in _alter_pieces(stmt):
+            out.append(NormalizedDDL(self.original, self.kind, self.action, self.tables, self.target,
+                                     piece.sql(dialect="mysql", identify=True)))
+        return out
+
+    def changes(self) -> list[Change]:
+        """The schema changes of this statement, each with a single-change ``sql``."""
+        if self.action != COORDINATE:
+            return []
+        return statement_changes(self.sql)
+
+
+def normalize(sql: str, default_schema: str | None, route: Route | None = None) -> NormalizedDDL:
+    """Parse, route and classify one DDL statement (see the module docstring)."""
+    from sqlglot import exp
+
+    route = route or (lambda s, t: (s, t))
+    text = _strip(sql)
+    if _RENAME_TABLE.match(text):
+        raise ShardDDLUnsupported(f"RENAME TABLE is not supported on sharded tables: `{sql.strip()}`")
+    stmt = _parse_one(_expand_add_list(text), original=sql)
+    for node in stmt.walk():
+        node.comments = None
+    kind_arg = str(stmt.args.get("kind") or "").upper()
+
+    if isinstance(stmt, exp.Drop) and kind_arg in ("DATABASE", "SCHEMA"):
+        t = stmt.args["tables"][0] if stmt.args.get("tables") else stmt.this
+        db = t.name or t.db
+        return NormalizedDDL(sql, "drop database", IGNORE, ((db, ""),), route(db, ""), "",
+                             "DROP DATABASE of a sharded schema is ignored: the merged target keeps its data")
+    if isinstance(stmt, exp.Create) and kind_arg in ("DATABASE", "SCHEMA"):
+        db = stmt.this.name if stmt.this is not None else ""
+        tdb = route(db, "")[0]
+        return NormalizedDDL(sql, "create database", CREATE, ((db, ""),), (tdb, ""),
+                             f"CREATE DATABASE IF NOT EXISTS `{tdb.replace('`', '``')}`")
+
+    if isinstance(stmt, exp.Drop) and kind_arg == "TABLE":
+        nodes = list(stmt.args.get("tables") or [])
+        kind, action, reason = "drop table", IGNORE, "DROP TABLE of a sharded table is ignored (DM's rule)"
+    elif isinstance(stmt, exp.TruncateTable):
+        nodes = list(stmt.expressions)
+        kind, action, reason = "truncate table", IGNORE, "TRUNCATE TABLE of a sharded table is ignored (DM's rule)"
+    elif isinstance(stmt, exp.Drop) and kind_arg == "INDEX":
+        on = stmt.args.get("cluster")
+        nodes = [on.this] if on is not None and isinstance(on.this, exp.Table) else []
+        kind, action, reason = "drop index", COORDINATE, ""
+    elif isinstance(stmt, exp.Create) and kind_arg == "INDEX":
+        t = stmt.this.args.get("table") if stmt.this is not None else None
+        nodes = [t] if t is not None else []
+        kind, action, reason = "create index", COORDINATE, ""
+    elif isinstance(stmt, exp.Create) and kind_arg == "TABLE":
+        t = stmt.this.this if isinstance(stmt.this, exp.Schema) else stmt.this
+        nodes = [t] + [p.this for p in stmt.find_all(exp.LikeProperty)]
+        kind, action, reason = "create table", CREATE, ""
+        stmt.set("exists", True)
+    elif isinstance(stmt, exp.Alter) and kind_arg == "TABLE":
+        actions = stmt.args.get("actions") or []
+        if any(isinstance(a, exp.AlterRename) for a in actions):
+            raise ShardDDLUnsupported(f"RENAME TABLE (ALTER TABLE ... RENAME TO) is not supported on sharded "
+                                      f"tables: `{sql.strip()}`")
+        nodes = [stmt.this] + [r.this.this for r in stmt.find_all(exp.Reference)
+                               if isinstance(r.this, exp.Schema) and isinstance(r.this.this, exp.Table)]
+        kind, action, reason = "alter table", COORDINATE, ""
+    else:
+        raise ShardDDLUnsupported(f"this kind of statement is not supported on sharded tables: `{sql.strip()}`")
+
+    tables: list[tuple[str, str]] = []
+    for t in nodes:
+        st = (t.db or default_schema or "", t.name)
+        if st not in tables:
+            tables.append(st)
+    if not tables:
+        raise ShardDDLUnsupported(f"cannot tell which table this statement changes: `{sql.strip()}`")
+    if len(tables) > 1 and action != IGNORE:
+        names = ", ".join(f"`{s}`.`{t}`" for s, t in tables)
+        raise ShardDDLUnsupported(f"a DDL on a sharded table may name only one table, this one names {names}: "
+                                  f"`{sql.strip()}`")
+    target = route(*tables[0])
+    if action == IGNORE:
+        return NormalizedDDL(sql, kind, action, tuple(tables), target, "", reason)
+    for t in nodes:
+        ts, tt = route(t.db or default_schema or "", t.name)
+        t.set("db", exp.to_identifier(ts, quoted=True))
+        t.set("this", exp.to_identifier(tt, quoted=True))
+        t.set("catalog", None)
+    n_actions = len(_alter_pieces(stmt)) if kind == "alter table" else 1
+    return NormalizedDDL(sql, kind, action, tuple(tables), target, stmt.sql(dialect="mysql", identify=True),
+                         reason, n_actions)
+
+
+def _strip(sql: str) -> str:
+    # MySQL executable comments /*!50100 ... */ carry SQL: keep their body.
+    return " ".join(_COMMENT.sub(lambda m: f" {m.group(1) or ''} ", sql).split()).rstrip(";").strip()
+
+
+_ADD_LIST = re.compile(r"^(ALTER\s+TABLE\s+\S+(?:\s*\.\s*\S+)?)\s+ADD\s+(?:COLUMN\s+)?\((.*)\)$", re.I | re.S)
+
+
+def _expand_add_list(text: str) -> str:
+    """MySQL's ``ADD [COLUMN] (c1 def, c2 def)`` (no sqlglot node) → ``ADD COLUMN c1 def, ADD COLUMN c2 def``.
+
+    >>> _expand_add_list("ALTER TABLE t ADD COLUMN (a INT, b DECIMAL(10,2) DEFAULT '1,2')")
+    "ALTER TABLE t ADD COLUMN a INT, ADD COLUMN b DECIMAL(10,2) DEFAULT '1,2'"
+    """
+    m = _ADD_LIST.match(text)
+    if not m:
+        return text
+    parts, cur, depth, q = [], "", 0, None
+    for ch in m.group(2):
+        if q:
+            q = None if ch == q else q
+        elif ch in "'\"`":
+            q = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+            continue
+        cur += ch
+    parts.append(cur.strip())
+    if depth != 0 or not all(parts) or any(re.match(r"(INDEX|KEY|PRIMARY|UNIQUE|CONSTRAINT|FULLTEXT)\b", p, re.I)
+                                            for p in parts):
+        return text
+    return m.group(1) + " " + ", ".join(f"ADD COLUMN {p}" for p in parts)
+
+
+def _parse_one(text: str, original: str | None = None):
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    shown = (original or text).strip()
+    try:
+        stmts = [s for s in sqlglot.parse(text, read="mysql") if s is not None]
+    except SqlglotError as e:
+        raise ShardDDLUnsupported(f"cannot parse DDL `{shown}`: {str(e).splitlines()[0]}") from None
+    if len(stmts) != 1:
+        raise ShardDDLUnsupported(f"expected exactly one statement, got {len(stmts)}: `{shown}`")
+    if isinstance(stmts[0], exp.Command):
+        raise ShardDDLUnsupported(f"shardflow's SQL parser does not understand this statement: `{shown}`")
+    return stmts[0]
+
+
+def _alter_pieces(stmt) -> list:
+    """Single-change copies of an ALTER TABLE (each action, each table option)."""
+    actions = list(stmt.args.get("actions") or [])
+    options = list(stmt.args.get("options") or [])
+    if len(actions) + len(options) <= 1:
+        return [stmt]
+    out = []
+    for a in actions:
+        c = stmt.copy()
+        c.set("actions", [a.copy()])
+        c.set("options", None)
+        out.append(c)
+    for o in options:
+        c = stmt.copy()
+        c.set("actions", None)
+        c.set("options", [o.copy()])
+        out.append(c)
+    return out
+
+
+# ---- schema changes -----------------------------------------------------------------------------
+def statement_changes(sql: str) -> list[Change]:
+    """The schema changes of a canonical (routed) ALTER TABLE / CREATE INDEX / DROP INDEX.
+
+    >>> [(c.op, c.name) for c in statement_changes("ALTER TABLE `d`.`t` ADD COLUMN `c` INT, DROP COLUMN `x`, "
+    ...                                              "CHANGE COLUMN `a` `b` BIGINT, ALTER COLUMN `c` SET DEFAULT 1")]
+    [('add_column', 'c'), ('drop_column', 'x'), ('modify_column', 'a'), ('set_default', 'c')]
+    """
+    from sqlglot import exp
+
+    stmt = _parse_one(sql)
+    kind_arg = str(stmt.args.get("kind") or "").upper()
+    if isinstance(stmt, exp.Create) and kind_arg == "INDEX":
+        idx = stmt.this
+        unique = bool(stmt.args.get("unique"))
+        cols = [_ident(o.this if isinstance(o, exp.Ordered) else o)
+                for o in (idx.args.get("params").args.get("columns") or [])] if idx.args.get("params") else []
+        kind = "unique" if unique else (str(stmt.args.get("kind_modifier") or "").lower() or "index")
+        return [Change("add_index", idx.name, index=Index(idx.name, kind if kind in ("unique", "fulltext", "spatial")
+                                                                 else "index", tuple(cols)), sql=sql)]
+    if isinstance(stmt, exp.Drop) and kind_arg == "INDEX":
+        name = stmt.args["tables"][0].name
+        return [Change("drop_index", name, if_exists=bool(stmt.args.get("exists")), sql=sql)]
+    if not isinstance(stmt, exp.Alter):
+        return [Change("other", sql=sql)]
+    out: list[Change] = []
+    for piece in _alter_pieces(stmt):
+        piece_sql = piece.sql(dialect="mysql", identify=True)
+        acts = piece.args.get("actions") or []
+        if not acts:
+            out.append(Change("other", sql=piece_sql))
+            continue
+        out.extend(_action_changes(acts[0], piece_sql))
+    return out
+
+
+def _ident(node) -> str:
+    from sqlglot import exp
+
+    if isinstance(node, exp.Column):
+        return node.name
+    if isinstance(node, exp.Identifier):
+        return node.this
+    return node.name if hasattr(node, "name") else str(node)
+
+
+def column_from_def(cd) -> tuple[Column, bool]:
+    """(Column, is_inline_primary_key) of a sqlglot ColumnDef."""
+    from sqlglot import exp
+
+    type_ = canonical_type(cd.args["kind"]) if cd.args.get("kind") is not None else "INT"
+    nullable, default, primary, extra = True, None, False, []
+    for c in cd.args.get("constraints") or []:
+        k = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
+        if isinstance(k, exp.NotNullColumnConstraint):
+            nullable = bool(k.args.get("allow_null"))
+        elif isinstance(k, exp.DefaultColumnConstraint):
+            default = canonical_default(k.this.sql(dialect="mysql"), type_)
+        elif isinstance(k, exp.PrimaryKeyColumnConstraint):
+            primary, nullable = True, False
+        else:
+            extra.append(k.sql(dialect="mysql"))
+    return Column(cd.name, type_, nullable, default, " ".join(extra)), primary
+
+
+def _action_changes(a, sql: str) -> list[Change]:
+    from sqlglot import exp
+
+    if isinstance(a, exp.ColumnDef):
+        col, pk = column_from_def(a)
+        out = [Change("add_column", col.name, col, if_exists=bool(a.args.get("exists")), sql=sql)]
+        if pk:
+            out.append(Change("add_index", "PRIMARY", index=Index("PRIMARY", "primary", (col.name,)), sql=sql))
+        return out
+    if isinstance(a, exp.Drop):
+        k = str(a.args.get("kind") or "").upper()
+        name = a.args["tables"][0].name if a.args.get("tables") else ""
+        if k == "COLUMN":
+            return [Change("drop_column", name, if_exists=bool(a.args.get("exists")), sql=sql)]
+        if k in ("INDEX", "KEY"):
+            return [Change("drop_index", name, if_exists=bool(a.args.get("exists")), sql=sql)]
+        return [Change("other", sql=sql)]
+    if isinstance(a, exp.DropPrimaryKey):
+        return [Change("drop_index", "PRIMARY", sql=sql)]
+    if isinstance(a, exp.ModifyColumn):
+        col, _ = column_from_def(a.this)
+        old = a.args.get("rename_from")
+        old_name = old.this if isinstance(old, exp.Identifier) else (old.name if old is not None else col.name)
+        return [Change("modify_column", old_name, col,
+                       new_name=col.name if old_name.lower() != col.name.lower() else "", sql=sql)]
+    if isinstance(a, exp.RenameColumn):
+        return [Change("rename_column", _ident(a.this), new_name=_ident(a.args["to"]), sql=sql)]
+    if isinstance(a, exp.AlterColumn):
+        if a.args.get("drop") and not a.args.get("dtype"):
+            return [Change("set_default", _ident(a.this), default=None, sql=sql)]
+        if a.args.get("default") is not None:
+            return [Change("set_default", _ident(a.this), default=canonical_default(a.args["default"].sql("mysql")),
+                           sql=sql)]
+        return [Change("other", _ident(a.this), sql=sql)]
+    if isinstance(a, exp.RenameIndex):
+        return [Change("rename_index", _ident(a.this), new_name=_ident(a.args["to"]), sql=sql)]
+    if isinstance(a, exp.AddConstraint):
+        out = []
+        for c in a.expressions:
+            idx = _index_of(c)
+            out.append(Change("add_index", idx.name, index=idx, sql=sql) if idx else Change("other", sql=sql))
+        return out
+    return [Change("other", sql=sql)]
+
+
+def _index_of(c) -> Index | None:
+    from sqlglot import exp
+
+    if isinstance(c, exp.PrimaryKey):
+        return Index("PRIMARY", "primary", tuple(_ident(x.this if isinstance(x, exp.Ordered) else x)
+                                                 for x in c.expressions))
+    if isinstance(c, exp.UniqueColumnConstraint):
+        sch = c.this
+        cols = tuple(_ident(x) for x in (sch.expressions if sch is not None else []))
+        name = sch.this.this if sch is not None and sch.this is not None else (cols[0] if cols else "")
+        return Index(name, "unique", cols)
+    if isinstance(c, exp.IndexColumnConstraint):
+        cols = tuple(_ident(x.this if isinstance(x, exp.Ordered) else x) for x in c.expressions)
+        name = c.this.this if c.this is not None else (cols[0] if cols else "")
+        kind = str(c.args.get("kind") or "").lower()
+        kind = "unique" if kind == "unique" else kind if kind in ("fulltext", "spatial") else "index"
+        return Index(name, kind, cols)
+    return None
+
+
+def schema_from_create(sql: str) -> TableSchema:
+    """The tracked schema of a CREATE TABLE statement (column definitions and keys).
+
+    >>> s = schema_from_create("CREATE TABLE t (id INT NOT NULL AUTO_INCREMENT, n VARCHAR(8) DEFAULT 'x', "
+    ...                        "PRIMARY KEY (id), UNIQUE KEY uk (n))")
+    >>> for x in list(s.columns) + list(s.indexes):
+    ...     print(x.definition())
+    `id` INT NOT NULL AUTO_INCREMENT
+    `n` VARCHAR(8) DEFAULT 'x'
+    PRIMARY KEY (`id`)
+    UNIQUE INDEX `uk` (`n`)
+    """
+    from sqlglot import exp
+
+    stmt = _parse_one(_strip(sql), original=sql)
+    if not isinstance(stmt, exp.Create) or not isinstance(stmt.this, exp.Schema):
+        raise ShardDDLUnsupported(f"not a CREATE TABLE with column definitions: `{sql.strip()}`")
+    cols, idx = [], []
+    for e in stmt.this.expressions:
+        if isinstance(e, exp.ColumnDef):
+            col, pk = column_from_def(e)
+            cols.append(col)
+            if pk:
+                idx.append(Index("PRIMARY", "primary", (col.name,)))
+        else:
+            i = _index_of(e)
+            if i is not None:
+                idx.append(i)
+    pk = next((i for i in idx if i.kind == "primary"), None)
+    if pk is not None:
+        keys = {c.lower() for c in pk.columns}
+        cols = [Column(c.name, c.type, False, c.default, c.extra) if c.key in keys else c for c in cols]
+    return TableSchema(tuple(cols), tuple(idx))
