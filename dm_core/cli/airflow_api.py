@@ -18,18 +18,26 @@ from dm_core.errors import ErrorCode
 
 class AirflowAPI:
     def __init__(self, url: str | None = None, user: str | None = None, password: str | None = None):
-        self.url = (url or os.environ.get("SHARDFLOW_AIRFLOW_URL") or "http://127.0.0.1:8080").rstrip("/")
+        self.url = (url or os.environ.get("SHARDFLOW_AIRFLOW_URL")
+                    or f"http://127.0.0.1:{os.environ.get('SHARDFLOW_AIRFLOW_PORT', '8080')}").rstrip("/")
         self.user = user or os.environ.get("SHARDFLOW_AIRFLOW_USER") or "admin"
         self._password = password or os.environ.get("SHARDFLOW_AIRFLOW_PASSWORD") or self._generated_password()
         self._token: str | None = None
 
     def _generated_password(self) -> str:
-        home = Path(os.environ.get("AIRFLOW_HOME", Path.home() / "airflow"))
-        f = home / "simple_auth_manager_passwords.json.generated"
-        try:
-            return json.loads(f.read_text()).get(self.user, "")
-        except (OSError, ValueError):
-            return ""
+        # AIRFLOW_HOME, else the local stack's (make airflow-up), else Airflow's default
+        root = Path(__file__).resolve().parents[2]
+        stack = Path(os.environ.get("SHARDFLOW_STACK_DIR") or root / ".stack")
+        for home in (os.environ.get("AIRFLOW_HOME"), stack / "airflow", Path.home() / "airflow"):
+            if not home:
+                continue
+            try:
+                pw = json.loads((Path(home) / "simple_auth_manager_passwords.json.generated").read_text()).get(self.user)
+            except (OSError, ValueError):
+                continue
+            if pw:
+                return pw
+        return ""
 
     def _call(self, method: str, path: str, body: dict | None = None, auth: bool = True):
         data = json.dumps(body).encode() if body is not None else None

@@ -171,7 +171,12 @@ def _dag_runs(task_name: str) -> dict:
 
 
 def _status(store, name: str) -> dict:
-    _, status = _load_task_from_store(store, name)
+    got = store.get_task(name)  # no parse: status must show even if the file needs env it lacks
+    if got is None:
+        from dm_core.errors import ErrorCode
+
+        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} is not known")
+    status = got[1]
     return {"task": name, "status": status, "phases": _dag_runs(name),
             "sources": [_fmt_state(s) for s in store.all_source_states(name)]}
 

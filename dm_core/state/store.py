@@ -104,14 +104,15 @@ class Position:
 
 
 def default_dsn() -> str:
-    dsn = os.environ.get("SHARDFLOW_STATE_DSN")
-    if not dsn:
-        raise ErrorCode.STATE_STORE_UNREACHABLE.error(
-            "no state store configured: SHARDFLOW_STATE_DSN is not set",
-            workaround="export SHARDFLOW_STATE_DSN=postgresql://USER@HOST:PORT/DB "
-            "(`scripts/stack.sh env` prints the local stack's)",
-        )
-    return dsn
+    """SHARDFLOW_STATE_DSN, else the local stack's Postgres (make stack-up) on loopback."""
+    return os.environ.get("SHARDFLOW_STATE_DSN") or (
+        f"postgresql://postgres@127.0.0.1:{os.environ.get('SHARDFLOW_PG_PORT', '5433')}/shardflow")
+
+
+def _scrub_dsn(text: str) -> str:
+    import re
+
+    return re.sub(r"(postgres(?:ql)?://[^:/@]+:)[^@]*@", r"\1***@", text)
 
 
 class StateStore:
@@ -124,7 +125,9 @@ class StateStore:
         try:
             self._conn = psycopg2.connect(self._dsn, connect_timeout=10)
         except psycopg2.OperationalError as e:
-            raise ErrorCode.STATE_STORE_UNREACHABLE.error(f"cannot connect to the state store: {str(e).strip()}") from None
+            where = "" if os.environ.get("SHARDFLOW_STATE_DSN") else " (SHARDFLOW_STATE_DSN is not set: tried the local stack's)"
+            raise ErrorCode.STATE_STORE_UNREACHABLE.error(
+                f"cannot connect to the state store{where}: {_scrub_dsn(str(e).strip())}") from None
         self._conn.autocommit = False
         self.migrate()
 
