@@ -1,0 +1,441 @@
+"""The optimistic shard DDL lock of one (task, target table): a pure state machine.
+
+Members are (source, upstream table) pairs, each with the schema it is known to have;
+``joined`` is what the downstream table has (or will have once the exec ops created so
+far are done). A member that has not reported yet has ``initial``, the target's schema
+when the lock was created; an expected source that has not reported at all counts as one
+such member.
+
+1. ``report(info)``: the member's schema after its DDL is computed (its tracked schema +
+   the DDL's changes; a CREATE TABLE gives a new member its own schema). Changes that can
+   never merge are *hard* conflicts and wait for a person: renaming a column (RENAME
+   COLUMN, CHANGE a b), narrowing or changing a column's type, NULL → NOT NULL, table
+   options and other statements, a change that does not fit the tracked schema.
+2. ``settle``: pending members are tried together against everyone's schemas
+   (``schema.join_schemas``); on a join conflict the latest member named by it is set
+   aside (a *soft* conflict, retried at every later settle: e.g. a NOT NULL column
+   without default waits until every shard has added it, then runs once) and the rest
+   are tried again. The accepted members' new schemas give a new join; the downstream
+   widens to it (``widen_only``), and ``diff_schemas`` says which single-change statements
+   do that. The earliest accepted member gets ``exec`` with them (its own statement text
+   where it matches the change, so ``AFTER col`` survives), the others ``skip``. No change
+   to the join (a column another shard already added, a column dropped while others
+   still have it, a unique key not yet on every shard) → ``skip`` for everyone.
+3. exec ops run in creation order: every op waits (``wait``) until the exec ops created
+   before it are done, so no member writes rows for a schema the downstream lacks.
+4. ``ack``: the op is done; the member's position is remembered (a DDL met again after a
+   restart gets ``skip``, ``done``).
+5. ``unlock``: the operator settles conflicts (see ``unlock``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, Operation, pos_from_json,
+                                     pos_to_json)
+from dm_core.shardddl.ddl_norm import comparison_key, schema_from_create, statement_changes
+from dm_core.shardddl.errors import ShardDDLLockError, ShardDDLUnsupported
+from dm_core.shardddl.optimism.info import Info
+from dm_core.shardddl.schema import (Change, JoinConflict, SchemaError, TableSchema, diff_schemas, join_schemas,
+                                     join_type, same_change, widen_only)
+from dm_core.state.store import Position
+
+Key = tuple[str, str, str]   # (source, upstream schema, upstream table)
+
+
+def label(k: Key) -> str:
+    return f"{k[0]} `{k[1]}`.`{k[2]}`" if k[2] else f"{k[0]} (not reported yet)"
+
+
+@dataclass
+class Pending:
+    ddls: tuple[str, ...]
+    changes: list[Change]
+    schema_after: TableSchema | None
+    position: Position
+    seq: int
+    conflict: str = ""
+    hard: bool = False
+    op_step: int | None = None          # the op made when the change was accepted
+
+    def to_json(self) -> dict:
+        return {"ddls": list(self.ddls), "changes": [c.to_dict() for c in self.changes],
+                "schema_after": self.schema_after.to_dict() if self.schema_after is not None else None,
+                "position": pos_to_json(self.position), "seq": self.seq, "conflict": self.conflict,
+                "hard": self.hard, "op_step": self.op_step}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "Pending | None":
+        if not d:
+            return None
+        return cls(tuple(d["ddls"]), [Change.from_dict(c) for c in d["changes"]],
+                   TableSchema.from_dict(d["schema_after"]) if d.get("schema_after") is not None else None,
+                   pos_from_json(d["position"]), d["seq"], d.get("conflict", ""), d.get("hard", False),
+                   d.get("op_step"))
+
+
+@dataclass
+class Member:
+    schema: TableSchema
+    pending: Pending | None = None
+    done_pos: Position | None = None
+
+    def to_json(self) -> dict:
+        return {"schema": self.schema.to_dict(), "pending": self.pending.to_json() if self.pending else None,
+                "done_pos": pos_to_json(self.done_pos)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Member":
+        return cls(TableSchema.from_dict(d["schema"]), Pending.from_json(d.get("pending")),
+                   pos_from_json(d.get("done_pos")))
+
+
+def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
+    for ch in changes:
+        if ch.op == "rename_column" or (ch.op == "modify_column" and ch.new_name):
+            return f"renaming column `{ch.name}` to `{ch.new_name or ch.column.name}` (`{ch.sql}`)"
+        if ch.op == "modify_column":
+            old = before.column(ch.name)
+            if old is None:
+                continue
+            new = ch.column
+            if join_type(old.type, new.type) != new.type:
+                return (f"changing column `{ch.name}` from {old.type} to {new.type} narrows or converts it "
+                        f"(`{ch.sql}`)")
+            if old.nullable and not new.nullable:
+                return f"making column `{ch.name}` NOT NULL (`{ch.sql}`)"
+        if ch.op in ("other", "rename_index"):
+            return f"`{ch.sql}` is not supported in optimistic mode"
+    return ""
+
+
+class Lock:
+    mode = "optimistic"
+
+    def __init__(self, lock_id: str, task: str, target: tuple[str, str], sources=(),
+                 initial: TableSchema | None = None):
+        self.lock_id = lock_id
+        self.task = task
+        self.target = tuple(target)
+        self.sources: tuple[str, ...] = tuple(sorted(set(sources)))
+        self.initial = initial
+        self.joined = initial
+        self.members: dict[Key, Member] = {}
+        self.ops: dict[tuple[str, int], Operation] = {}
+        self.seq = 0
+        self.op_seq = 0
+
+    # ---- queries ------------------------------------------------------------------------------
+    @property
+    def conflict(self) -> str:
+        return next((m.pending.conflict for _, m in sorted(self.members.items(), key=lambda x: x[1].pending.seq
+                                                                  if x[1].pending else 0)
+                     if m.pending is not None and m.pending.conflict), "")
+
+    @property
+    def status(self) -> str:
+        if self.conflict:
+            return "conflict"
+        if any(op.state != DONE for op in self.ops.values()):
+            return "ready"
+        if any(m.pending is not None for m in self.members.values()):
+            return "waiting"
+        return "idle"
+
+    def schemas(self, use_pending: set[Key] = frozenset()) -> dict[str, TableSchema]:
+        """Every member's schema by label (the pending one for members in ``use_pending``)."""
+        out = {}
+        for k, m in sorted(self.members.items()):
+            s = m.pending.schema_after if k in use_pending and m.pending is not None else m.schema
+            out[label(k)] = s
+        reported = {k[0] for k in self.members}
+        for src in self.sources:
+            if src not in reported and self.initial is not None:
+                out[label((src, "", ""))] = self.initial
+        return out
+
+    def operation_for(self, source: str, table: tuple[str, str] | None = None) -> Operation | None:
+        mine = sorted((op for (s, _), op in self.ops.items() if s == source and op.state != DONE
+                       and (table is None or op.upstream == tuple(table))), key=lambda o: o.order)
+        if mine:
+            op = mine[0]
+            before = self._earlier_exec(op)
+            if before is not None:
+                return op.view(action=WAIT, message=f"waiting for {before.source} to execute "
+                                                    f"`{'; '.join(before.ddls)}`")
+            return op.view()
+        for k, m in sorted(self.members.items()):
+            if k[0] != source or m.pending is None or m.pending.op_step is not None:
+                continue
+            if table is not None and (k[1], k[2]) != tuple(table):
+                continue
+            p = m.pending
+            return Operation(self.lock_id, self.task, source, 0, WAIT, p.ddls, message=p.conflict or "waiting",
+                             conflict=p.conflict, upstream=(k[1], k[2]))
+        return None
+
+    def describe(self) -> dict:
+        return {
+            "lock_id": self.lock_id, "task": self.task, "mode": self.mode, "target": list(self.target),
+            "status": self.status, "conflict": self.conflict, "sources": list(self.sources),
+            "joined": [c.definition() for c in (self.joined.columns if self.joined else ())],
+            "members": [{"source": k[0], "table": [k[1], k[2]],
+                         "columns": [c.definition() for c in m.schema.columns],
+                         "pending": list(m.pending.ddls) if m.pending else [],
+                         "conflict": m.pending.conflict if m.pending else ""} for k, m in sorted(self.members.items())],
+            "operations": [op.to_dict() for _, op in sorted(self.ops.items())],
+        }
+
+    # ---- transitions -----------------------------------------------------------------------------
+    def set_sources(self, sources) -> None:
+        if sources is not None:
+            self.sources = tuple(sorted(set(sources)))
+
+    def report(self, info: Info) -> Operation:
+        if info.lock_id != self.lock_id:
+            raise ShardDDLLockError(f"info for {info.lock_id} given to lock {self.lock_id}")
+        creates = len(info.ddls) == 1 and info.ddls[0].lstrip().upper().startswith("CREATE TABLE")
+        if self.initial is None:
+            init = info.schema_before or (schema_from_create(info.ddls[0]) if creates else None)
+            if init is None:
+                raise ShardDDLLockError(f"lock {self.lock_id} is new and the info carries no schema_before: the "
+                                        f"syncer must read the target table's schema downstream first")
+            self.initial = self.joined = init
+        key: Key = (info.source, info.table[0], info.table[1])
+        for t in (info.tables or (info.table,)) + (info.table,):
+            k = (info.source, t[0], t[1])
+            if k not in self.members:
+                self.members[k] = Member(self.initial)
+        m = self.members[key]
+        pos, ddls = info.position, tuple(info.ddls)
+        if m.done_pos is not None and pos.key() <= m.done_pos.key():
+            return Operation(self.lock_id, self.task, info.source, 0, SKIP, ddls, state=DONE, replayed=True,
+                             upstream=info.table, message=f"DDL at {pos} already finished")
+        if m.pending is not None:
+            same = m.pending.position == pos and [comparison_key(d) for d in m.pending.ddls] == \
+                [comparison_key(d) for d in ddls]
+            if same:
+                self.settle()
+                return self.operation_for(info.source, info.table)
+            if m.pending.op_step is not None:
+                raise ShardDDLLockError(f"{label(key)} reports `{'; '.join(ddls)}` at {pos} while its DDL "
+                                        f"`{'; '.join(m.pending.ddls)}` is not finished in lock {self.lock_id}")
+            m.pending = None  # a conflicting DDL replaced by the operator (binlog replace) or re-read
+        self.seq += 1
+        changes: list[Change] = []
+        conflict, after = "", None
+        if creates:
+            after = schema_from_create(ddls[0])
+        else:
+            try:
+                for d in ddls:
+                    changes.extend(statement_changes(d))
+            except ShardDDLUnsupported as e:
+                conflict = str(e.message)
+            conflict = conflict or _hard_conflict(changes, m.schema)
+            if not conflict:
+                try:
+                    after = m.schema.apply(changes)
+                except SchemaError as e:
+                    conflict = f"`{'; '.join(ddls)}` does not fit the tracked schema of {label(key)}: {e}"
+        if conflict:
+            conflict = f"shard DDL conflict in lock {self.lock_id}: {label(key)}: {conflict}"
+        m.pending = Pending(ddls, changes, after, pos, self.seq, conflict, bool(conflict))
+        self.settle()
+        return self.operation_for(info.source, info.table)
+
+    def settle(self) -> None:
+        cands = sorted((k for k, m in self.members.items() if m.pending is not None and not m.pending.hard
+                        and m.pending.op_step is None), key=lambda k: self.members[k].pending.seq)
+        if not cands:
+            return
+        accepted = list(cands)
+        set_aside: list[Key] = []
+        while accepted:
+            try:
+                join_schemas(self.schemas(set(accepted)))
+                break
+            except JoinConflict as e:
+                named = [k for k in accepted if label(k) in e.members]
+                if not named:
+                    set_aside.extend(accepted)
+                    accepted = []
+                    break
+                worst = max(named, key=lambda k: self.members[k].pending.seq)
+                accepted.remove(worst)
+                set_aside.append(worst)
+        for k in set_aside:
+            try:
+                join_schemas(self.schemas(set(accepted) | {k}))
+                msg = "waits for the other shards' DDLs"
+            except JoinConflict as e:
+                msg = str(e)
+            self.members[k].pending.conflict = f"shard DDL conflict in lock {self.lock_id}: {label(k)}: {msg}"
+        if not accepted:
+            return
+        new_join = join_schemas(self.schemas(set(accepted)))
+        downstream = widen_only(self.joined, new_join)
+        diff = diff_schemas(self.target[0], self.target[1], self.joined, downstream)
+        own = [ch for k in accepted for ch in self.members[k].pending.changes]
+        stmts = []
+        for ch in diff:
+            mine = next((o for o in own if same_change(o, ch) and o.sql), None)
+            s = mine.sql if mine is not None else ch.sql
+            if s not in stmts:
+                stmts.append(s)
+        self.joined = downstream
+        owner = accepted[0]
+        for k in accepted:
+            m = self.members[k]
+            m.schema = m.pending.schema_after
+            m.pending.conflict = ""
+            self.op_seq += 1
+            action = EXEC if k == owner and stmts else SKIP
+            op = Operation(self.lock_id, self.task, k[0], self.op_seq, action, tuple(stmts) if action == EXEC
+                           else m.pending.ddls, owner=owner[0], upstream=(k[1], k[2]), order=self.op_seq,
+                           message="execute the DDL downstream" if action == EXEC else
+                           ("the merged schema already has this change" if not stmts else
+                            f"{label(owner)} executes the change"))
+            self.ops[(k[0], op.step)] = op
+            m.pending.op_step = op.step
+
+    def mark_executing(self, source: str, step: int, index: int) -> Operation:
+        op = self._op(source, step)
+        if op.action != EXEC or op.state == DONE:
+            raise ShardDDLLockError(f"{source} has no DDL to execute for op {step} of lock {self.lock_id}")
+        before = self._earlier_exec(op)
+        if before is not None:
+            raise ShardDDLLockError(f"op {step} of lock {self.lock_id} must wait for {before.source}'s DDL")
+        if index != op.exec_index:
+            raise ShardDDLLockError(f"statement {index} of op {step} is not next ({op.exec_index} are done)")
+        op.state = EXECUTING
+        return op.view()
+
+    def mark_executed(self, source: str, step: int, index: int) -> Operation:
+        op = self._op(source, step)
+        if op.state == DONE or op.exec_index > index:
+            return op.view()
+        if op.action != EXEC or op.exec_index != index:
+            raise ShardDDLLockError(f"statement {index} of op {step} of lock {self.lock_id} is not in flight")
+        op.exec_index, op.state = index + 1, PENDING
+        return op.view()
+
+    def ack(self, source: str, step: int) -> Operation:
+        op = self.ops.get((source, step))
+        if op is None:
+            return Operation(self.lock_id, self.task, source, step, SKIP, (), state=DONE, message="already done")
+        if op.state == DONE:
+            return op.view()
+        before = self._earlier_exec(op)
+        if before is not None:
+            raise ShardDDLLockError(f"{source} cannot finish op {step} of lock {self.lock_id} before "
+                                    f"{before.source} has executed `{'; '.join(before.ddls)}`")
+        if op.action == EXEC:
+            op.exec_index = len(op.ddls)
+        self._finish(op)
+        self.settle()
+        return op.view()
+
+    def unlock(self, owner: str | None = None, action: str = EXEC, force_remove: bool = False) -> None:
+        """The operator settles the lock (`dmctl shard-ddl-lock unlock`).
+
+        * members in conflict (all, or those of source ``owner``) get ``action``:
+          ``skip`` — the operator made the downstream right by hand (or it needs nothing):
+          the member's new schema is accepted, nothing runs; ``exec`` — the member runs its
+          own statements downstream as they are;
+        * ``force_remove``: every pending member and every unfinished op is finished now as
+          ``skip``; nothing runs.
+
+        Afterwards ``joined`` is the join of all members if there is one (the operator has
+        aligned the downstream), else it stays.
+        """
+        if action not in (EXEC, SKIP):
+            raise ShardDDLLockError(f"unknown unlock action {action!r}: use exec or skip")
+        if force_remove:
+            for op in self.ops.values():
+                if op.state != DONE:
+                    op.action = SKIP if op.state != EXECUTING and op.exec_index == 0 else op.action
+                    self._finish(op)
+            for k, m in self.members.items():
+                if m.pending is not None:
+                    if m.pending.schema_after is not None:
+                        m.schema = m.pending.schema_after
+                    m.done_pos, m.pending = m.pending.position, None
+        else:
+            stuck = sorted((k for k, m in self.members.items() if m.pending is not None and m.pending.conflict
+                            and m.pending.op_step is None and (owner is None or k[0] == owner)),
+                           key=lambda k: self.members[k].pending.seq)
+            if not stuck:
+                raise ShardDDLLockError(f"lock {self.lock_id} has no conflicting DDL"
+                                        + (f" of source {owner}" if owner else ""))
+            for k in stuck:
+                m = self.members[k]
+                if m.pending.schema_after is not None:
+                    m.schema = m.pending.schema_after
+                self.op_seq += 1
+                op = Operation(self.lock_id, self.task, k[0], self.op_seq, action, m.pending.ddls, owner=k[0],
+                               upstream=(k[1], k[2]), order=self.op_seq, message=f"unlocked by the operator ({action})")
+                self.ops[(k[0], op.step)] = op
+                m.pending.op_step, m.pending.conflict = op.step, ""
+        try:
+            self.joined = join_schemas(self.schemas())
+        except JoinConflict:
+            pass
+        self.settle()
+
+    # ---- helpers --------------------------------------------------------------------------------
+    def _finish(self, op: Operation) -> None:
+        op.state = DONE
+        m = self.members.get((op.source, op.upstream[0], op.upstream[1]))
+        if m is not None and m.pending is not None and m.pending.op_step == op.step:
+            m.done_pos, m.pending = m.pending.position, None
+        for k in [k for k, o in self.ops.items() if o.state == DONE and o.order < op.order]:
+            if all(x.state == DONE for x in self.ops.values() if x.order <= self.ops[k].order):
+                del self.ops[k]
+
+    def _earlier_exec(self, op: Operation) -> Operation | None:
+        return next((o for o in sorted(self.ops.values(), key=lambda o: o.order)
+                     if o.order < op.order and o.action == EXEC and o.state != DONE), None)
+
+    def _op(self, source: str, step: int) -> Operation:
+        op = self.ops.get((source, step))
+        if op is None:
+            raise ShardDDLLockError(f"{source} has no operation {step} in lock {self.lock_id}")
+        return op
+
+    # ---- persistence ---------------------------------------------------------------------------------
+    def to_rows(self) -> tuple[dict, list[dict], list[dict]]:
+        lock = {"lock_id": self.lock_id, "task": self.task, "mode": self.mode, "target_schema": self.target[0],
+                "target_table": self.target[1], "status": self.status, "step": self.op_seq, "owner": None,
+                "ddls": None, "conflict": self.conflict or None,
+                "state": {"sources": list(self.sources), "seq": self.seq, "op_seq": self.op_seq,
+                          "initial": self.initial.to_dict() if self.initial is not None else None,
+                          "joined": self.joined.to_dict() if self.joined is not None else None}}
+        members = [{"source_id": k[0], "upstream_schema": k[1], "upstream_table": k[2],
+                    "ddls": list(m.pending.ddls) if m.pending else None,
+                    "position": str(m.pending.position) if m.pending else None, "state": m.to_json()}
+                   for k, m in sorted(self.members.items())]
+        ops = [{"source_id": op.source, "upstream_schema": op.upstream[0], "upstream_table": op.upstream[1],
+                "step": op.step, "action": op.action, "ddls": list(op.ddls), "state": op.state,
+                "exec_index": op.exec_index, "detail": op.to_dict()} for _, op in sorted(self.ops.items())]
+        return lock, members, ops
+
+    @classmethod
+    def from_rows(cls, lock: dict, members: list[dict], ops: list[dict]) -> "Lock":
+        st = lock.get("state") or {}
+        init = TableSchema.from_dict(st["initial"]) if st.get("initial") is not None else None
+        lk = cls(lock["lock_id"], lock["task"], (lock["target_schema"], lock["target_table"]), st.get("sources", ()),
+                 init)
+        lk.joined = TableSchema.from_dict(st["joined"]) if st.get("joined") is not None else None
+        lk.seq, lk.op_seq = st.get("seq", 0), st.get("op_seq", 0)
+        for r in members:
+            lk.members[(r["source_id"], r["upstream_schema"], r["upstream_table"])] = Member.from_json(r["state"])
+        for r in ops:
+            op = Operation.from_dict(r["detail"])
+            op.action, op.state, op.exec_index = r["action"], r["state"], r["exec_index"]
+            lk.ops[(op.source, op.step)] = op
+        return lk
+
+
+_ = field  # dataclasses.field kept for symmetry with pessimism.lock's records
