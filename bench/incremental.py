@@ -390,7 +390,15 @@ def run_replica(rep: PrivateReplica, up: Endpoint, w: dict, nbytes: int | None, 
 
 
 # ---- shardflow --------------------------------------------------------------------------------
-def task_yaml(down: Endpoint) -> str:
+# The syncer settings shardflow is measured with (README: "Tuning the syncer"); the run with
+# DM's defaults (worker-count 16, batch 100, no compact / multiple-rows) is reported beside it.
+TUNED = {"worker-count": 8, "batch": 1000, "compact": True, "multiple-rows": True}
+
+
+def task_yaml(down: Endpoint, syncer: dict | None = None) -> str:
+    unit = ""
+    if syncer:
+        unit = "syncers:\n  bench:\n" + "".join(f"    {k}: {str(v).lower()}\n" for k, v in syncer.items())
     return f"""\
 name: {TASK_NAME}
 task-mode: incremental
@@ -402,10 +410,11 @@ target-database:
 mysql-instances:
   - source-id: {SOURCE_ID}
     block-allow-list: ba
+{"    syncer-config-name: bench" if syncer else ""}
 block-allow-list:
   ba:
     do-dbs: [{SCHEMA}]
-"""
+{unit}"""
 
 
 def _checkpoint(store) -> Position | None:
@@ -415,7 +424,7 @@ def _checkpoint(store) -> Position | None:
 
 def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, int], wl: Workload,
                   *, budget_events: int = 200_000, budget_seconds: float = 30.0, lag: bool = True,
-                  timeout: float = 1800) -> dict:
+                  timeout: float = 1800, syncer: dict | None = None) -> dict:
     from dm_core.state import StateStore
     from dm_core.sync.syncer import Syncer
 
@@ -425,7 +434,7 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
         raise Skipped(f"the task parser is not available yet (dm_core/config/task.py parse_task): {e}") from None
     up, down = stack.up1, stack.down
     fresh_table(down, SCHEMA)
-    text = task_yaml(down)
+    text = task_yaml(down, syncer)
     task = parse_task(text, f"<bench {TASK_NAME}>")
     start, end = w["start"], w["end"]
     with StateStore(stack.state_dsn) as store:
@@ -451,7 +460,7 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
         ok = _verify("shardflow", checksum(down, SCHEMA), want)
         out = figures(w["rows"], nbytes, seconds, with_rss=False, windows=windows,
                       transactions_per_s=round(w["transactions"] / seconds, 1), rows_ok=ok,
-                      batch=int(task.instance(SOURCE_ID).syncer.batch),
+                      batch=int(task.instance(SOURCE_ID).syncer.batch), syncer=syncer or "DM defaults",
                       how=f"Syncer.run_window() (budget {budget_events} events / {budget_seconds:.0f}s) from a checkpoint at "
                           "start until the checkpoint passes end")
         if lag:
@@ -564,7 +573,11 @@ def run(stack: Stack, events: int) -> dict:
         log.error("the private replica did not start: %s", e)
         res["replica_single"] = {"rows_per_s": None, "seconds": None, "error": str(e)}
         res["replica_parallel"] = dict(res["replica_single"])
-    res["shardflow"] = guarded("shardflow: Syncer windows", run_shardflow, stack, w, nbytes, want, wl)
+    # DM's defaults first: the tuned run's lag phase writes past `end`, which a later replay would include
+    dm_defaults = guarded("shardflow: Syncer windows, DM's default syncer settings", run_shardflow,
+                          stack, w, nbytes, want, wl, lag=False)
+    res["shardflow"] = guarded("shardflow: Syncer windows", run_shardflow, stack, w, nbytes, want, wl, syncer=TUNED)
+    res["shardflow_dm_defaults"] = dm_defaults
     sf = res["shardflow"].get("rows_per_s")
     workload = {**w, "start": str(w["start"]), "end": str(w["end"]), "binlog_bytes": nbytes,
                 "mix": "single-row autocommit: 60% insert / 30% update (25% of them on 10 hot keys) / 10% delete; "

@@ -63,7 +63,8 @@ def render_incremental(out: dict) -> str:
     cols = ["seconds", "rows_per_s", "mb_per_s", "note"]
     names = {"decode_only": "decode only (mysql-replication)", "naive": "naive (1 statement per row)",
              "replica_single": "MariaDB replica, 1 thread", "replica_parallel": "MariaDB replica, 4 threads optimistic",
-             "shardflow": "shardflow (Syncer windows)"}
+             "shardflow": "shardflow (Syncer windows, tuned)",
+             "shardflow_dm_defaults": "shardflow (DM default syncer settings)"}
     rows = [_row(names[k], r, cols) for k, r in out["results"].items()]
     lag = out.get("lag") or {}
     if lag.get("error"):

@@ -55,6 +55,11 @@ class ErrorCode(enum.Enum):
     DDL_EXEC_FAILED = (50003, "sync", True, "Fix the downstream, or run `dmctl binlog skip TASK` / `dmctl binlog replace TASK \"SQL\"`; then `dmctl resume-task TASK`.")
     DML_EXEC_FAILED = (50004, "sync", False, "Check the downstream; the source retries from its last checkpoint in safe mode.")
     SCHEMA_UNKNOWN = (50005, "sync", True, "The upstream must run with binlog_row_metadata=FULL so row events carry column names (`SET GLOBAL binlog_row_metadata='FULL'`), then resume.")
+    SHARD_DDL_UNSUPPORTED = (50006, "shard-ddl", True, "Run `dmctl binlog skip TASK` to skip the statement, or `dmctl binlog replace TASK \"SQL\"` with statements on one table each.")
+    SHARD_DDL_INCONSISTENT = (50007, "shard-ddl", True, "Every shard must run the same DDLs in the same order: make the upstream consistent, or `dmctl binlog replace TASK \"SQL\"` on the differing source, or `dmctl shard-ddl-lock unlock LOCK_ID`.")
+    SHARD_DDL_CONFLICT = (50008, "shard-ddl", True, "Make the shards' definitions compatible upstream (the lock resolves by itself once they are), or `dmctl shard-ddl-lock unlock LOCK_ID --action skip|exec`.")
+    SHARD_DDL_LOCK = (50009, "shard-ddl", True, "Run `dmctl shard-ddl-lock TASK` for the lock's members and statements.")
+    SHARD_DDL_EXEC_UNKNOWN = (50010, "shard-ddl", True, "Look at the downstream table: if the statement took effect run `dmctl shard-ddl-lock unlock LOCK_ID --action skip`, otherwise `--action exec`.")
     AIRFLOW_API = (60001, "airflow", False, "Check that Airflow is up (`make airflow-up`) and SHARDFLOW_AIRFLOW_URL / credentials are right.")
 
     def __init__(self, number: int, klass: str, terminal: bool, workaround: str):

@@ -19,6 +19,7 @@ class TargetTable:
     columns: tuple[str, ...]
     key: tuple[str, ...]
     key_is_unique: bool  # False when the key is "all columns"
+    only_unique_key: bool = False  # no other unique index: rows with distinct keys never interact
 
 
 class TargetCatalog:
@@ -62,9 +63,10 @@ class TargetCatalog:
                 indexes.setdefault(name, []).append(col)
                 unique[name] = not int(non_unique)
         names = tuple(c[0] for c in cols)
+        only = sum(1 for u in unique.values() if u) == 1
         if "PRIMARY" in indexes:
-            return TargetTable(schema, table, names, tuple(indexes["PRIMARY"]), True)
+            return TargetTable(schema, table, names, tuple(indexes["PRIMARY"]), True, only)
         for name, icols in indexes.items():
             if unique[name] and not any(nullable[c] for c in icols):
-                return TargetTable(schema, table, names, tuple(icols), True)
+                return TargetTable(schema, table, names, tuple(icols), True, only)
         return TargetTable(schema, table, names, names, False)

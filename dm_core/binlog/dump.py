@@ -45,10 +45,14 @@ class BinlogDump:
     """A blocking binlog stream from ``(file, pos)``; iterate ``events()``, then ``close()``."""
 
     def __init__(self, ep: Endpoint, file: str, pos: int, *, server_id: int,
-                 heartbeat: float | None = 1.0, read_timeout: int = 60):
+                 heartbeat: float | None = 1.0, read_timeout: int = 60, gtid: str | None = None,
+                 non_block: bool = False):
         """:param heartbeat: seconds between server heartbeats when idle (None: none).
         :param read_timeout: seconds without any byte from the server before giving up;
             keep it well above ``heartbeat``.
+        :param gtid: MariaDB only: start after this GTID position (``@slave_connect_state``)
+            instead of at (file, pos), which the server then ignores.
+        :param non_block: end the stream at the end of the last binlog instead of waiting.
         """
         self.ep = ep
         self.file = file
@@ -62,13 +66,22 @@ class BinlogDump:
                 self.checksum = (cur.fetchone()[0] or "NONE").upper() != "NONE"
                 cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
                 cur.execute("SET @mariadb_slave_capability = 4")
+                if gtid is not None:
+                    if not self.mariadb:
+                        raise ErrorCode.BINLOG_POSITION_LOST.error(
+                            f"{ep} is not MariaDB: positioning by GTID is supported for MariaDB sources only",
+                            workaround="Set `enable-gtid: false` on the source and give a binlog file/position.")
+                    cur.execute("SET @slave_connect_state = %s", (gtid,))
+                    cur.execute("SET @slave_gtid_strict_mode = 0")
+                    cur.execute("SET @slave_gtid_ignore_duplicates = 0")
+                    file, pos = "", 4
                 if heartbeat:
                     cur.execute("SET @master_heartbeat_period = %s", (int(heartbeat * 1e9),))
                 key = (ep.host, int(ep.port))
                 if key not in _CHARSETS:
                     _CHARSETS[key] = _server_charsets(cur)
                 self.charsets = _CHARSETS[key]
-            payload = struct.pack("<BIHI", COM_BINLOG_DUMP, pos, 0, server_id) + file.encode()
+            payload = struct.pack("<BIHI", COM_BINLOG_DUMP, pos, 1 if non_block else 0, server_id) + file.encode()
             self.conn._sock.settimeout(read_timeout)
             self.conn._write_bytes(struct.pack("<I", len(payload))[:3] + b"\x00" + payload)
         except ShardflowError:

@@ -32,6 +32,7 @@ from typing import Iterator
 from dm_core.binlog import events as ev
 from dm_core.binlog.decode import compile_table
 from dm_core.binlog.dump import BinlogDump
+from dm_core.binlog.gtid import merge_gtid
 from dm_core.db import Endpoint
 from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.state.store import Position
@@ -109,6 +110,7 @@ class FastBinlogWindow:
         txn: Txn | None = None
         txn_start = self.start
         gtid: str | None = None
+        gstate = self.start.gtid  # GTID state after the last complete transaction
         count = self.events_read
 
         for buf, s, e in dump.events():
@@ -189,7 +191,9 @@ class FastBinlogWindow:
             if typ == T_XID:
                 count += 1
                 done, txn = txn, None
-                position = Position(file, pos)
+                if gtid is not None:
+                    gstate, gtid = _advance(gstate, gtid), None
+                position = Position(file, pos, gstate)
                 pkey = (fno, pos)
                 if done is not None:
                     done.end = position
@@ -204,7 +208,9 @@ class FastBinlogWindow:
                 if uq == "BEGIN":
                     txn = Txn(end=position, start=position, gtid=gtid)
                     continue
-                cur = Position(file, pos)
+                if gtid is not None:
+                    gstate, gtid = _advance(gstate, gtid), None
+                cur = Position(file, pos, gstate)
                 if uq == "COMMIT":
                     done, txn = txn, None
                     if done is not None:
@@ -216,17 +222,17 @@ class FastBinlogWindow:
                     position, pkey = cur, (fno, pos)
                     self.position, self.events_read = position, count
                     yield Txn(end=cur, ddl=q, ddl_schema=schema.decode() or None, start=txn_start,
-                              timestamp=ts, gtid=gtid)
+                              timestamp=ts, gtid=gstate)
                     txn = None
             elif typ == T_ROTATE:
                 count += 1
                 if txn is None and pos and file:
-                    position, pkey = Position(file, pos), (fno, pos)
+                    position, pkey = Position(file, pos, gstate), (fno, pos)
             elif typ == T_HEARTBEAT:
                 count += 1
                 # The server is at (file, pos) with nothing more to send past our target.
                 if txn is None and (fno, pos) >= pkey:
-                    position, pkey = Position(file, pos), (fno, pos)
+                    position, pkey = Position(file, pos, gstate), (fno, pos)
             elif typ == T_FDE:
                 fde = ev.parse_format_description(buf, s, e, dump.checksum)
                 cks = 4 if fde.checksum else 0
@@ -253,6 +259,13 @@ _GTID = struct.Struct("<QIB")  # MariaDB GTID body: seq_no, domain_id, flags2
 # Post-header lengths of the v4 format, until a FORMAT_DESCRIPTION says otherwise.
 _DEFAULT_POST_HEADER = {ev.QUERY: 13, ev.TABLE_MAP: 8, **{t: 8 for t in ev.ROWS - ev.ROWS_V2},
                         **{t: 10 for t in ev.ROWS_V2}}
+
+
+def _advance(state: str | None, gtid: str) -> str:
+    """The GTID state after one more transaction (fast path: one replication domain)."""
+    if state is None or ("," not in state and state[:state.find("-")] == gtid[:gtid.find("-")]):
+        return gtid
+    return merge_gtid(state, gtid)
 
 
 def _file_no(file: str) -> int:

@@ -82,6 +82,15 @@ class AirflowAPI:
         out = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit={limit}") or {}
         return out.get("dag_runs", [])
 
+    def run(self, dag_id: str, run_id: str) -> dict | None:
+        from urllib.parse import quote
+
+        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}")
+
+    def variable(self, key: str) -> str | None:
+        out = self._call("GET", f"/api/v2/variables/{key}")
+        return None if out is None else out.get("value")
+
     def clear_running(self, dag_id: str) -> None:
         """Mark active runs failed (used by stop-task after the sensors had their chance to stop)."""
         for r in self.runs(dag_id, 20):

@@ -115,12 +115,16 @@ def cmd_start_task(a) -> int:
         if Path(a.file).resolve() != dest.resolve():
             shutil.copyfile(a.file, dest)
         if a.remove_meta:
+            from dm_core.full.phase import forget
+
             store.reset_task(task.name)
+            forget(task, store)  # chunk plans, downstream markers, staging leftovers
         store.put_task(task.name, text, "running")
     api = AirflowAPI()
-    ids = {p: f"dm_{task.name}_{p}" for p in ("precheck", "full", "incremental")}
+    ids = {p: f"dm_{task.name}_{p}" for p in ("precheck", "full", "incremental", "shard_ddl_unlock")}
     wanted = [ids["precheck"]] + ([ids["full"]] if task.task_mode != "incremental" else []) \
-        + ([ids["incremental"]] if task.task_mode in ("all", "incremental") else [])
+        + ([ids["incremental"]] if task.task_mode in ("all", "incremental") else []) \
+        + ([ids["shard_ddl_unlock"]] if task.shard_mode else [])
     deadline = time.monotonic() + a.wait_dags
     missing = wanted
     while True:
@@ -176,9 +180,12 @@ def _status(store, name: str) -> dict:
         from dm_core.errors import ErrorCode
 
         raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} is not known")
+    from dm_core.shardddl import admin
+
     status = got[1]
     return {"task": name, "status": status, "phases": _dag_runs(name),
-            "sources": [_fmt_state(s) for s in store.all_source_states(name)]}
+            "sources": [_fmt_state(s) for s in store.all_source_states(name)],
+            "ddl_locks": [admin.summary(lk) for lk in admin.list_locks(store, name, active_only=True)]}
 
 
 def cmd_query_status(a) -> int:
@@ -267,6 +274,32 @@ def cmd_binlog(a) -> int:
     return 0
 
 
+def cmd_shard_ddl_lock(a) -> int:
+    """`shard-ddl-lock [TASK]` lists locks; `shard-ddl-lock unlock LOCK_ID` resolves one."""
+    from dm_core.shardddl import admin
+
+    args = list(a.args)
+    with _store() as store:
+        if args and args[0] == "unlock":
+            if len(args) != 2:
+                print("dmctl shard-ddl-lock unlock LOCK_ID [--owner SOURCE] [--force-remove] [--action exec|skip]: "
+                      "give exactly one lock id (`dmctl shard-ddl-lock TASK` lists them)", file=sys.stderr)
+                return 2
+            lk = admin.unlock(store, args[1], owner=a.owner, force_remove=a.force_remove, action=a.action)
+            print(json.dumps({"result": True, "lock": admin.summary(lk)}, indent=2, default=str))
+            print(f"lock {args[1]}: unlocked ({'force-removed' if a.force_remove else a.action}); the sources "
+                  f"carry it out at their next poke", file=sys.stderr)
+            return 0
+        if len(args) > 1:
+            print("dmctl shard-ddl-lock [TASK]: at most one task", file=sys.stderr)
+            return 2
+        names = [_task_name(args[0])] if args else [n for n, _ in store.list_tasks()]
+        locks = [lk for n in names for lk in admin.list_locks(store, n, active_only=not a.all)]
+        shown = locks if a.verbose else [admin.summary(lk) for lk in locks]
+        print(json.dumps({"result": True, "locks": shown}, indent=2, default=str))
+    return 0
+
+
 def cmd_validate(a) -> int:
     from dm_core.validate.compare import compare_task, render
 
@@ -309,6 +342,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("sql", nargs="*")
     s.add_argument("-s", "--source")
     s.set_defaults(fn=cmd_binlog)
+    s = sub.add_parser("shard-ddl-lock", aliases=["show-ddl-locks"],
+                       help="list shard DDL locks ([TASK]) or resolve one (unlock LOCK_ID)")
+    s.add_argument("args", nargs="*", metavar="TASK | unlock LOCK_ID")
+    s.add_argument("--owner", help="unlock: the source that executes the DDL (default: the lock's owner)")
+    s.add_argument("--force-remove", action="store_true",
+                   help="unlock: nobody executes the DDL; the lock is released (you answer for the downstream)")
+    s.add_argument("--action", choices=["exec", "skip"], default="exec",
+                   help="unlock: exec (the owner runs the DDL) or skip (you already ran it downstream)")
+    s.add_argument("--all", action="store_true", help="list idle locks too")
+    s.add_argument("-v", "--verbose", action="store_true", help="members, operations and schemas of each lock")
+    s.set_defaults(fn=cmd_shard_ddl_lock)
     s = sub.add_parser("validate", help="compare downstream with the union of the shards (row counts, checksums)")
     s.add_argument("task")
     s.set_defaults(fn=cmd_validate)

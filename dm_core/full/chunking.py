@@ -1,9 +1,9 @@
 """Split one upstream table into chunks: WHERE predicates that together select every row once.
 
-Why predicates: Spark's JDBC source reads one partition per predicate, and a chunk is the
-unit of progress (loaded, committed and recorded as one piece), so a rerun loads only the
-chunks not yet recorded. The plan is computed once per table and persisted (plan_store.py):
-chunk ids stay the same across reruns even when the data moved in between.
+Why: a chunk is the unit of progress (read, landed in the target in one transaction and
+recorded as one piece), so a rerun loads only the chunks not yet recorded; Spark reads each
+chunk as one JDBC query (extract.py), several at a time. The plan is computed once per table
+and persisted (plan_store.py): chunk ids stay the same across reruns even when rows moved.
 
 Three key shapes:
 
@@ -25,7 +25,7 @@ of chunk i-1's upper bound (``ge`` vs ``lt`` on the same literals, trichotomy fo
 keys), the first chunk is unbounded below and the last unbounded above, so every row -- also
 rows inserted after planning -- matches exactly one chunk. Sampling only decides the sizes.
 
-Boundary values reach SQL text (Spark JDBC predicates are strings): integers via ``int()``,
+Boundary values reach SQL text (the chunk's query is a string handed to Spark's JDBC reader): integers via ``int()``,
 everything else via pymysql's ``Connection.literal`` on the upstream connection that read
 them -- the server's own quoting rules (it switches to quote doubling when the server runs
 with NO_BACKSLASH_ESCAPES; Spark's JDBC session uses the same server default sql_mode) and

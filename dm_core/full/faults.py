@@ -14,6 +14,22 @@ Unset, :func:`hit` costs one dict lookup.
 Points: ``full.after_chunk_write`` (a chunk is committed downstream and recorded in the
 state store), ``full.before_chunk_merge`` (a chunk is staged downstream, not yet merged),
 ``full.after_chunk_merge`` (merged and committed downstream, not yet recorded in the store).
+
+Shard DDL (``dm_core.shardddl``, ``dm_core.sync.shard_sync``; the order a lock goes through):
+
+* ``shardddl.sync.after_record`` — a sharded table's DDL is in the source's first-level group
+  state, persisted; the checkpoint is still before the DDL;
+* ``shardddl.ops.before_commit`` — any lock transition (put_info, mark_executing/executed,
+  ack_done, resolve, unlock) is written in its transaction, not committed;
+* ``shardddl.sync.after_put_info`` — the source's report is committed on the lock and the
+  answer (wait/exec/skip) received, nothing done about it yet;
+* ``shardddl.exec.before_downstream`` — the owner marked statement i ``executing``, not sent;
+* ``shardddl.exec.after_downstream`` — statement i ran downstream, not marked executed;
+* ``shardddl.sync.after_skip_ack`` — a non-owner acknowledged its skip op, checkpoint not moved;
+* ``shardddl.sync.after_resolved`` — pessimistic: the round is resolved in memory, the
+  checkpoint not yet moved back to the rewind position;
+* ``shardddl.sync.after_rewind_checkpoint`` — the checkpoint is at the rewind position, the
+  resolved group state not yet persisted.
 """
 
 from __future__ import annotations

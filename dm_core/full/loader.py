@@ -1,6 +1,6 @@
 """Driver-side bookkeeping of one table's full load: plan → skip → adopt → land → record.
 
-The Spark specifics (how a chunk's rows reach the target) come in as ``land(chunk) -> rows``
+The Spark specifics (how a chunk's rows reach the target) come in as ``land(plan_id, chunk) -> rows``
 from spark_jobs/full_load.py, so this module stays free of pyspark and its rules read in
 one place:
 

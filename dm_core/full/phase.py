@@ -57,8 +57,9 @@ def prepare(task, store) -> dict:
             if fresh:
                 with PlanStore(store.dsn) as plans:
                     for sid in fresh:
-                        plans.forget(task.name, sid)
+                        old_plans = plans.forget(task.name, sid)
                         chunk_writer.forget_markers(down, task.meta_schema, task.name, sid)
+                        chunk_writer.drop_plan_staging(down, task.meta_schema, old_plans)
             summary["created"] = ensure_targets(down, members, lambda st: partition_id_columns(task, st))
         finally:
             down.close()
@@ -82,3 +83,18 @@ def finish(task, store) -> dict:
         store.update_source_state(task.name, sid, high_file=f, high_pos=p, high_gtid=g, stage="sync")
         out[sid] = {"high_watermark": f"({f}, {p})", "rows_loaded": totals.get(sid, 0)}
     return out
+
+
+def forget(task, store) -> None:
+    """Drop everything the full phase keeps for ``task`` besides ``full_chunk`` (which
+    StateStore.reset_task clears): chunk plans, downstream markers and staging leftovers.
+    For task removal / ``start-task --remove-meta``; prepare() does it per source by itself
+    whenever it records a new low watermark."""
+    with PlanStore(store.dsn) as plans:
+        old_plans = plans.forget(task.name)
+    down = connect(target_endpoint(task), downstream=True)
+    try:
+        chunk_writer.forget_markers(down, task.meta_schema, task.name)
+        chunk_writer.drop_plan_staging(down, task.meta_schema, old_plans)
+    finally:
+        down.close()

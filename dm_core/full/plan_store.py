@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 
 from dm_core.full.chunking import Chunk
-from dm_core.state.store import SCHEMA
+from dm_core.state.store import SCHEMA, apply_schema
 
 _DDL = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};
@@ -57,8 +57,7 @@ class PlanStore:
 
         self._conn = psycopg2.connect(dsn, connect_timeout=10)
         with self._conn, self._conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(724012)")  # concurrent first runs
-            cur.execute(_DDL)
+            apply_schema(cur, _DDL, 724013, newest=("full_plan_chunk", "predicate"))
 
     def close(self) -> None:
         self._conn.close()
@@ -80,10 +79,12 @@ class PlanStore:
             raise PlanConflict(
                 f"{st.name}: finished chunks belong to the plan of snapshot {got[1]!r}, the task's low watermark "
                 f"is now {epoch!r}; reset the task (dmctl start-task --remove-meta) to load it again")
+        from psycopg2.extras import execute_values
+
         chunks = compute()
         plan_id = uuid.uuid4().hex
         with self._conn, self._conn.cursor() as cur:
-            cur.execute(f"SELECT pg_advisory_xact_lock(hashtext(%s))", ("/".join(key),))
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("/".join(key),))
             cur.execute(f"SELECT epoch FROM {SCHEMA}.full_plan WHERE task = %s AND source_id = %s "
                         "AND schema_name = %s AND table_name = %s", key)
             row = cur.fetchone()
@@ -94,8 +95,8 @@ class PlanStore:
                             "AND schema_name = %s AND table_name = %s", key)
                 cur.execute(f"INSERT INTO {SCHEMA}.full_plan (task, source_id, schema_name, table_name, plan_id, epoch, chunks) "
                             "VALUES (%s, %s, %s, %s, %s, %s, %s)", (*key, plan_id, epoch, len(chunks)))
-                cur.executemany(f"INSERT INTO {SCHEMA}.full_plan_chunk (plan_id, chunk_id, predicate) VALUES (%s, %s, %s)",
-                                [(plan_id, c.chunk_id, c.where) for c in chunks])
+                execute_values(cur, f"INSERT INTO {SCHEMA}.full_plan_chunk (plan_id, chunk_id, predicate) VALUES %s",
+                               [(plan_id, c.chunk_id, c.where) for c in chunks], page_size=1000)
         if plan_id is None:
             got = self._read(key)
             return got[0], got[2]

@@ -43,7 +43,7 @@ optimistic mode, which must run only the changes that alter the merged schema.
     >>> normalize("RENAME TABLE s_1.t_1 TO s_1.t_x", None, route)
     Traceback (most recent call last):
     ...
-    dm_core.shardddl.errors.ShardDDLUnsupported: [code=50002:sync] RENAME TABLE is not supported on sharded tables: `RENAME TABLE s_1.t_1 TO s_1.t_x`
+    dm_core.shardddl.errors.ShardDDLUnsupported: [code=50006:shard-ddl] RENAME TABLE is not supported on sharded tables: `RENAME TABLE s_1.t_1 TO s_1.t_x`
     workaround: Run `dmctl binlog skip TASK` to skip the statement, or `dmctl binlog replace TASK "SQL"` with statements on one table each.
 """
 
@@ -183,6 +183,29 @@ def normalize(sql: str, default_schema: str | None, route: Route | None = None) 
     n_actions = len(_alter_pieces(stmt)) if kind == "alter table" else 1
     return NormalizedDDL(sql, kind, action, tuple(tables), target, stmt.sql(dialect="mysql", identify=True),
                          reason, n_actions)
+
+
+_RENAME_PAIR = re.compile(r"((?:`(?:[^`]|``)+`|\w+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|\w+))?)\s+TO\s+", re.I)
+
+
+def renamed_tables(sql: str, default_schema: str | None) -> list[tuple[str, str]]:
+    """The tables a RENAME TABLE statement renames (sqlglot does not parse it), so that the
+    syncer can tell whether it touches a sharding group and refuse it by name.
+
+    >>> renamed_tables("RENAME TABLE `s`.`t_1` TO `s`.`old`, t_2 TO t_3", "d")
+    [('s', 't_1'), ('d', 't_2')]
+    """
+    text = _strip(sql)
+    if not _RENAME_TABLE.match(text):
+        return []
+    body = _RENAME_TABLE.sub("", text, count=1)
+    out = []
+    for part in body.split(","):
+        m = _RENAME_PAIR.match(part.strip())
+        if m:
+            names = [n.strip().strip("`").replace("``", "`") for n in re.split(r"\s*\.\s*(?=[`\w])", m.group(1), 1)]
+            out.append((names[0], names[1]) if len(names) == 2 else (default_schema or "", names[0]))
+    return out
 
 
 def _strip(sql: str) -> str:

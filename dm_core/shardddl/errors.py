@@ -2,25 +2,24 @@
 
 They carry codes of the central registry (``dm_core.errors.ErrorCode``); each class says
 whether a retry can help (``Terminal``: a person must act first) and names the command
-that moves things on. Until the registry has codes of its own for shard DDL, they use
-the nearest existing ones (``DDL_UNSUPPORTED``, ``DDL_EXEC_FAILED``).
+that moves things on.
 
     >>> e = ShardDDLUnsupported("RENAME TABLE is not supported on a sharded table: RENAME TABLE a TO b")
     >>> str(e).splitlines()[0]
-    '[code=50002:sync] RENAME TABLE is not supported on a sharded table: RENAME TABLE a TO b'
+    '[code=50006:shard-ddl] RENAME TABLE is not supported on a sharded table: RENAME TABLE a TO b'
 """
 
 from __future__ import annotations
 
 from dm_core.errors import ErrorCode, Terminal
 
-_SHOW = "Run `dmctl show-ddl-locks TASK` for the lock's members and statements."
+_SHOW = "Run `dmctl shard-ddl-lock TASK` for the lock's members and statements."
 
 
 class ShardDDLUnsupported(Terminal):
     """A statement shard DDL coordination cannot handle (rename table, several tables, unparseable)."""
 
-    code = ErrorCode.DDL_UNSUPPORTED
+    code = ErrorCode.SHARD_DDL_UNSUPPORTED
 
     def __init__(self, message: str, *, workaround: str | None = None):
         super().__init__(message, workaround=workaround or (
@@ -29,9 +28,9 @@ class ShardDDLUnsupported(Terminal):
 
 
 class ShardDDLInconsistent(Terminal):
-    """Pessimistic mode: a member reported DDLs different from the lock's (DM's ErrShardDDLOptimismTrySyncFail analogue)."""
+    """Pessimistic mode: a member reported DDLs different from the lock's (or a table from its group's)."""
 
-    code = ErrorCode.DDL_UNSUPPORTED
+    code = ErrorCode.SHARD_DDL_INCONSISTENT
 
     def __init__(self, message: str, *, workaround: str | None = None):
         super().__init__(message, workaround=workaround or (
@@ -43,7 +42,7 @@ class ShardDDLInconsistent(Terminal):
 class ShardDDLConflict(Terminal):
     """Optimistic mode: a change cannot be merged into the other shards' schemas."""
 
-    code = ErrorCode.DDL_UNSUPPORTED
+    code = ErrorCode.SHARD_DDL_CONFLICT
 
     def __init__(self, message: str, *, workaround: str | None = None):
         super().__init__(message, workaround=workaround or (
@@ -55,7 +54,7 @@ class ShardDDLConflict(Terminal):
 class ShardDDLLockError(Terminal):
     """An operator command (unlock) or a caller's transition that the lock's state does not allow."""
 
-    code = ErrorCode.DDL_UNSUPPORTED
+    code = ErrorCode.SHARD_DDL_LOCK
 
     def __init__(self, message: str, *, workaround: str | None = None):
         super().__init__(message, workaround=workaround or _SHOW)
@@ -64,7 +63,7 @@ class ShardDDLLockError(Terminal):
 class ShardDDLExecUnknown(Terminal):
     """After a restart the owner cannot tell whether a DDL it started took effect downstream."""
 
-    code = ErrorCode.DDL_EXEC_FAILED
+    code = ErrorCode.SHARD_DDL_EXEC_UNKNOWN
 
     def __init__(self, message: str, *, workaround: str | None = None):
         super().__init__(message, workaround=workaround or (

@@ -16,6 +16,10 @@ first when the caller may create it), load the lock, run the pure transition, wr
 lock back, commit. Concurrent sensors and the coordinator serialise on the lock row; a
 process killed inside the transaction leaves nothing (Postgres rolls it back), so the
 rerun starts from the last committed state.
+
+Fault points (``dm_core.full.faults``): ``shardddl.ops.before_commit`` (a transition is
+written, not committed), ``shardddl.exec.before_downstream`` / ``shardddl.exec.after_downstream``
+(``executor``: a statement is marked executing / has run downstream, not marked executed).
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ CREATE TABLE IF NOT EXISTS {s}.shardddl_operation (
     updated_at      timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (lock_id, source_id, upstream_schema, upstream_table, step)
 );
+-- when the lock last left idle: what `dmctl shard-ddl-lock` shows as "waiting since"
+ALTER TABLE {s}.shardddl_lock ADD COLUMN IF NOT EXISTS waiting_since timestamptz;
 """
 
 _ensured: set[tuple[str, str]] = set()
@@ -85,8 +91,7 @@ def ensure_tables(store) -> None:
     if key in _ensured:
         return
     with store.tx() as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(724012)")
-        cur.execute(_DDL.format(s=schema()))
+        _store.apply_schema(cur, _DDL.format(s=schema()), 724012, newest=("shardddl_lock", "waiting_since"))
     _ensured.add(key)
 
 
@@ -113,9 +118,10 @@ def save(cur, lock: dict, members: list[dict], ops: list[dict]) -> None:
     s = schema()
     cur.execute(
         f"UPDATE {s}.shardddl_lock SET status = %s, step = %s, owner = %s, ddls = %s, conflict = %s, state = %s, "
-        "updated_at = now() WHERE lock_id = %s",
+        "updated_at = now(), waiting_since = CASE WHEN %s = 'idle' THEN NULL ELSE COALESCE(waiting_since, now()) END "
+        "WHERE lock_id = %s",
         (lock["status"], lock["step"], lock.get("owner"), _j(lock.get("ddls")), lock.get("conflict"),
-         _j(lock.get("state") or {}), lock["lock_id"]))
+         _j(lock.get("state") or {}), lock["status"], lock["lock_id"]))
     cur.execute(f"DELETE FROM {s}.shardddl_member WHERE lock_id = %s", (lock["lock_id"],))
     if members:
         cur.executemany(
@@ -193,6 +199,15 @@ def lock_ids(store, task: str, mode: str | None = None) -> list[str]:
         cur.execute(f"SELECT lock_id FROM {schema()}.shardddl_lock WHERE task = %s "
                     + ("AND mode = %s " if mode else "") + "ORDER BY lock_id", (task, mode) if mode else (task,))
         return [r[0] for r in cur.fetchall()]
+
+
+def waiting_since(store, task: str) -> dict[str, Any]:
+    """``{lock_id: when it left idle}`` for the task's locks that are not idle."""
+    ensure_tables(store)
+    with store.tx() as cur:
+        cur.execute(f"SELECT lock_id, waiting_since FROM {schema()}.shardddl_lock "
+                    "WHERE task = %s AND waiting_since IS NOT NULL", (task,))
+        return dict(cur.fetchall())
 
 
 def lock_mode(store, lock_id: str) -> str | None:

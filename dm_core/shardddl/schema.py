@@ -191,21 +191,22 @@ def canonical_default(value: str | None, type_: str = "", *, quoted_strings: boo
     m = _NOW.match(v)
     if m:
         return "CURRENT_TIMESTAMP" + (f"({m.group(3)})" if m.group(3) and m.group(3) != "0" else "")
+    numeric = not type_ or _parts(type_)[0] in _NUMERIC
     if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
         inner = v[1:-1].replace(v[0] * 2, v[0]).replace("\\'", "'")
-        return _num(inner, type_) or "'" + inner.replace("'", "''") + "'"
+        return (_num(inner) if numeric and type_ else None) or "'" + inner.replace("'", "''") + "'"
     if _NUMBER.match(v):
-        return _num(v, type_) or v
+        return _num(v) if numeric else "'" + v + "'"
     if not quoted_strings:
         return "'" + v.replace("'", "''") + "'"
     return v
 
 
-def _num(v: str, type_: str) -> str | None:
-    """Numeric defaults compare by value (``0.00`` = ``0``) on numeric columns."""
-    name = _parts(type_)[0] if type_ else ""
-    if type_ and name not in _INTS + _FLOATS + ["DECIMAL", "BIT", "YEAR"]:
-        return None
+_NUMERIC = set(_INTS + _FLOATS + ["DECIMAL", "BIT", "YEAR"])
+
+
+def _num(v: str) -> str | None:
+    """Numeric defaults compare by value (``0.00`` = ``0``)."""
     if not _NUMBER.match(v):
         return None
     try:
@@ -252,7 +253,8 @@ class Column:
         return out + (f" {self.extra}" if self.extra else "")
 
     def describe(self) -> str:
-        return f"{self.type}{'' if self.nullable else ' NOT NULL'}" + (f" DEFAULT {self.default}" if self.default else "")
+        out = self.type + ("" if self.nullable else " NOT NULL")
+        return out + (f" DEFAULT {self.default}" if self.default is not None else "")
 
     def to_dict(self) -> dict:
         return {"name": self.name, "type": self.type, "nullable": self.nullable, "default": self.default,

@@ -84,16 +84,49 @@ CREATE TABLE IF NOT EXISTS {s}.operator_command (
     created_at  timestamptz NOT NULL DEFAULT now(),
     consumed_at timestamptz
 );
+-- the source's first-level sharding groups (dm_core.shardddl.source_group), pessimistic mode
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS shard_groups jsonb;
 """
 
 
-@dataclass(frozen=True)
+def apply_schema(cur, ddl: str, lock_key: int, *, newest: tuple[str, str]) -> None:
+    """Create or migrate tables of the state store's schema, once.
+
+    ``newest`` (table, column) is the last thing ``ddl`` adds: when it exists, the whole
+    script has run (it runs in one transaction) and nothing is executed, because even
+    ``CREATE INDEX IF NOT EXISTS`` and ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS`` take
+    table locks that deadlock with sensors updating those tables. Concurrent first starts
+    serialise on the advisory lock ``lock_key``. Whoever adds to a script moves ``newest``.
+    """
+    probe = ("SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+             "AND column_name = %s")
+    cur.execute(probe, (SCHEMA, *newest))
+    if cur.fetchone():
+        return
+    cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+    cur.execute(probe, (SCHEMA, *newest))
+    if not cur.fetchone():
+        cur.execute(ddl)
+
+
+@dataclass(frozen=True, eq=False)
 class Position:
-    """A binlog position between two transactions."""
+    """A binlog position between two transactions.
+
+    ``gtid`` is the GTID state after the transactions before it, when known. It does not
+    take part in equality: the same place in the binlog is the same position whether or
+    not the reader knew the GTID state there.
+    """
 
     file: str
     pos: int
     gtid: str | None = None
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Position) and self.file == other.file and self.pos == other.pos
+
+    def __hash__(self) -> int:
+        return hash((self.file, self.pos))
 
     def key(self) -> tuple[int, int]:
         # mysql-bin.000012 → 12: binlog files sort by their numeric suffix.
@@ -158,9 +191,7 @@ class StateStore:
 
     def migrate(self) -> None:
         with self.tx() as cur:
-            # Concurrent first starts (many sensors at once) must not race on CREATE.
-            cur.execute("SELECT pg_advisory_xact_lock(724011)")
-            cur.execute(_DDL.format(s=SCHEMA))
+            apply_schema(cur, _DDL.format(s=SCHEMA), 724011, newest=("source_state", "shard_groups"))
 
     # ---- sources -------------------------------------------------------------------
     def put_source(self, source_id: str, config: dict, password: str) -> None:
@@ -229,6 +260,9 @@ class StateStore:
             cur.execute(f"DELETE FROM {SCHEMA}.source_state WHERE task = %s", (name,))
             cur.execute(f"DELETE FROM {SCHEMA}.full_chunk WHERE task = %s", (name,))
             cur.execute(f"DELETE FROM {SCHEMA}.operator_command WHERE task = %s", (name,))
+        from dm_core.shardddl import pg as shardddl_pg
+
+        shardddl_pg.remove_task(self, name)  # its shard DDL locks describe positions just forgotten
 
     # ---- per-source state ------------------------------------------------------------
     def source_state(self, task: str, source_id: str) -> dict:
@@ -254,7 +288,7 @@ class StateStore:
             "stage", "binlog_file", "binlog_pos", "binlog_gtid", "safe_exit_file", "safe_exit_pos",
             "low_file", "low_pos", "low_gtid", "high_file", "high_pos", "high_gtid", "applied_rows",
             "applied_events", "last_event_ts", "lag_seconds", "rows_per_second", "error", "error_code",
-            "error_stmt", "error_pos",
+            "error_stmt", "error_pos", "shard_groups",
         }
         unknown = set(fields) - allowed
         if unknown:

@@ -2,9 +2,9 @@
 previous batch is written downstream.
 
 Protocol for each batch, strictly in submission order, on one background thread:
-1. raise the safe-mode exit point to the batch's end position (durable in Postgres);
+1. make sure the safe-mode exit point is at or past the batch's end (durable in Postgres);
 2. apply the batch downstream (its own transactions, possibly on several connections);
-3. move the checkpoint to the batch's end.
+3. move the checkpoint to the batch's end (the callback decides when to write it).
 So the checkpoint never passes data that is not durable, and after a crash anywhere the
 replay up to the exit point runs in safe mode. ``barrier()`` waits until everything
 submitted is committed (before a DDL, at the end of a window) and re-raises the first error.
@@ -27,6 +27,7 @@ class Batch:
     rows: int = 0
     txns: int = 0
     last_ts: Any = None
+    force: bool = False     # write the checkpoint at this batch (DDL, window end)
 
 
 class BatchFlusher:

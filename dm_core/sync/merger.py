@@ -29,6 +29,15 @@ is missing it inserts it instead of doing nothing. (A second unique key downstre
 it hit another row: see ``job.py``.) A run of one job is emitted exactly as ``DMLBuilder``
 builds it (plain UPDATE for an upsert of one row).
 
+Regrouping (``regroup``, before merging). Runs of adjacent jobs are short in a busy mixed
+workload (INSERT, UPDATE, DELETE interleaved), so few rows merge. Jobs on rows that cannot
+interact may be applied in any order: rows of tables whose only unique index is the key,
+with distinct keys (compared folded, as the collation would). ``regroup`` cuts a worker's
+queue into segments in which no key repeats and every job is such a row, and orders each
+segment DELETEs → UPDATEs → INSERTs, per table, keeping binlog order inside each group;
+any other job ends the segment and keeps its place. The result is the same rows, with
+long runs for the merger.
+
 Limits per statement: ``max_rows`` rows and at most 65,535 placeholders (the prepared
 statement limit of MySQL and TiDB). Values are always parameters, identifiers always
 quoted (and ``%`` doubled, since pymysql interpolates ``%s`` client-side).
@@ -68,6 +77,45 @@ def merge(jobs: list[RowJob], *, multiple_rows: bool, max_rows: int = DEFAULT_MA
         run_kind = kind
     if run:
         out.extend(_flush(run_kind, run, max_rows))
+    return out
+
+
+_OP_ORDER = {"delete": 0, "update": 1, "insert": 2}
+
+
+def regroup(jobs: list[RowJob]) -> list[RowJob]:
+    """Reorder independent jobs so that the merger sees long runs (see the module docstring).
+
+    >>> from dm_core.target import TargetTable
+    >>> t = TargetTable("db", "t", ("id", "v"), ("id",), True, True)
+    >>> ins = lambda i: RowJob("insert", t, None, {"id": i, "v": 1}, False)
+    >>> dele = lambda i: RowJob("delete", t, {"id": i, "v": 1}, None, False)
+    >>> [(j.op, j.key()) for j in regroup([ins(1), dele(2), ins(3), dele(1)])]
+    [('delete', (2,)), ('insert', (1,)), ('insert', (3,)), ('delete', (1,))]
+    """
+    out: list[RowJob] = []
+    seg: list[RowJob] = []
+    seen: set = set()
+
+    def close() -> None:
+        if len(seg) > 1:
+            seg.sort(key=lambda j: (_OP_ORDER[j.op], j.target.schema, j.target.table))
+        out.extend(seg)
+        seg.clear()
+        seen.clear()
+
+    for j in jobs:
+        t = j.target
+        if not (t.key_is_unique and t.only_unique_key) or j.op not in _OP_ORDER:
+            close()
+            out.append(j)
+            continue
+        ks = j.keys()
+        if any(k in seen for k in ks):
+            close()
+        seen.update(ks)
+        seg.append(j)
+    close()
     return out
 
 

@@ -8,12 +8,17 @@ Protocol of a window (every step survives the process dying right after it):
 3. Read whole transactions in [start, until) (see reader.py), run each row through
    block/allow list → binlog event filter → route → expression filter → column mapping →
    DML build, and collect statements into batches of `syncers.batch` rows.
-4. Before a batch goes downstream, the safe-mode exit point is raised to the batch's end
-   (durable in Postgres). Then the batch commits downstream. Then the checkpoint moves to
-   the batch's end. A crash between any two of these leaves checkpoint <= applied <=
-   exit point, so the next window replays in safe mode (REPLACE / DELETE+REPLACE) up to the
-   exit point, which is idempotent: at-least-once delivery made exact.
+4. Before the window's first batch goes downstream, the safe-mode exit point is raised to
+   the window's end (`until`, durable in Postgres; one write per window). Then batches
+   commit downstream, in order. The checkpoint follows them, written every
+   `checkpoint-flush-interval` seconds and always at a DDL and at the window's end. A crash
+   anywhere leaves checkpoint <= applied <= exit point, so the next window replays in safe
+   mode (REPLACE / DELETE+REPLACE) up to the exit point, which is idempotent: at-least-once
+   delivery made exact.
 5. A DDL flushes everything before it, then runs alone, then the checkpoint moves past it.
+   A DDL on a sharded target goes through shard DDL coordination (shard_sync.py): it may
+   stop the window before the DDL (the lock waits for other shards) or move the
+   checkpoint back (pessimistic mode replays the rows it held back).
 """
 
 from __future__ import annotations
@@ -25,12 +30,15 @@ from dataclasses import dataclass, field
 
 from dm_core.db import connect, master_position, qi
 from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.full import faults
 from dm_core.sources import replica_server_id, source_endpoint, target_endpoint
 from dm_core.state.store import Position
 from dm_core.rules.ddl_kind import ddl_event_type
+from dm_core.shardddl.ddl_norm import normalize, renamed_tables
 from dm_core.sync.ddl import route_ddl
 from dm_core.sync.flusher import Batch, BatchFlusher
 from dm_core.sync.job import RowJob
+from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
 from dm_core.sync.workers import WorkerPool
 from dm_core.binlog import FastBinlogWindow
 from dm_core.sync.reader import RowChange, Txn
@@ -53,6 +61,10 @@ class WindowResult:
     ddls: list[str] = field(default_factory=list)
     safe_mode: bool = False
     paused: str | None = None      # the error that paused the source
+    waiting: str | None = None     # a shard DDL lock this source waits on
+    shard: list[str] = field(default_factory=list)  # what shard DDL coordination did
+    locks: list[dict] = field(default_factory=list) # shard DDL locks reported to
+    stopped_early: bool = False    # ended before the upstream position (shard DDL wait/rewind)
     state: str = "sync"
     lag_seconds: float | None = None
     seconds: float = 0.0
@@ -63,6 +75,10 @@ class WindowResult:
              f"{self.seconds:.1f}s")
         if self.ddls:
             s += f", DDL: {'; '.join(self.ddls)}"
+        for line in self.shard:
+            s += f"\nshard DDL: {line}"
+        if self.waiting:
+            s += f"\nWAITING: {self.waiting}"
         if self.paused:
             s += f"\nPAUSED: {self.paused}"
         return s
@@ -94,7 +110,7 @@ class Syncer:
         self.budget_seconds = budget_seconds
         self._plans: dict[tuple, _TablePlan] = {}
         self._catalog: TargetCatalog | None = None
-        self._sharded_targets = self._find_sharded_targets()
+        self.shard = ShardSync(task, source_id, store)
 
     # ---- entry point ------------------------------------------------------------------
     def run_window(self) -> WindowResult:
@@ -122,25 +138,29 @@ class Syncer:
             until = Position(*master_position(uconn))
         finally:
             uconn.close()
-        start = self._start_position(st, until)
+        start = self._resolve_gtid(up, self._start_position(st, until))
+        self.shard.load(st)
         safe_exit = self._safe_exit(st)
         res = WindowResult(self.source_id, str(start), str(start), str(until))
         dconn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
         self._catalog = TargetCatalog(dconn)
         window = FastBinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
                               budget_events=self.budget_events, budget_seconds=self.budget_seconds)
-        flusher, flush_store, pool = self._start_flusher(res, safe_exit)
+        flusher, flush_store, pool = self._start_flusher(res, safe_exit, until)
         pending = Batch(start)
         checkpoint = start  # the last position handed to the flusher (committed after barrier())
-        batch = max(1, int(self.syncer_cfg.batch))
+        # DM's `batch` is per worker: a flusher batch feeds every worker one transaction's worth
+        batch = max(1, int(self.syncer_cfg.batch)) * max(1, int(self.syncer_cfg.worker_count))
 
         unrecorded = not st["binlog_file"]  # the first window records its start even if idle
 
-        def flush(upto: Position) -> None:
+        def flush(upto: Position, force: bool = False) -> None:
+            """Hand the pending rows to the flusher; ``force``: write the checkpoint too."""
             nonlocal pending, checkpoint, unrecorded
-            if pending.stmts or pending.txns or upto.key() > checkpoint.key() or unrecorded:
+            if pending.stmts or pending.txns or upto.key() > checkpoint.key() or unrecorded or force:
                 unrecorded = False
                 pending.upto = upto
+                pending.force = force
                 flusher.submit(pending)
             checkpoint = upto
             pending = Batch(upto)
@@ -150,25 +170,49 @@ class Syncer:
                 safe = self.syncer_cfg.safe_mode or (safe_exit is not None and txn.end.key() <= safe_exit.key())
                 res.safe_mode = res.safe_mode or safe
                 if txn.ddl is not None:
-                    flush(txn.start or checkpoint)
+                    flush(txn.start or checkpoint, force=True)
                     flusher.barrier()  # a DDL runs only after every DML before it is durable
-                    pause = self._handle_ddl(txn, dconn, skip_at, replace_with, res)
+                    self.shard.committed(checkpoint)
+                    try:
+                        pause = self._handle_ddl(txn, dconn, skip_at, replace_with, res)
+                    except ShardflowError as e:
+                        if e.code is None or not e.code.terminal:
+                            raise
+                        pause = e
+                    if isinstance(pause, ShardStep):
+                        if pause.action == REWIND:
+                            # durable before the groups say the round is resolved (source_group)
+                            self._set_checkpoint(pause.rewind_to)
+                            faults.hit("shardddl.sync.after_rewind_checkpoint")
+                            checkpoint = pause.rewind_to
+                            self.shard.committed(checkpoint)
+                            self.shard.persist()
+                            self._catalog = TargetCatalog(dconn)
+                            self._plans.clear()
+                        else:
+                            res.waiting = pause.message
+                        res.stopped_early = True
+                        break
                     if pause:
                         self._pause(txn, pause, res)
                         break
                     pending.txns, pending.last_ts = 1, txn.timestamp
-                    flush(txn.end)
+                    flush(txn.end, force=True)
                     flusher.barrier()
                     continue
-                pending.stmts.extend(self._txn_jobs(txn, safe))
+                pending.stmts.extend(self._txn_jobs(txn, safe, self.shard.row_gate(txn.start)))
                 pending.rows += len(txn.rows)
                 pending.txns += 1
                 pending.last_ts = txn.timestamp or pending.last_ts
                 if pending.rows >= batch:
                     flush(txn.end)
-            if not res.paused:  # a paused source keeps its checkpoint before the statement
-                flush(window.position if window.position.key() > checkpoint.key() else checkpoint)
+            if not res.paused and not res.stopped_early:  # keep the checkpoint before the statement
+                flush(window.position if window.position.key() > checkpoint.key() else checkpoint, force=True)
             flusher.barrier()
+            self.shard.committed(checkpoint)
+            self.shard.persist()
+            if not res.stopped_early:  # after a shard DDL rewind, rows past the checkpoint were applied
+                self._settle_exit_point(st, checkpoint)
         except ShardflowError as e:
             if e.code is not None and e.code.terminal:
                 flusher.barrier()  # the pause position must be committed, not just submitted
@@ -192,7 +236,7 @@ class Syncer:
             res.state = "paused"
         return res
 
-    def _start_flusher(self, res: WindowResult, safe_exit: Position | None):
+    def _start_flusher(self, res: WindowResult, safe_exit: Position | None, until: Position):
         """The background apply thread with its own downstream and state-store connections."""
         from dm_core.state.store import StateStore
 
@@ -200,20 +244,29 @@ class Syncer:
         cfg = self.syncer_cfg
         pool = WorkerPool(lambda: connect(target_endpoint(self.task), autocommit=True, downstream=True),
                           cfg.worker_count, compact=cfg.compact, multiple_rows=cfg.multiple_rows)
-        exit_point = [safe_exit]
+        exit_point = self._exit_point = [safe_exit]
         self._last_ts = None
+        interval = float(cfg.checkpoint_flush_interval)
+        unsaved = {"rows": 0, "txns": 0, "at": time.monotonic()}
 
         def before_apply(b: Batch) -> None:
-            if exit_point[0] is None or b.upto.key() > exit_point[0].key():
+            # Every batch of this window ends at or before `until`: one write covers them all.
+            top = until if until.key() >= b.upto.key() else b.upto
+            if exit_point[0] is None or top.key() > exit_point[0].key():
                 store.update_source_state(self.task.name, self.source_id,
-                                          safe_exit_file=b.upto.file, safe_exit_pos=b.upto.pos)
-                exit_point[0] = b.upto
+                                          safe_exit_file=top.file, safe_exit_pos=top.pos)
+                exit_point[0] = top
 
         def committed(b: Batch) -> None:
-            self._checkpoint(b.upto, b.rows, b.txns, b.last_ts, store)
+            unsaved["rows"] += b.rows
+            unsaved["txns"] += b.txns
             res.rows += b.rows
             res.txns += b.txns
             self._last_ts = b.last_ts or self._last_ts
+            now = time.monotonic()
+            if b.force or now - unsaved["at"] >= interval:
+                self._checkpoint(b.upto, unsaved["rows"], unsaved["txns"], self._last_ts, store)
+                unsaved.update(rows=0, txns=0, at=now)
 
         return BatchFlusher(before_apply=before_apply, apply=lambda b: pool.apply(b.stmts),
                             committed=committed), store, pool
@@ -226,8 +279,34 @@ class Syncer:
             return Position(st["low_file"], int(st["low_pos"]), st["low_gtid"])
         meta = self.inst.meta
         if meta is not None and meta.binlog_name:
-            return Position(meta.binlog_name, int(meta.binlog_pos or 4))
+            return Position(meta.binlog_name, int(meta.binlog_pos or 4), meta.binlog_gtid)
+        if meta is not None and meta.binlog_gtid:
+            return Position("", 4, meta.binlog_gtid)  # found by GTID (_resolve_gtid)
         return now
+
+    def _resolve_gtid(self, up, start: Position) -> Position:
+        """With `enable-gtid` on the source, a start whose binlog file this server does not
+        have (purged, or the source failed over to another server) is found by its GTID state."""
+        enabled = self._gtid_enabled()
+        if not start.file and not enabled:
+            raise ErrorCode.CONFIG_INVALID.error(
+                f"source {self.source_id}: the task's meta gives only binlog-gtid, but the source has "
+                f"enable-gtid off", workaround="Set `enable-gtid: true` in the source file and run "
+                "`dmctl operate-source create` again, or give meta binlog-name and binlog-pos.")
+        if not start.gtid or not enabled:
+            return start
+        from dm_core.binlog.gtid import binlog_files, position_of_gtid
+
+        if start.file and start.file in binlog_files(up):
+            return start
+        found = position_of_gtid(up, start.gtid, server_id=replica_server_id(self.task.name, self.source_id))
+        log.warning("source %s: binlog file %r is not on %s; resuming after GTID %s at %s",
+                    self.source_id, start.file, up, start.gtid, found)
+        return found
+
+    def _gtid_enabled(self) -> bool:
+        got = self.store.get_source(self.source_id)
+        return bool(got and got[0].get("enable-gtid"))
 
     @staticmethod
     def _safe_exit(st: dict) -> Position | None:
@@ -283,12 +362,14 @@ class Syncer:
             row = {**row, **p.extract}
         return row
 
-    def _txn_jobs(self, txn: Txn, safe: bool) -> list[RowJob]:
+    def _txn_jobs(self, txn: Txn, safe: bool, gated: bool = False) -> list[RowJob]:
         out: list[RowJob] = []
         bf = self.rules.binlog_filter
         for ch in txn.rows:
             p = self._plan(ch)
             if p.skip:
+                continue
+            if gated and self.shard.skip_row((ch.schema, ch.table), txn.start):
                 continue
             action = bf.action(ch.schema, ch.table, ch.op, None)
             if action == "ignore":
@@ -307,22 +388,8 @@ class Syncer:
         return out
 
     # ---- DDL --------------------------------------------------------------------------
-    def _find_sharded_targets(self) -> set[tuple[str, str]]:
-        """Targets that several upstream tables are routed into (sharding groups).
-
-        Until shard DDL coordination lands, these are known from the task's routes only:
-        a route whose patterns contain wildcards merges tables.
-        """
-        out = set()
-        if not self.task.shard_mode:
-            return out
-        for name in self.inst.route_rules:
-            rule = self.task.routes[name]
-            if any(ch in (rule.schema_pattern or "") + (rule.table_pattern or "") for ch in "*?[~"):
-                out.add((rule.target_schema, rule.target_table or ""))
-        return out
-
-    def _handle_ddl(self, txn: Txn, dconn, skip_at, replace_with, res: WindowResult) -> ShardflowError | None:
+    def _handle_ddl(self, txn: Txn, dconn, skip_at, replace_with,
+                    res: WindowResult) -> ShardflowError | ShardStep | None:
         sql = txn.ddl
         if skip_at and skip_at == str(txn.start):
             if replace_with:
@@ -353,6 +420,14 @@ class Syncer:
                     cur.execute(stmt)
                 res.ddls.append(stmt)
             return None
+        sharded = self._sharded_table(routed.tables or renamed_tables(sql, txn.ddl_schema))
+        if sharded is not None:  # coordinated, or refused with the shard DDL rules' message
+            action = self.rules.binlog_filter.action(*sharded, routed.kind, sql)
+            if action == "ignore":
+                return None
+            if action == "error":
+                return ErrorCode.DDL_UNSUPPORTED.error(f"binlog event filter says Error for: {sql}")
+            return self._shard_ddl(txn, dconn, res)
         if routed.sql is None:
             names = routed.tables or ([(txn.ddl_schema, "")] if txn.ddl_schema else [])
             if names and not any(self.rules.block_allow.allow_table(s, t) if t else self.rules.block_allow.allow_schema(s)
@@ -369,12 +444,10 @@ class Syncer:
         if action == "error":
             return ErrorCode.DDL_UNSUPPORTED.error(f"binlog event filter says Error for: {sql}")
         target = self.rules.router.route(s0, t0)
-        if target in self._sharded_targets or (target[0], "") in self._sharded_targets:
-            if routed.kind in ("drop table", "truncate table"):
-                return None  # DM ignores these for sharded tables
-            return ErrorCode.DDL_UNSUPPORTED.error(
-                f"DDL on sharded table `{s0}`.`{t0}` (merged into `{target[0]}`.`{target[1]}`) needs shard DDL "
-                f"coordination, which this build does not have yet: {sql}")
+        if self.shard.is_sharded(target):
+            return self._shard_ddl(txn, dconn, res)
+        if self.shard.skip_plain_ddl(txn.start):
+            return None  # ran in the pass before a shard DDL rewind
         try:
             with dconn.cursor() as cur:
                 cur.execute(routed.sql)
@@ -384,6 +457,45 @@ class Syncer:
         self._plans.clear()
         res.ddls.append(routed.sql)
         return None
+
+    def _sharded_table(self, tables) -> tuple[str, str] | None:
+        """The first replicated upstream table of a DDL whose target is a sharding group."""
+        if not self.shard.enabled:
+            return None
+        for s, t in tables or ():
+            if t and self.rules.block_allow.allow_table(s, t) and self.shard.is_sharded(self.rules.router.route(s, t)):
+                return s, t
+        return None
+
+    def _shard_ddl(self, txn: Txn, dconn, res: WindowResult) -> ShardStep | None:
+        n = normalize(txn.ddl, txn.ddl_schema, self.rules.router.route)
+        step = self.shard.handle(txn, n, dconn)
+        res.shard.append(step.message)
+        res.ddls.extend(step.executed)
+        if step.lock:
+            res.locks.append(step.lock)
+        if step.executed:
+            self._catalog.forget(*n.target)
+            self._plans.clear()
+        return None if step.action == GO else step
+
+    def _settle_exit_point(self, st: dict, checkpoint: Position) -> None:
+        """A window that ended cleanly applied nothing past its checkpoint: bring the exit
+        point raised to the window's `until` back down, so the next window does not run in
+        safe mode for rows never applied (a crash before this line only costs safe mode)."""
+        raised = self._exit_point[0]
+        floor = Position(st["safe_exit_file"], int(st["safe_exit_pos"])) if st["safe_exit_file"] else None
+        settle = checkpoint if floor is None or checkpoint.key() > floor.key() else floor
+        if raised is not None and raised.key() > settle.key():
+            self.store.update_source_state(self.task.name, self.source_id,
+                                           safe_exit_file=settle.file, safe_exit_pos=settle.pos)
+            self._exit_point[0] = settle
+
+    def _set_checkpoint(self, pos: Position) -> None:
+        fields = dict(binlog_file=pos.file, binlog_pos=pos.pos)
+        if pos.gtid:
+            fields["binlog_gtid"] = pos.gtid
+        self.store.update_source_state(self.task.name, self.source_id, **fields)
 
     def _pause(self, txn: Txn | None, err: ShardflowError, res: WindowResult, at: Position | None = None) -> None:
         pos = (txn.start if txn is not None else None) or at

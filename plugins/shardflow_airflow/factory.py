@@ -3,7 +3,11 @@
     dm_<task>_precheck     precheck ─▶ trigger full (or incremental when task-mode is incremental)
     dm_<task>_full         prepare (low watermark, target tables) ─▶ Spark load ─▶ finish
                            (high watermark) ─▶ trigger incremental (task-mode all)
-    dm_<task>_incremental  one SourceSyncSensor per source
+    dm_<task>_incremental  one SourceSyncSensor per source (+ the shard DDL coordinator
+                           when the task has a shard-mode)
+    dm_<task>_shard_ddl_unlock
+                           (shard-mode only) resolve a stuck lock from the UI: Params
+                           lock_id, owner, action, force_remove (= `dmctl shard-ddl-lock unlock`)
 
 Triggering the precheck DAG runs the whole migration in order; each DAG can also be
 triggered alone (conf {"chain": false} stops the chain after that phase).
@@ -24,17 +28,18 @@ def task_files() -> list[Path]:
 
 
 def dag_ids(name: str) -> dict[str, str]:
-    return {p: f"dm_{name}_{p}" for p in ("precheck", "full", "incremental")}
+    return {p: f"dm_{name}_{p}" for p in ("precheck", "full", "incremental", "shard_ddl_unlock")}
 
 
 def build_dags(task_file: Path) -> dict:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
-    from airflow.sdk import DAG
+    from airflow.sdk import DAG, Param
 
     from dm_core.config.task import load_task_file
-    from shardflow_airflow.operators import FullFinishOperator, FullPrepareOperator, PrecheckOperator
-    from shardflow_airflow.sensors import SourceSyncSensor
+    from shardflow_airflow.operators import (FullFinishOperator, FullPrepareOperator, PrecheckOperator,
+                                             ShardDDLUnlockOperator)
+    from shardflow_airflow.sensors import ShardDDLCoordinatorSensor, SourceSyncSensor
 
     task = load_task_file(task_file)
     ids = dag_ids(task.name)
@@ -75,7 +80,27 @@ def build_dags(task_file: Path) -> dict:
                     mode="reschedule", poke_interval=2, timeout=datetime.timedelta(days=3650).total_seconds(),
                     retries=1000, retry_delay=datetime.timedelta(seconds=10),
                 )
+            if task.shard_mode:
+                ShardDDLCoordinatorSensor(
+                    task_id="coordinate_shard_ddl", task_file=path, mode="reschedule", poke_interval=5,
+                    timeout=datetime.timedelta(days=3650).total_seconds(), retries=1000,
+                    retry_delay=datetime.timedelta(seconds=10),
+                )
         dags[ids["incremental"]] = d
+
+    if task.shard_mode:
+        with DAG(ids["shard_ddl_unlock"], description=f"resolve a stuck shard DDL lock of DM task {task.name}",
+                 params={
+                     "lock_id": Param("", type="string", description="the lock (dmctl shard-ddl-lock TASK lists them)"),
+                     "owner": Param("", type="string", description="source that executes the DDL (empty: the owner)"),
+                     "action": Param("exec", enum=["exec", "skip"],
+                                     description="exec: the owner runs the DDL; skip: it already ran downstream"),
+                     "force_remove": Param(False, type="boolean",
+                                           description="release the lock without anyone executing the DDL"),
+                 }, **common) as d:
+            ShardDDLUnlockOperator(task_id="unlock", lock_id="{{ params.lock_id }}", owner="{{ params.owner }}",
+                                   action="{{ params.action }}", force_remove="{{ params.force_remove }}")
+        dags[ids["shard_ddl_unlock"]] = d
     return dags
 
 

@@ -84,3 +84,40 @@ class FullFinishOperator(BaseOperator):
             out = finish(task, store)
         self.log.info("full phase of %s finished: %s", task.name, json.dumps(out, indent=2))
         return out
+
+
+class ShardDDLUnlockOperator(BaseOperator):
+    """Resolve a stuck shard DDL lock, as `dmctl shard-ddl-lock unlock` does.
+
+    :param lock_id: the lock (``dmctl shard-ddl-lock TASK`` / the ``shardflow_<task>_ddl_locks``
+        Variable list them); templated, normally ``{{ params.lock_id }}``
+    :param owner: the source that executes the DDL (empty: the lock's owner)
+    :param action: ``exec`` (the owner runs the DDL) or ``skip`` (it already ran downstream)
+    :param force_remove: release the lock without anyone executing the DDL
+    """
+
+    template_fields: Sequence[str] = ("lock_id", "owner", "action", "force_remove")
+    ui_color = "#f0c4c4"
+
+    def __init__(self, *, lock_id: str, owner: str = "", action: str = "exec", force_remove: Any = False,
+                 **kwargs: Any):
+        super().__init__(**kwargs)
+        self.lock_id, self.owner, self.action, self.force_remove = lock_id, owner, action, force_remove
+
+    def execute(self, context) -> dict:
+        from dm_core.errors import ShardflowError
+        from dm_core.shardddl import admin
+
+        if not self.lock_id:
+            raise AirflowFailException("no lock_id given: trigger this DAG with the Param lock_id "
+                                       "(`dmctl shard-ddl-lock TASK` lists the locks)")
+        force = str(self.force_remove).lower() in ("true", "1", "yes")
+        with runtime.open_store() as store:
+            try:
+                lk = admin.unlock(store, self.lock_id, owner=self.owner or None, force_remove=force,
+                                  action=self.action)
+            except ShardflowError as e:
+                raise AirflowFailException(str(e)) from None
+        self.log.info("lock %s unlocked (%s); the sources carry it out at their next poke:\n%s", self.lock_id,
+                      "force-removed" if force else self.action, admin.render([lk]))
+        return admin.summary(lk)

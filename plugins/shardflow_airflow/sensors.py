@@ -54,7 +54,12 @@ class SourceSyncSensor(BaseSensorOperator):
                     self.log.info("task %s is %s: source %s waits", task.name, res.state, self.source_id)
                     break
                 self.log.info(res.summary())
-                if res.end == res.until or time.monotonic() >= deadline:
+                if res.waiting:
+                    self.log.warning("source %s waits on a shard DDL lock: %s\nsee `dmctl shard-ddl-lock %s`; "
+                                     "a lock stuck for good is released with `dmctl shard-ddl-lock unlock LOCK_ID`",
+                                     self.source_id, res.waiting, task.name)
+                    break
+                if (res.end == res.until and not res.stopped_early) or time.monotonic() >= deadline:
                     break
             states = store.all_source_states(task.name)
         self._mirror(task.name, states, context, res)
@@ -75,4 +80,47 @@ class SourceSyncSensor(BaseSensorOperator):
         except Exception as e:  # the mirror is a convenience; replication must not stop for it
             self.log.warning("could not update the status Variable: %s", e)
         context["ti"].xcom_push(key=f"window_{self.source_id}", value={
-            "start": res.start, "end": res.end, "rows": res.rows, "ddls": res.ddls, "paused": res.paused})
+            "start": res.start, "end": res.end, "rows": res.rows, "ddls": res.ddls, "paused": res.paused,
+            "waiting": res.waiting, "shard_ddl": res.shard, "locks": res.locks})
+
+
+class ShardDDLCoordinatorSensor(BaseSensorOperator):
+    """The shard DDL coordinator of one task (DM-master's role for sharding groups).
+
+    Each poke tells every lock which sources take part and settles it (one Postgres
+    transaction per lock: killing it anywhere loses nothing), then mirrors the active locks
+    to the Variable ``shardflow_<task>_ddl_locks`` and to XCom (``locks``), and logs them. Succeeds
+    when the task is stopped, like the sources' sensors.
+
+    :param task_file: path of the DM task file (templated)
+    """
+
+    template_fields: Sequence[str] = ("task_file",)
+    ui_color = "#e4c4f0"
+
+    def __init__(self, *, task_file: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.task_file = task_file
+
+    def poke(self, context) -> bool:
+        from dm_core.shardddl import admin
+
+        task = runtime.load_task(self.task_file)
+        with runtime.open_store() as store:
+            got = store.get_task(task.name)
+            if got is not None and got[1] == "stopped":
+                self.log.info("task %s is stopped: the shard DDL coordinator ends", task.name)
+                return True
+            locks = admin.coordinate(task, store)
+        shown = [admin.summary(lk) for lk in locks]
+        text = json.dumps(shown, default=str, sort_keys=True)
+        if locks:
+            self.log.info("shard DDL locks of task %s:\n%s", task.name, admin.render(locks))
+        context["ti"].xcom_push(key="locks", value=shown)
+        try:
+            from airflow.sdk import Variable
+
+            Variable.set(f"shardflow_{task.name}_ddl_locks", text)
+        except Exception as e:  # the mirror is a convenience; coordination must not stop for it
+            self.log.warning("could not update the DDL locks Variable: %s", e)
+        return False

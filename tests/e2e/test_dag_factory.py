@@ -1,4 +1,5 @@
-"""The DAG factory under real Airflow parsing: three DAGs per valid task file, and a broken
+"""The DAG factory under real Airflow parsing: three DAGs per valid task file (four with a
+shard-mode: the unlock DAG), and a broken
 file shows up as an import error naming the file and the key while the others still load."""
 
 import os
@@ -46,8 +47,10 @@ def test_valid_and_broken_task_files(tmp_path):
             route-rules: [no-such-route]
         """))
     out = _parse(tasks, tmp_path)
-    assert out["dags"] == ["dm_demo_full", "dm_demo_incremental", "dm_demo_precheck"]
-    assert out["tasks"]["dm_demo_incremental"] == ["sync_mysql_replica_01", "sync_mysql_replica_02"]
+    assert out["dags"] == ["dm_demo_full", "dm_demo_incremental", "dm_demo_precheck", "dm_demo_shard_ddl_unlock"]
+    assert out["tasks"]["dm_demo_incremental"] == ["coordinate_shard_ddl", "sync_mysql_replica_01",
+                                                   "sync_mysql_replica_02"]
+    assert out["tasks"]["dm_demo_shard_ddl_unlock"] == ["unlock"]
     assert out["tasks"]["dm_demo_full"] == ["continue_chain", "finish", "prepare", "spark_load", "trigger_dm_demo_incremental"]
     err = out["errors"]["shardflow_task_errors.py"]
     assert "broken.yaml" in err and "mysql-instances[0].route-rules" in err and "no-such-route" in err

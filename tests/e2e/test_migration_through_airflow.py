@@ -61,6 +61,16 @@ def _count(ep, tdb, name) -> int:
     return n
 
 
+def _columns(ep, tdb) -> list[str]:
+    conn = connect(ep)
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 't' "
+                    "ORDER BY ORDINAL_POSITION", (tdb,))
+        out = [str(r[0]) for r in cur.fetchall()]
+    conn.close()
+    return out
+
+
 def _task_processes() -> list[int]:
     """Airflow task processes (children of LocalExecutor workers: `airflow worker -- <ti uuid>`)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
@@ -68,24 +78,45 @@ def _task_processes() -> list[int]:
             if re.match(r"\s*\d+ airflow worker -- [0-9a-f]{8}-", line)]
 
 
-def _write_while_killing_sensors(stack, schemas, seconds: float) -> int:
+def _write_while_killing_sensors(stack, schemas, seconds: float, ddl_shards=()) -> tuple[int, int]:
+    """Write on up1 and SIGKILL every sensor process every half second; halfway, run an
+    ALTER on every shard in ``ddl_shards`` (a shard DDL lock taken while sensors die)."""
     stop = threading.Event()
+    errors: list[BaseException] = []
+    written = [0]
 
     def writer():
-        conn = connect(stack["up1"])
-        i = 0
-        with conn.cursor() as cur:
-            while not stop.is_set():
-                s = schemas[i % len(schemas)]
-                cur.execute(f"INSERT INTO {qt(s, 't_2')} (name, amount) VALUES (%s, %s)", ("during-kills", i))
-                cur.execute(f"UPDATE {qt(s, 't_1')} SET amount = amount + 1 WHERE id % 50 = %s", (i % 50,))
-                cur.execute(f"DELETE FROM {qt(s, 't_2')} WHERE id % 97 = %s LIMIT 1", (i % 97,))
-                i += 1
-                time.sleep(0.01)
-        conn.close()
+        try:
+            conn = connect(stack["up1"])
+            i = 0
+            with conn.cursor() as cur:
+                while not stop.is_set():
+                    s = schemas[i % len(schemas)]
+                    cur.execute(f"INSERT INTO {qt(s, 't_2')} (name, amount) VALUES (%s, %s)", ("during-kills", i))
+                    cur.execute(f"UPDATE {qt(s, 't_1')} SET amount = amount + 1 WHERE MOD(id, 50) = %s", (i % 50,))
+                    cur.execute(f"DELETE FROM {qt(s, 't_2')} WHERE MOD(id, 97) = %s LIMIT 1", (i % 97,))
+                    i += 1
+                    written[0] = i
+                    time.sleep(0.01)
+            conn.close()
+        except BaseException as e:  # surfaced by the test below
+            errors.append(e)
+
+    def ddl():
+        try:
+            time.sleep(seconds / 2)
+            for ep, s, t in ddl_shards:
+                conn = connect(ep)
+                with conn.cursor() as cur:
+                    cur.execute(f"ALTER TABLE {qt(s, t)} ADD INDEX idx_amount (amount)")
+                conn.close()
+        except BaseException as e:
+            errors.append(e)
 
     t = threading.Thread(target=writer)
     t.start()
+    d = threading.Thread(target=ddl)
+    d.start()
     kills = 0
     deadline = time.monotonic() + seconds
     try:
@@ -100,7 +131,9 @@ def _write_while_killing_sensors(stack, schemas, seconds: float) -> int:
     finally:
         stop.set()
         t.join()
-    return kills
+        d.join()
+    assert not errors, f"the upstream writer failed: {errors[0]!r}"
+    return kills, written[0]
 
 
 def _source_file(tmp_path: Path, sid: str, ep) -> str:
@@ -150,14 +183,38 @@ def test_full_then_incremental_merge_equals_union_of_shards(stack, airflow, uniq
         status = dmctl(stack, "query-status", name).stdout
         assert '"stage": "sync"' in status and stack["down"].password not in status
 
+        # shard DDL (pessimistic): the same ALTER on every shard of both sources, rows between
+        shards = [(stack["up1"], s, t) for s in schemas for t in ("t_1", "t_2")] + \
+                 [(stack["up2"], schemas[0], t) for t in ("t_1", "t_2", "t_3")]
+        for i, (ep, s, t) in enumerate(shards):
+            conn = connect(ep)
+            with conn.cursor() as cur:
+                cur.execute(f"INSERT INTO {qt(s, t)} (name, amount) VALUES ('before-ddl', %s)", (i,))
+                cur.execute(f"ALTER TABLE {qt(s, t)} ADD COLUMN note varchar(32) NULL")
+                cur.execute(f"INSERT INTO {qt(s, t)} (name, amount, note) VALUES ('after-ddl', %s, 'n')", (i,))
+            conn.close()
+        r = dmctl(stack, "query-status", name, "--wait-synced", "600", check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "note" in _columns(stack["down"], tdb), "the shard DDL reached the downstream"
+        assert _count(stack["down"], tdb, "after-ddl") == len(shards)
+        v = dmctl(stack, "validate", name, check=False)
+        assert v.returncode == 0, v.stdout + v.stderr
+
         # SIGKILL the sensors' task processes again and again while the upstream keeps writing:
         # retries resume from the checkpoint in safe mode, and the result must still be exact.
-        kills = _write_while_killing_sensors(stack, schemas, seconds=30)
+        kills, written = _write_while_killing_sensors(stack, schemas, seconds=30, ddl_shards=shards)
         assert kills > 0, "no sensor process was found to kill"
+        assert written > 100, "the upstream writer hardly wrote anything"
         r = dmctl(stack, "query-status", name, "--wait-synced", "600", check=False)
         assert r.returncode == 0, r.stdout + r.stderr
         v = dmctl(stack, "validate", name, check=False)
         assert v.returncode == 0, f"after {kills} SIGKILLs:\n" + v.stdout + v.stderr
+        conn = connect(stack["down"])
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(DISTINCT INDEX_NAME) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
+                        "AND TABLE_NAME = 't' AND INDEX_NAME = 'idx_amount'", (tdb,))
+            assert cur.fetchone()[0] == 1, "the shard DDL taken during the SIGKILLs reached the downstream"
+        conn.close()
 
         # pause: nothing is applied; resume: it catches up
         dmctl(stack, "pause-task", name)

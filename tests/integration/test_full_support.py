@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import textwrap
 from pathlib import Path
 
 from dm_core.config.task import parse_task
@@ -39,22 +38,21 @@ def read_report(path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def task_yaml(name: str, down, sources: list[tuple[str, str]], target_db: str, *, loader: str = "",
-              mydumper: str = "", meta_schema: str = "") -> str:
-    """One instance per (source_id, upstream schema); every schema routes into ``target_db``
-    (tables keep their names). ``loader``/``mydumper``: inline YAML mappings, e.g. "{pool-size: 1}"."""
-    inst = "".join(textwrap.dedent(f"""\
-          - source-id: {sid}
-            block-allow-list: ba-{i}
-            route-rules: [r-{i}]
-        """) + (f"    loader: {loader}\n" if loader else "") + (f"    mydumper: {mydumper}\n" if mydumper else "")
-        for i, (sid, _) in enumerate(sources))
-    routes = "".join(f'  r-{i}: {{schema-pattern: "{s}", target-schema: "{target_db}"}}\n' for i, (_, s) in enumerate(sources))
-    bal = "".join(f'  ba-{i}: {{do-dbs: ["{s}"]}}\n' for i, (_, s) in enumerate(sources))
-    head = textwrap.dedent(f"""\
-        name: {name}
-        task-mode: full
-        """) + (f"meta-schema: {meta_schema}\n" if meta_schema else "")
+def task_yaml(name: str, down, sources: list[tuple], target_db: str, *, loader: str = "", mydumper: str = "",
+              meta_schema: str = "") -> str:
+    """One instance per (source_id, upstream schema[, loader]); every schema routes into
+    ``target_db`` (tables keep their names). ``loader``/``mydumper``: inline YAML mappings such
+    as "{pool-size: 1}", for every instance unless the source's tuple brings its own loader."""
+    inst = ""
+    for i, (sid, _, *own) in enumerate(sources):
+        inst += f"  - source-id: {sid}\n    block-allow-list: ba-{i}\n    route-rules: [r-{i}]\n"
+        if own or loader:
+            inst += f"    loader: {own[0] if own else loader}\n"
+        if mydumper:
+            inst += f"    mydumper: {mydumper}\n"
+    routes = "".join(f'  r-{i}: {{schema-pattern: "{s[1]}", target-schema: "{target_db}"}}\n' for i, s in enumerate(sources))
+    bal = "".join(f'  ba-{i}: {{do-dbs: ["{s[1]}"]}}\n' for i, s in enumerate(sources))
+    head = f"name: {name}\ntask-mode: full\n" + (f"meta-schema: {meta_schema}\n" if meta_schema else "")
     head += (f"target-database: {{host: {down.host}, port: {down.port}, user: {down.user}, "
              f"password: \"{down.password}\"}}\nmysql-instances:\n")
     return head + inst + "routes:\n" + routes + "block-allow-list:\n" + bal
@@ -67,6 +65,14 @@ def register(store, name: str, text: str, sources: dict) -> object:
     store.reset_task(name)
     store.put_task(name, text, "running")
     return parse_task(text, f"{name}.yaml")
+
+
+def cleanup(store, name: str, text: str) -> None:
+    """Forget a test task everywhere: plans, downstream markers and staging, chunk progress."""
+    from dm_core.full.phase import forget
+
+    forget(parse_task(text, f"{name}.yaml"), store)
+    store.reset_task(name)
 
 
 def execute(ep, *sql: str, args=None) -> list:

@@ -4,17 +4,19 @@
 ``rows`` (pymysql executemany from Python executors) must give identical targets. With
 SHARDFLOW_FULL_BENCH_ROWS=N the same test loads N rows (6 columns, the bench's shape) with
 each path, alternating, SHARDFLOW_FULL_BENCH_ROUNDS times (default 1), and prints rows/s:
-the figures of issue 4 come from ``SHARDFLOW_FULL_BENCH_ROWS=500000``.
+``SHARDFLOW_FULL_BENCH_ROWS=500000`` reproduces the issue-4 figures (the earlier path's
+figure came from a copy of the old job, not kept in the tree).
 """
 
 import os
 
 import pytest
 
+from dm_core.full.phase import prepare
 from dm_core.state import StateStore
 from dm_core.validate.compare import compare_task, render
 
-from .test_full_support import drop, execute, read_report, register, run_load, task_yaml
+from .test_full_support import cleanup, drop, execute, read_report, register, run_load, task_yaml
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +42,6 @@ def test_staging_and_rows_paths_land_the_same_rows(stack, uniq, tmp_path, capsys
             for mode in ("rows", "staging"):
                 drop(down, tdb)
                 task = register(store, name, text, {sid: up})
-                from dm_core.full.phase import prepare
                 prepare(task, store)
                 report = tmp_path / f"{mode}-{rnd}.json"
                 r = run_load(name, "--write-mode", mode, "--chunk-rows", str(max(1000, ROWS // 10)),
@@ -55,7 +56,7 @@ def test_staging_and_rows_paths_land_the_same_rows(stack, uniq, tmp_path, capsys
             for mode, sec, rate in figures:
                 print(f"\nfull load write path {mode:8s}: {ROWS} rows in {sec:.2f}s = {rate:,.0f} rows/s")
     finally:
-        store.reset_task(name)
+        cleanup(store, name, text)
         store.close()
         drop(up, schema)
         drop(down, tdb)

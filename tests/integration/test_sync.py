@@ -1,5 +1,6 @@
 """The incremental path on real servers: shards → routed, mapped, merged downstream; safe-mode
-replay after a lost checkpoint converges; DDL on a non-sharded table; a DDL error pauses."""
+replay after a lost checkpoint converges; an unsupported DDL on a sharded table pauses with
+the statement and its position, and `binlog skip` resumes."""
 
 import pytest
 
@@ -94,20 +95,21 @@ def test_lost_checkpoint_replays_in_safe_mode_and_converges(scenario, stack):
     assert all(d.equal for d in diffs), render(diffs)
 
 
-def test_sharded_ddl_pauses_with_statement_and_position_and_skip_resumes(scenario, stack):
+def test_unsupported_sharded_ddl_pauses_with_statement_and_position_and_skip_resumes(scenario, stack):
     task, store, sources, schemas, tdb = scenario
     sid = next(iter(sources))
     prepare(task, store)
     finish(task, store)
     conn = connect(stack["up1"])
     with conn.cursor() as cur:
-        cur.execute(f"ALTER TABLE {qt(schemas[0], 't_1')} ADD COLUMN extra int NULL")
+        cur.execute(f"RENAME TABLE {qt(schemas[0], 't_1')} TO {qt(schemas[0], 't_1_extra')}")
         cur.execute(f"INSERT INTO {qt(schemas[0], 't_2')} (name, amount) VALUES ('after-ddl', 9)")
     conn.close()
     r = _sync_until_caught_up(task, store, [sid])
-    assert r.paused and "extra" in r.paused
+    assert r.paused and "t_1_extra" in r.paused and "RENAME TABLE is not supported on sharded tables" in r.paused
     st = store.source_state(task.name, sid)
-    assert st["stage"] == "paused" and "extra" in st["error_stmt"] and st["error_pos"].startswith("(mysql-bin.")
+    assert st["stage"] == "paused" and "t_1_extra" in st["error_stmt"] and st["error_pos"].startswith("(mysql-bin.")
+    assert st["error_code"] == 50006
     r = Syncer(task, sid, store).run_window()
     assert r.state == "paused", "without an operator command the source stays paused"
     store.add_command(task.name, sid, "skip", {})

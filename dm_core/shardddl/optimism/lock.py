@@ -30,7 +30,7 @@ such member.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, Operation, pos_from_json,
                                      pos_to_json)
@@ -129,9 +129,9 @@ class Lock:
     # ---- queries ------------------------------------------------------------------------------
     @property
     def conflict(self) -> str:
-        return next((m.pending.conflict for _, m in sorted(self.members.items(), key=lambda x: x[1].pending.seq
-                                                                  if x[1].pending else 0)
-                     if m.pending is not None and m.pending.conflict), "")
+        pend = sorted((m.pending for m in self.members.values() if m.pending is not None and m.pending.conflict),
+                      key=lambda p: p.seq)
+        return pend[0].conflict if pend else ""
 
     @property
     def status(self) -> str:
@@ -171,7 +171,9 @@ class Lock:
             if table is not None and (k[1], k[2]) != tuple(table):
                 continue
             p = m.pending
-            return Operation(self.lock_id, self.task, source, 0, WAIT, p.ddls, message=p.conflict or "waiting",
+            msg = p.conflict or ("waiting for the coordinator to name the task's sources" if not self.sources
+                                 else "waiting")
+            return Operation(self.lock_id, self.task, source, 0, WAIT, p.ddls, message=msg,
                              conflict=p.conflict, upstream=(k[1], k[2]))
         return None
 
@@ -246,6 +248,8 @@ class Lock:
         return self.operation_for(info.source, info.table)
 
     def settle(self) -> None:
+        if not self.sources:
+            return  # who takes part is unknown: an absent source may still write what a DDL drops
         cands = sorted((k for k, m in self.members.items() if m.pending is not None and not m.pending.hard
                         and m.pending.op_step is None), key=lambda k: self.members[k].pending.seq)
         if not cands:
@@ -390,9 +394,8 @@ class Lock:
         m = self.members.get((op.source, op.upstream[0], op.upstream[1]))
         if m is not None and m.pending is not None and m.pending.op_step == op.step:
             m.done_pos, m.pending = m.pending.position, None
-        for k in [k for k, o in self.ops.items() if o.state == DONE and o.order < op.order]:
-            if all(x.state == DONE for x in self.ops.values() if x.order <= self.ops[k].order):
-                del self.ops[k]
+        for k in [k for k, o in self.ops.items() if o.state == DONE]:
+            del self.ops[k]  # done ops decide nothing any more (a replayed DDL is known by its position)
 
     def _earlier_exec(self, op: Operation) -> Operation | None:
         return next((o for o in sorted(self.ops.values(), key=lambda o: o.order)
@@ -436,6 +439,3 @@ class Lock:
             op.action, op.state, op.exec_index = r["action"], r["state"], r["exec_index"]
             lk.ops[(op.source, op.step)] = op
         return lk
-
-
-_ = field  # dataclasses.field kept for symmetry with pessimism.lock's records

@@ -353,10 +353,10 @@ class Lock:
             self._release_unreported(step)
         else:
             ex = self._exec_op(step)
-            if ex is not None and (ex.state == EXECUTING or ex.exec_index > 0) and \
-                    (ex.source != new_owner or action == SKIP):
-                raise ShardDDLLockError(f"the owner {ex.source} is executing the DDL of lock {self.lock_id}; "
-                                        f"wait for it or use --force-remove")
+            if ex is not None and (ex.state == EXECUTING or ex.exec_index > 0) and ex.source != new_owner:
+                raise ShardDDLLockError(f"the owner {ex.source} has started executing the DDL of lock {self.lock_id}: "
+                                        f"another owner could run it twice; use --action skip (the downstream "
+                                        f"is handled) or --force-remove")
             for op in ops:
                 if op.state == DONE:
                     continue
@@ -384,7 +384,8 @@ class Lock:
     # ---- helpers -------------------------------------------------------------------------------------
     def _reached(self, source: str) -> bool:
         m = self.members.get(source)
-        return self._reported_ok(source) or (source, self.step) in self.ops or (m is not None and m.done_step >= self.step)
+        return (self._reported_ok(source) or (source, self.step) in self.ops
+                or (m is not None and m.done_step >= self.step))
 
     def _conflicting(self, source: str) -> bool:
         m = self.members.get(source)

@@ -1,0 +1,94 @@
+"""A task's shard DDL locks as operators and the coordinator see them, whatever the mode.
+
+Three callers share this module, so that what they show and do cannot drift apart:
+
+* the coordinator (``coordinate``), a sensor of the incremental DAG (DM-master's role):
+  each poke tells every lock which sources take part (from the upstreams' tables, as the
+  task's routes group them) and settles it; its result is mirrored to the Airflow Variable
+  ``shardflow_<task>_ddl_locks``;
+* ``dmctl shard-ddl-lock [TASK]`` and ``query-status`` (``list_locks`` + ``render``);
+* ``dmctl shard-ddl-lock unlock`` and the ``dm_<task>_shard_ddl_unlock`` DAG (``unlock``).
+
+Every change goes through the mode's ``ops`` (one Postgres transaction per lock), so a
+caller killed anywhere leaves the lock as it was before or after, never in between.
+"""
+
+from __future__ import annotations
+
+from dm_core.shardddl import ops_for, pg
+from dm_core.shardddl.common import EXEC, SKIP
+from dm_core.shardddl.errors import ShardDDLLockError
+
+MODES = ("pessimistic", "optimistic")
+
+
+def list_locks(store, task_name: str, *, active_only: bool = False) -> list[dict]:
+    """Every lock of the task (both modes), with ``waiting_since`` for the ones not idle."""
+    since = pg.waiting_since(store, task_name)
+    out = []
+    for mode in MODES:
+        for lk in ops_for(mode).list_locks(store, task_name, active_only=active_only):
+            ts = since.get(lk["lock_id"]) if lk["status"] != "idle" else None
+            lk["waiting_since"] = ts.isoformat(timespec="seconds") if ts is not None else None
+            out.append(lk)
+    return sorted(out, key=lambda lk: lk["lock_id"])
+
+
+def coordinate(task, store) -> list[dict]:
+    """The coordinator's round: name each lock's sources and settle it. Returns the active
+    locks afterwards (what the Variable mirrors)."""
+    if not task.shard_mode:
+        return []
+    if pg.lock_ids(store, task.name):
+        from dm_core.shardddl.membership import task_membership
+
+        ops_for(task.shard_mode).resolve(store, task.name, task_membership(task, store).sources_by_target())
+    return list_locks(store, task.name, active_only=True)
+
+
+def unlock(store, lock_id: str, *, owner: str | None = None, force_remove: bool = False,
+           action: str = EXEC) -> dict:
+    """Resolve a stuck lock (DM's `shard-ddl-lock unlock`); returns the lock afterwards."""
+    if action not in (EXEC, SKIP):
+        raise ShardDDLLockError(f"unknown unlock action {action!r}", workaround="Use --action exec or --action skip.")
+    mode = pg.lock_mode(store, lock_id)
+    if mode is None:
+        raise ShardDDLLockError(f"no shard DDL lock {lock_id!r}",
+                                workaround="Run `dmctl shard-ddl-lock TASK` for the task's lock ids.")
+    return ops_for(mode).unlock(store, lock_id, owner=owner, force_remove=force_remove, action=action)
+
+
+def summary(lk: dict) -> dict:
+    """The part of a lock a user reads first (the Variable and query-status carry this)."""
+    out = {"lock_id": lk["lock_id"], "mode": lk["mode"], "target": ".".join(f"`{x}`" for x in lk["target"]),
+           "status": lk["status"], "waiting_since": lk.get("waiting_since"), "conflict": lk.get("conflict") or None}
+    if lk["mode"] == "pessimistic":
+        out.update(ddls=lk["ddls"], owner=lk["owner"], reported=lk["synced"], waiting_for=lk["unsynced"])
+    else:
+        pending = [m for m in lk["members"] if m["pending"]]
+        out.update(ddls=sorted({d for m in pending for d in m["pending"]}),
+                   reported=sorted({f"{m['source']}:{'.'.join(m['table'])}" for m in pending}),
+                   waiting_for=[])
+    return out
+
+
+def render(locks: list[dict]) -> str:
+    """Plain lines for task logs and dmctl: one paragraph per lock."""
+    if not locks:
+        return "no shard DDL lock is active"
+    lines = []
+    for lk in map(summary, locks):
+        head = f"lock {lk['lock_id']} ({lk['mode']}, {lk['status']}"
+        head += f" since {lk['waiting_since']})" if lk["waiting_since"] else ")"
+        lines.append(head)
+        if lk["ddls"]:
+            lines.append(f"  DDL: {'; '.join(lk['ddls'])}")
+        if lk.get("owner"):
+            lines.append(f"  owner: {lk['owner']}")
+        if lk["reported"]:
+            lines.append(f"  reported: {', '.join(lk['reported'])}")
+        if lk["waiting_for"]:
+            lines.append(f"  waiting for: {', '.join(lk['waiting_for'])}")
+        if lk["conflict"]:
+            lines.append(f"  CONFLICT: {lk['conflict']}")
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""The lock owner's side: run an ``exec`` operation's DDLs downstream exactly once, across
+restarts; and read what the downstream table looks like (for that check, and for an
+optimistic lock's starting schema). Postgres is reached only through the mode's ``ops``.
+
+Protocol of ``run_operation`` for statement i of the op (each step durable before the next):
+
+1. ``ops.mark_executing(i)`` — the store says "statement i may be in flight";
+2. the statement is sent downstream (MySQL protocol, autocommit);
+3. ``ops.mark_executed(i)`` — "statement i took effect";
+... and after the last statement ``ops.ack_done`` (which lets the skipping members go on).
+
+Restart rule: the process may die anywhere. On the rerun the op is read again:
+
+* state ``pending``: statements ``< exec_index`` are done, nothing is in flight: go on at
+  ``exec_index`` (a death between 3 and the next 1, or before the first 1);
+* state ``executing``: statement ``exec_index`` may or may not have taken effect (a death
+  between 1 and 3). ``statement_applied`` looks at the downstream table in
+  information_schema: ADD COLUMN → the column exists; DROP COLUMN → it does not;
+  CHANGE/RENAME COLUMN a→b → b exists and a does not; ADD/CREATE INDEX → the index
+  exists; DROP INDEX → it does not. Applied → step 3 without re-running it; not applied →
+  step 2 again. Statements whose re-run is harmless by nature (MODIFY COLUMN to a
+  definition, ALTER COLUMN SET/DROP DEFAULT, table options) are simply re-run when the
+  check cannot decide. Anything else that cannot be decided (a multi-change ALTER found
+  half applied, which an atomic DDL cannot leave) stops with ``ShardDDLExecUnknown``:
+  the operator looks and runs ``dmctl shard-ddl-lock unlock --action skip|exec``.
+
+Hence each statement takes effect downstream exactly once, whoever dies when.
+"""
+
+from __future__ import annotations
+
+from dm_core.errors import ErrorCode
+from dm_core.full import faults
+from dm_core.shardddl.common import EXEC, Operation
+from dm_core.shardddl.ddl_norm import normalize, statement_changes
+from dm_core.shardddl.errors import ShardDDLExecUnknown, ShardDDLLockError, ShardDDLUnsupported
+from dm_core.shardddl.schema import Column, Index, TableSchema, canonical_default, canonical_type
+
+_IDEMPOTENT = {"set_default", "other"}
+
+
+def read_table_schema(conn, schema: str, table: str) -> TableSchema | None:
+    """The downstream table's columns and indexes (None when the table does not exist)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT VERSION()")
+        mariadb = "mariadb" in str(cur.fetchone()[0]).lower()
+        cur.execute("SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, EXTRA "
+                    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                    "ORDER BY ORDINAL_POSITION", (schema, table))
+        rows = cur.fetchall()
+        if not rows:
+            return None
+        cols = []
+        for name, ctype, nullable, default, extra in rows:
+            t = canonical_type(_s(ctype))
+            cols.append(Column(_s(name), t, _s(nullable).upper() == "YES",
+                               canonical_default(_s(default) if default is not None else None, t,
+                                                 quoted_strings=mariadb),
+                               " ".join(_s(extra or "").upper().replace("DEFAULT_GENERATED", "").split())))
+        cur.execute("SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME, INDEX_TYPE FROM information_schema.STATISTICS "
+                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY INDEX_NAME, SEQ_IN_INDEX", (schema, table))
+        idx: dict[str, list] = {}
+        for name, non_unique, col, itype in cur.fetchall():
+            name = _s(name)
+            kind = ("primary" if name.upper() == "PRIMARY" else "unique" if int(non_unique) == 0 else
+                    "fulltext" if _s(itype).upper() == "FULLTEXT" else "spatial" if _s(itype).upper() == "SPATIAL"
+                    else "index")
+            idx.setdefault(name, [kind, []])[1].append(_s(col))
+    return TableSchema(tuple(cols), tuple(Index(n, k, tuple(c)) for n, (k, c) in idx.items()))
+
+
+def _s(v) -> str:
+    return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
+
+
+def _change_applied(ch, cur: TableSchema | None) -> bool | None:
+    if cur is None:
+        return None
+    if ch.op == "add_column":
+        return cur.column(ch.column.name) is not None
+    if ch.op == "drop_column":
+        return cur.column(ch.name) is None
+    if ch.op in ("rename_column", "rename_index") or (ch.op == "modify_column" and ch.new_name):
+        new = ch.new_name or ch.column.name
+        get = cur.index if ch.op == "rename_index" else cur.column
+        if get(new) is not None and get(ch.name) is None:
+            return True
+        if get(ch.name) is not None and get(new) is None:
+            return False
+        return None
+    if ch.op == "modify_column":
+        c = cur.column(ch.name)
+        return c is not None and c.same_definition(ch.column)
+    if ch.op == "add_index":
+        return cur.index(ch.index.name) is not None
+    if ch.op == "drop_index":
+        return cur.index(ch.name) is None
+    return None
+
+
+def statement_applied(conn, sql: str) -> bool | None:
+    """Whether a (canonical, routed) DDL statement has taken effect downstream; None: cannot tell."""
+    try:
+        n = normalize(sql, None)
+        changes = statement_changes(n.sql)
+    except ShardDDLUnsupported:
+        return None
+    cur = read_table_schema(conn, *n.target)
+    got = [_change_applied(ch, cur) for ch in changes]
+    if got and all(g is True for g in got):
+        return True
+    if got and all(g is False or (g is None and ch.op in _IDEMPOTENT) for g, ch in zip(got, changes)):
+        return False  # nothing applied (parts that cannot tell are harmless to run again)
+    return None
+
+
+def _rerun_is_harmless(sql: str) -> bool:
+    try:
+        return all(ch.op in _IDEMPOTENT or (ch.op == "modify_column" and not ch.new_name)
+                   for ch in statement_changes(sql))
+    except ShardDDLUnsupported:
+        return False
+
+
+def _execute(conn, sql: str) -> None:
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+    except Exception as e:  # pymysql errors: report the server's code and message
+        args = getattr(e, "args", ())
+        raise ErrorCode.DDL_EXEC_FAILED.error(f"downstream rejected shard DDL `{sql}`: {args or e}") from None
+
+
+def run_operation(store, conn, op: Operation, ops) -> Operation:
+    """Execute ``op`` (an ``exec`` operation of this source) downstream and acknowledge it.
+
+    ``ops`` is ``dm_core.shardddl.pessimism.ops`` or ``dm_core.shardddl.optimism.ops``;
+    ``conn`` a downstream connection in autocommit mode. Safe to call again after any crash
+    with the operation as ``get_operation`` returns it then.
+    """
+    if op.action != EXEC:
+        raise ShardDDLLockError(f"operation {op.step} of lock {op.lock_id} for {op.source} is `{op.action}`, "
+                                f"not exec")
+    i = op.exec_index
+    if op.executing and i < len(op.ddls):
+        applied = statement_applied(conn, op.ddls[i])
+        if applied is True:
+            ops.mark_executed(store, op.task, op.source, op.lock_id, op.step, i)
+            i += 1
+        elif applied is None and not _rerun_is_harmless(op.ddls[i]):
+            raise ShardDDLExecUnknown(f"the owner {op.source} was executing `{op.ddls[i]}` (lock {op.lock_id}) "
+                                      f"when it stopped, and the downstream table does not show whether it "
+                                      f"took effect")
+    for j in range(i, len(op.ddls)):
+        ops.mark_executing(store, op.task, op.source, op.lock_id, op.step, j)
+        faults.hit("shardddl.exec.before_downstream")
+        _execute(conn, op.ddls[j])
+        faults.hit("shardddl.exec.after_downstream")
+        ops.mark_executed(store, op.task, op.source, op.lock_id, op.step, j)
+    return ops.ack_done(store, op.task, op.source, op.lock_id, op.step)

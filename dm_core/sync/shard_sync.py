@@ -1,0 +1,226 @@
+"""The syncer's side of shard DDL coordination for one source (one sync window at a time).
+
+The syncer asks this object three things:
+
+* ``skip_row(table, pos)`` for every row event (pessimistic mode skips rows of shards that
+  are past a DDL the downstream has not got yet, and rows already applied before a rewind);
+* ``handle(txn, n, dconn)`` for a DDL on a sharded target, which answers with a
+  ``ShardStep``: ``go`` (the event is dealt with: move past it), ``wait`` (stop the window
+  *before* the DDL, the lock is not ready; the next poke reads it again) or ``rewind``
+  (the DDL is resolved: move the checkpoint to ``rewind_to`` and end the window, the next
+  one replays the skipped rows); errors (inconsistent DDLs, conflicts, unsupported
+  statements) are raised and pause the source like any terminal error;
+* ``committed(pos)`` whenever everything before ``pos`` is durable downstream, and
+  ``persist()`` at the points ``source_group`` names.
+
+Which targets are sharded, and which sources each lock waits for, comes from
+``membership`` (the upstreams' tables, asked once per Syncer).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from dm_core.full import faults
+from dm_core.shardddl import executor, ops_for
+from dm_core.shardddl.common import EXEC, SKIP, WAIT, fmt_tables
+from dm_core.shardddl.ddl_norm import CREATE, IGNORE, NormalizedDDL
+from dm_core.shardddl.membership import Membership, task_membership
+from dm_core.shardddl.source_group import DONE, RECORDED, REPORT, SourceGroup, SourceShardGroups
+from dm_core.state.store import Position
+
+log = logging.getLogger("shardflow.sync.shard")
+
+GO, WAITING, REWIND = "go", "wait", "rewind"
+
+
+@dataclass
+class ShardStep:
+    action: str                              # go | wait | rewind
+    message: str = ""
+    rewind_to: Position | None = None
+    executed: list[str] = field(default_factory=list)   # statements this source ran downstream
+    lock: dict | None = None                 # what was reported (for the sensor's XCom)
+
+
+class ShardSync:
+    def __init__(self, task, source_id: str, store):
+        self.task = task
+        self.source_id = source_id
+        self.store = store
+        self.mode = task.shard_mode
+        self._membership: Membership | None = None
+        self.groups: SourceShardGroups | None = None
+        self._saved: str | None = None
+
+    # ---- set-up ---------------------------------------------------------------------------
+    @property
+    def membership(self) -> Membership:
+        if self._membership is None:
+            self._membership = task_membership(self.task, self.store)
+        return self._membership
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.mode)
+
+    def load(self, state: dict) -> None:
+        """Restore (or build) this source's first-level groups at the start of a window."""
+        if self.mode != "pessimistic":
+            return
+        saved = state.get("shard_groups")
+        if saved:
+            groups = SourceShardGroups.from_json(saved)
+            self._saved = groups.to_json()
+        else:
+            groups = SourceShardGroups()
+            self._saved = None
+        for target, tables in self.membership.tables_of(self.source_id).items():
+            if not self.membership.sharded(target):
+                continue
+            g = groups.groups.get(target)
+            if g is None:
+                groups.groups[target] = SourceGroup(target, tables)
+            else:
+                for t in tables:
+                    if t not in g.members:
+                        g.add_member(t)
+        self.groups = groups
+
+    def is_sharded(self, target: tuple[str, str]) -> bool:
+        return self.enabled and self.membership.sharded(target)
+
+    # ---- rows -----------------------------------------------------------------------------
+    def row_gate(self, pos: Position) -> bool:
+        """Whether rows of the transaction starting at ``pos`` need ``skip_row`` at all."""
+        g = self.groups
+        return g is not None and bool(g.groups) and (not g.idle or g.in_replay(pos))
+
+    def skip_row(self, table: tuple[str, str], pos: Position) -> bool:
+        return self.groups.should_skip_dml(table, pos)
+
+    def skip_plain_ddl(self, pos: Position) -> bool:
+        """A DDL of an unsharded table met again while replaying ran in the first pass."""
+        return self.groups is not None and self.groups.should_skip_ddl(pos)
+
+    # ---- durability -------------------------------------------------------------------------
+    def committed(self, pos: Position) -> None:
+        if self.groups is not None:
+            self.groups.committed(pos)
+
+    def persist(self) -> None:
+        if self.groups is None:
+            return
+        text = self.groups.to_json()
+        if text != self._saved:
+            self.store.update_source_state(self.task.name, self.source_id, shard_groups=text)
+            self._saved = text
+
+    def pending(self) -> list[dict]:
+        """This source's groups that wait for DDLs (for the sensor's log and XCom)."""
+        if self.groups is None:
+            return []
+        out = []
+        for g in self.groups.groups.values():
+            if not g.idle:
+                out.append({"target": list(g.target), "resolved": g.resolved,
+                            "waiting_for_tables": [list(t) for t in g.waiting_for()]})
+        return out
+
+    # ---- DDL --------------------------------------------------------------------------------
+    def handle(self, txn, n: NormalizedDDL, dconn) -> ShardStep:
+        table = n.tables[0]
+        if self.mode == "optimistic":
+            return self._optimistic(txn, n, table, dconn)
+        return self._pessimistic(txn, n, table, dconn)
+
+    def _pessimistic(self, txn, n: NormalizedDDL, table, dconn) -> ShardStep:
+        groups = self.groups
+        g = groups.groups.get(tuple(n.target))
+        if g is None:  # first table of this source routed to a target sharded across sources
+            g = groups.groups[tuple(n.target)] = SourceGroup(n.target, [])
+        if n.action == IGNORE:
+            out = g.remove_member(table) if n.kind == "drop table" else None
+            self.persist()
+            if out is not None and out.action == REPORT:
+                return self._report(g, out.ddls, out.position, dconn)
+            return ShardStep(GO, f"ignored on a sharded table: {n.reason}")
+        if n.action == CREATE:
+            ran = []
+            if not groups.should_skip_ddl(txn.start):
+                with dconn.cursor() as cur:
+                    cur.execute(n.sql)
+                ran.append(n.sql)
+            g.add_member(table)
+            self.persist()
+            return ShardStep(GO, f"`{table[0]}`.`{table[1]}` joins the sharding group of "
+                                 f"`{n.target[0]}`.`{n.target[1]}`", executed=ran)
+        if table not in g.members:
+            g.add_member(table, version=g.resolved)
+        ddls = tuple(x.sql for x in n.split())
+        out = groups.on_ddl(table, ddls, txn.end)
+        self.persist()  # before the checkpoint moves past the DDL
+        faults.hit("shardddl.sync.after_record")
+        if out.action == DONE:
+            return ShardStep(GO, f"DDL already executed downstream (round {out.round})")
+        if out.action == RECORDED:
+            return ShardStep(GO, f"DDL of `{table[0]}`.`{table[1]}` recorded (round {out.round}); rows of that "
+                                 f"table are held back until {fmt_tables(out.waiting_for)} reach it too")
+        return self._report(g, out.ddls, out.position, dconn)
+
+    def _report(self, g: SourceGroup, ddls, position: Position, dconn) -> ShardStep:
+        from dm_core.shardddl.pessimism import Info
+
+        ops = ops_for("pessimistic")
+        info = Info(self.task.name, self.source_id, g.target, tuple(sorted(g.members)), tuple(ddls), position)
+        op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
+        faults.hit("shardddl.sync.after_put_info")
+        step = self._finish(op, ops, dconn)
+        if step is not None:
+            return step
+        replay = self.groups.on_resolved(g.target)
+        faults.hit("shardddl.sync.after_resolved")
+        msg = (f"DDL round {replay.round} of `{g.target[0]}`.`{g.target[1]}` done; replaying rows of "
+               f"{fmt_tables(replay.tables)} from {replay.rewind_to}" if replay.tables else
+               f"DDL round {replay.round} of `{g.target[0]}`.`{g.target[1]}` done")
+        return ShardStep(REWIND, msg, rewind_to=replay.rewind_to,
+                         executed=list(op.ddls) if op.action == EXEC and not op.replayed else [],
+                         lock={"lock_id": op.lock_id, "ddls": list(ddls), "action": op.action})
+
+    def _optimistic(self, txn, n: NormalizedDDL, table, dconn) -> ShardStep:
+        from dm_core.shardddl.optimism import Info
+
+        if n.action == IGNORE:
+            return ShardStep(GO, f"ignored on a sharded table: {n.reason}")
+        ops = ops_for("optimistic")
+        ddls = (n.sql,) if n.action == CREATE else tuple(x.sql for x in n.split())
+        mine = tuple(sorted(set(self.membership.tables_of(self.source_id).get(tuple(n.target), [])) | {table}))
+        info = Info(self.task.name, self.source_id, tuple(n.target), table, ddls, txn.end, tables=mine,
+                    schema_before=executor.read_table_schema(dconn, *n.target))
+        op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
+        faults.hit("shardddl.sync.after_put_info")
+        step = self._finish(op, ops, dconn)
+        if step is not None:
+            return step
+        return ShardStep(GO, f"{op.action} on lock {op.lock_id}: {op.message}".rstrip(": "),
+                         executed=list(op.ddls) if op.action == EXEC and not op.replayed else [],
+                         lock={"lock_id": op.lock_id, "ddls": list(ddls), "action": op.action})
+
+    def _finish(self, op, ops, dconn) -> ShardStep | None:
+        """Carry out the lock's answer; a ShardStep when the window must stop, else None."""
+        if op.action == WAIT:
+            if op.conflict:
+                raise op.error()
+            return ShardStep(WAITING, f"lock {op.lock_id}: {op.message or 'waiting'}",
+                             lock={"lock_id": op.lock_id, "ddls": list(op.ddls), "owner": op.owner})
+        if op.done:
+            return None
+        if op.action == EXEC:
+            log.info("source %s owns lock %s: executing %s", self.source_id, op.lock_id, "; ".join(op.ddls))
+            executor.run_operation(self.store, dconn, op, ops)
+        elif op.action == SKIP:
+            ops.ack_done(self.store, self.task.name, self.source_id, op.lock_id, op.step)
+            faults.hit("shardddl.sync.after_skip_ack")
+        return None
+

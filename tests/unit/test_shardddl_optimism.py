@@ -1,0 +1,270 @@
+"""The optimistic lock: schema join, add/drop at different times, widening, conflicts,
+exec order, unlock. Scenarios run on one Lock and with a rows round-trip after every call."""
+
+import pytest
+
+from dm_core.shardddl.common import DONE, EXEC, SKIP, WAIT
+from dm_core.shardddl.ddl_norm import normalize, schema_from_create
+from dm_core.shardddl.errors import ShardDDLConflict, ShardDDLLockError
+from dm_core.shardddl.optimism import Info, Keeper, Lock
+from dm_core.state.store import Position
+
+TASK, TARGET = "task", ("db", "t")
+BASE = schema_from_create("CREATE TABLE t (id INT NOT NULL, name VARCHAR(20) NULL, qty INT NOT NULL DEFAULT 0, "
+                          "PRIMARY KEY (id))")
+
+
+def route(schema, table):
+    return TARGET
+
+
+class Harness:
+    def __init__(self, sources, persist, tables=None):
+        self.lock = Lock(f"{TASK}-`db`.`t`", TASK, TARGET, sources)
+        self.persist = persist
+        self.tables = tables or {}
+        self.pos = {}
+
+    def call(self, fn):
+        try:
+            return fn(self.lock)
+        finally:
+            if self.persist:
+                self.lock = Lock.from_rows(*self.lock.to_rows())
+
+    def report(self, source, table, sql):
+        key = (source, table)
+        self.pos[key] = self.pos.get(key, 0) + 100
+        n = normalize(sql, "up", route)
+        info = Info(TASK, source, TARGET, ("up", table), (n.sql,), Position("bin.000001", self.pos[key]),
+                    tables=tuple(("up", t) for t in self.tables.get(source, [table])), schema_before=BASE)
+        return self.call(lambda lk: lk.report(info))
+
+    def op(self, source, table=None):
+        return self.lock.operation_for(source, ("up", table) if table else None)
+
+    def finish(self, source, table=None):
+        """Run the member's op to the end (exec: mark statements; skip: ack) and return it."""
+        op = self.op(source, table)
+        assert op is not None and op.action in (EXEC, SKIP), op
+        if op.action == EXEC:
+            for i in range(len(op.ddls)):
+                self.call(lambda lk: lk.mark_executing(source, op.step, i))
+                self.call(lambda lk: lk.mark_executed(source, op.step, i))
+        self.call(lambda lk: lk.ack(source, op.step))
+        return op
+
+    def joined(self):
+        return [c.definition() for c in self.lock.joined.columns]
+
+
+@pytest.fixture(params=[False, True], ids=["memory", "persisted"])
+def persist(request):
+    return request.param
+
+
+def test_add_nullable_column_at_different_times(persist):
+    h = Harness(["s1", "s2"], persist)
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT NULL AFTER name")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ADD COLUMN `c` INT NULL AFTER `name`",)
+    h.finish("s1")
+    assert "`c` INT" in h.joined()
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+    assert op.action == SKIP and "already has" in op.message
+    h.finish("s2")
+    assert h.lock.status == "idle"
+
+
+def test_skip_waits_for_an_earlier_exec(persist):
+    h = Harness(["s1", "s2"], persist)
+    h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+    assert op.action == WAIT and "s1" in op.message           # s1 has not executed yet
+    with pytest.raises(ShardDDLLockError, match="before s1"):
+        h.call(lambda lk: lk.ack("s2", h.lock.operation_for("s2").step))
+    h.finish("s1")
+    assert h.op("s2").action == SKIP
+
+
+def test_widening_by_a_later_shard_modifies_the_column(persist):
+    h = Harness(["s1", "s2"], persist)
+    h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+    h.finish("s1")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c BIGINT")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` MODIFY COLUMN `c` BIGINT",)
+    h.finish("s2")
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(50)")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` MODIFY COLUMN `name` VARCHAR(50)",)
+    h.finish("s1")
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(30)").action == SKIP
+
+
+def test_drop_column_runs_when_the_last_shard_drops_it(persist):
+    h = Harness(["s1", "s2", "s3"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN name").action == SKIP
+    h.finish("s1")
+    assert h.report("s3", "t_1", "ALTER TABLE t_1 DROP COLUMN name").action == SKIP
+    h.finish("s3")
+    assert "`name` VARCHAR(20)" in h.joined()
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN name")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `name`",)
+    h.finish("s2")
+    assert all("`name`" not in c for c in h.joined())
+
+
+def test_unreported_sources_and_tables_keep_the_old_schema(persist):
+    h = Harness(["s1", "s2"], persist, tables={"s1": ["t_1", "t_2"]})
+    # s1's two tables and s2 (not heard from) still have `name`
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN name").action == SKIP
+    h.finish("s1", "t_1")
+    assert h.report("s1", "t_2", "ALTER TABLE t_2 DROP COLUMN name").action == SKIP
+    h.finish("s1", "t_2")
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN name").action == EXEC
+
+
+def test_not_null_without_default_waits_until_every_shard_has_it(persist):
+    h = Harness(["s1", "s2"], persist)
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN d INT NOT NULL")
+    assert op.action == WAIT and op.conflict
+    assert "`d`" in op.conflict and "s1 `up`.`t_1`" in op.conflict and "s2" in op.conflict
+    assert h.lock.status == "conflict"
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN d INT NOT NULL")
+    # now both have it: the earliest reporter executes it, once
+    assert h.op("s1").action == EXEC and h.op("s1").ddls == ("ALTER TABLE `db`.`t` ADD COLUMN `d` INT NOT NULL",)
+    assert op.action == WAIT and not op.conflict
+    h.finish("s1")
+    h.finish("s2")
+    assert h.lock.status == "idle"
+
+
+def test_drop_of_not_null_column_waits_for_every_shard(persist):
+    h = Harness(["s1", "s2"], persist)
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN qty")      # NOT NULL DEFAULT 0: fine to keep
+    assert op.action == SKIP
+    h.finish("s1")
+    h2 = Harness(["s1", "s2"], persist)
+    h2.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN e INT NULL")
+    h2.finish("s1")
+    h2.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN e INT NULL")
+    h2.finish("s2")
+    h2.report("s1", "t_1", "ALTER TABLE t_1 MODIFY COLUMN e INT NULL DEFAULT 3")
+    assert h2.op("s1").conflict and "conflicting definitions" in h2.op("s1").conflict
+    op = h2.report("s2", "t_1", "ALTER TABLE t_1 MODIFY COLUMN e INT NULL DEFAULT 3")
+    assert h2.op("s1").action == EXEC and h2.op("s1").ddls == ("ALTER TABLE `db`.`t` MODIFY COLUMN `e` INT NULL DEFAULT 3",)
+
+
+# (statement, words of the conflict)
+HARD_CONFLICTS = [
+    ("ALTER TABLE t_1 RENAME COLUMN name TO title", ["renaming column `name` to `title`"]),
+    ("ALTER TABLE t_1 CHANGE name title VARCHAR(20)", ["renaming column `name` to `title`"]),
+    ("ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(5)", ["`name`", "VARCHAR(20) to VARCHAR(5)"]),
+    ("ALTER TABLE t_1 MODIFY COLUMN qty VARCHAR(10) NOT NULL DEFAULT '0'", ["`qty`", "INT to VARCHAR(10)"]),
+    ("ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(20) NOT NULL", ["making column `name` NOT NULL"]),
+    ("ALTER TABLE t_1 ENGINE=InnoDB", ["not supported in optimistic mode"]),
+    ("ALTER TABLE t_1 DROP COLUMN nosuch", ["does not fit", "`nosuch`"]),
+]
+
+
+@pytest.mark.parametrize("sql,words", HARD_CONFLICTS)
+def test_hard_conflicts_wait_for_the_operator(sql, words, persist):
+    h = Harness(["s1", "s2"], persist)
+    op = h.report("s1", "t_1", sql)
+    assert op.action == WAIT and op.conflict
+    assert isinstance(op.error(), ShardDDLConflict)
+    for w in words:
+        assert w in op.conflict, (w, op.conflict)
+    assert "s1 `up`.`t_1`" in op.conflict
+    assert h.lock.status == "conflict"
+    # other shards' compatible DDLs still go on meanwhile
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN z INT").action == EXEC
+    h.finish("s2")
+    assert h.lock.status == "conflict"
+    # the operator fixed the downstream by hand and accepts s1's change
+    h.call(lambda lk: lk.unlock(owner="s1", action=SKIP))
+    assert h.op("s1").action == SKIP
+    h.finish("s1")
+    assert h.lock.status == "idle"
+
+
+def test_conflicting_definitions_name_columns_and_members(persist):
+    h = Harness(["s1", "s2"], persist)
+    h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+    h.finish("s1")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c VARCHAR(10)")
+    assert op.action == WAIT
+    assert "column `c` has conflicting definitions" in op.conflict
+    assert "INT in s1 `up`.`t_1`" in op.conflict and "VARCHAR(10) in s2 `up`.`t_1`" in op.conflict
+    with pytest.raises(ShardDDLLockError, match="no conflicting DDL of source s1"):
+        h.call(lambda lk: lk.unlock(owner="s1"))
+    h.call(lambda lk: lk.unlock(owner="s2", action=EXEC))    # force it: s2 runs its own statement
+    op = h.op("s2")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ADD COLUMN `c` VARCHAR(10)",)
+
+
+def test_unique_key_only_when_every_shard_has_it(persist):
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD UNIQUE KEY uk (name)").action == SKIP
+    h.finish("s1")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD UNIQUE KEY uk (name)")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ADD UNIQUE `uk` (`name`)",)
+    h.finish("s2")
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP INDEX uk")      # one shard stops enforcing it
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP INDEX `uk`",)
+
+
+def test_plain_index_as_soon_as_one_shard_has_it(persist):
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "CREATE INDEX k ON t_1 (qty)").action == EXEC
+    h.finish("s1")
+    assert h.report("s2", "t_1", "CREATE INDEX k ON t_1 (qty)").action == SKIP
+
+
+def test_replay_and_idempotent_report(persist):
+    h = Harness(["s1"], persist)
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+    h.pos[("s1", "t_1")] -= 100
+    again = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")   # same position: same op
+    assert again.step == op.step and again.action == EXEC
+    h.finish("s1")
+    h.pos[("s1", "t_1")] -= 100
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")      # met again after a restart
+    assert (op.action, op.state, op.replayed) == (SKIP, DONE, True)
+
+
+def test_new_shard_created_with_an_extra_column(persist):
+    h = Harness(["s1"], persist)
+    h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+    h.finish("s1")
+    op = h.report("s1", "t_9", "CREATE TABLE t_9 (id INT NOT NULL, name VARCHAR(20), qty INT NOT NULL DEFAULT 0, "
+                               "c INT, note TEXT, PRIMARY KEY (id))")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ADD COLUMN `note` TEXT",)
+
+
+def test_three_sources_mixed_timing(persist):
+    h = Harness(["s1", "s2", "s3"], persist)
+    log = []
+    for s in ("s1", "s2", "s3"):
+        op = h.report(s, "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+        log.append(h.finish(s).action)
+    for s in ("s3", "s1", "s2"):
+        h.report(s, "t_1", "ALTER TABLE t_1 DROP COLUMN c")
+        log.append(h.finish(s).action)
+    assert log == [EXEC, SKIP, SKIP, SKIP, SKIP, EXEC]
+    assert h.lock.status == "idle"
+
+
+def test_keeper_and_new_lock_needs_schema():
+    k = Keeper()
+    n = normalize("ALTER TABLE t_1 ADD COLUMN c INT", "up", route)
+    with pytest.raises(ShardDDLLockError, match="schema_before"):
+        k.report(Info(TASK, "s1", TARGET, ("up", "t_1"), (n.sql,), Position("b.1", 1)), ["s1"])
+    op = k.report(Info(TASK, "s1", TARGET, ("up", "t_1"), (n.sql,), Position("b.1", 1), schema_before=BASE), ["s1"])
+    assert op.action == EXEC and k.operation(TASK, "s1").action == EXEC
+
+
+def test_no_decision_before_the_sources_are_known(persist):
+    h = Harness([], persist)
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN name")
+    assert op.action == WAIT and "coordinator" in op.message
+    h.call(lambda lk: (lk.set_sources(["s1", "s2"]), lk.settle()))     # the coordinator's resolve
+    assert h.op("s1").action == SKIP                                    # s2 still has `name`
