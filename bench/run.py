@@ -1,11 +1,13 @@
-"""`make bench`: run the benchmarks, print a table, write bench/results/{full,incremental}.json.
+"""`make bench`: run the benchmarks, print a table, write bench/results/{rules,full,incremental}.json.
 
-    python -m bench.run [--full-rows N] [--inc-events N] [--only full|incremental]
+    python -m bench.run [--rule-rows N] [--full-rows N] [--inc-events N] [--only rules|full|incremental]
 
-Needs the local stack (`make stack-up`); ports and credentials come from the environment or
-`scripts/stack.sh env`. Figures are raw; performance is judged by the ratios (shardflow ÷
-baseline, measured in this run on the same data), never by pass/fail thresholds.
-A baseline that cannot run is reported as null with its reason.
+The rules part (bench/rules.py: the syncer's routing + filtering + mapping on one core vs
+just iterating the rows) runs first, in this process, and needs no server. The full and
+incremental parts need the local stack (`make stack-up`); ports and credentials come from
+the environment or `scripts/stack.sh env`. Figures are raw; performance is judged by the
+ratios (shardflow ÷ baseline, measured in this run on the same data), never by pass/fail
+thresholds. A baseline that cannot run is reported as null with its reason.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 import sys
 import time
 
-from bench import full, incremental
+from bench import full, incremental, rules
 from bench.common import fmt, machine, stack_from_env, table, write_json
 
 log = logging.getLogger("bench")
@@ -23,11 +25,13 @@ log = logging.getLogger("bench")
 
 def _parse_arguments(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rule-rows", type=int, default=500_000,
+                   help="row changes run through the task rules, 2 sources x 4 schemas x 4 tables (default 500,000)")
     p.add_argument("--full-rows", type=int, default=2_000_000,
                    help="rows of the full-copy data set, spread over 2 sources x 2 schemas x 2 tables (default 2,000,000)")
     p.add_argument("--inc-events", type=int, default=50_000,
                    help="single-row transactions of the incremental workload (default 50,000)")
-    p.add_argument("--only", choices=("full", "incremental"), help="run one part only")
+    p.add_argument("--only", choices=("rules", "full", "incremental"), help="run one part only")
     return p.parse_args(argv)
 
 
@@ -40,6 +44,28 @@ def _row(name: str, r: dict, cols: list[str]) -> list:
 
 def _ratios(ratios: dict) -> str:
     return "ratios (shardflow / baseline): " + "  ".join(f"{k} {fmt(v, 2)}" for k, v in ratios.items())
+
+
+def render_rules(out: dict) -> str:
+    d = out["data"]
+    cols = ["seconds", "rows_per_s", "note"]
+    names = {"iterate_only": "iterate only (copy each row image)",
+             "shardflow_rules": "shardflow rules (Syncer._txn_jobs)"}
+    rows = [_row(names[k], r, cols) for k, r in out["results"].items()]
+    for row in rows:
+        row[1] = fmt(row[1], 3)
+    sf = out["results"]["shardflow_rules"]
+    rows[-1][-1] = rows[-1][-1] or f"kept {sf['kept']:,}, filtered {sf['filtered']:,}"
+    by = sf["filtered_by"]
+    cpu = f"CPU {d['cpu']}" if d.get("cpu") is not None else "unpinned"
+    return (f"RULES: {d['rows']:,} row changes in {d['transactions']:,} transactions ({d['layout']}; "
+            f"{d['ops']['insert']:,} insert / {d['ops']['update']:,} update / {d['ops']['delete']:,} delete), "
+            f"one core ({cpu}), best of {d['repeat']}\n"
+            + table(["engine", "s", "rows/s", "note"], rows)
+            + f"\nfiltered: {by['block_allow']:,} block-allow-list, {by['binlog_filter']:,} binlog event filter, "
+            f"{by['expression_filter']:,} expression filter; {d['plans']} table plans built in "
+            f"{fmt(d['plan_seconds'] * 1000, 1)} ms (included)"
+            + "\n" + _ratios(out["ratios"]))
 
 
 def render_full(out: dict) -> str:
@@ -86,9 +112,13 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="[bench] %(message)s", stream=sys.stderr)
     for noisy in ("shardflow", "pymysqlreplication", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    stack = stack_from_env()
     reports = []
     t0 = time.monotonic()
+    if args.only in (None, "rules"):
+        out = {"meta": {**machine(), "rule_rows": args.rule_rows}, **rules.run(args.rule_rows)}
+        path = write_json("rules.json", out)
+        reports.append(render_rules(out) + f"\n→ {path}")
+    stack = stack_from_env() if args.only in (None, "full", "incremental") else None
     if args.only in (None, "full"):
         out = {"meta": {**machine(), "full_rows": args.full_rows}, **full.run(stack, args.full_rows)}
         path = write_json("full.json", out)

@@ -87,7 +87,7 @@ class WindowResult:
 class _TablePlan:
     """Everything the row path needs for one upstream table shape, built once."""
 
-    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr")
+    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr", "actions")
 
     def __init__(self):
         self.skip = False
@@ -96,6 +96,7 @@ class _TablePlan:
         self.columns = None
         self.extract = {}
         self.expr = None
+        self.actions = {}  # binlog event filter's answer by row op: without SQL text it depends on nothing else
 
 
 class Syncer:
@@ -371,7 +372,9 @@ class Syncer:
                 continue
             if gated and self.shard.skip_row((ch.schema, ch.table), txn.start):
                 continue
-            action = bf.action(ch.schema, ch.table, ch.op, None)
+            action = p.actions.get(ch.op)
+            if action is None:
+                action = p.actions[ch.op] = bf.action(ch.schema, ch.table, ch.op, None)
             if action == "ignore":
                 continue
             if action == "error":

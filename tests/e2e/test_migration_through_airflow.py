@@ -71,6 +71,32 @@ def _columns(ep, tdb) -> list[str]:
     return out
 
 
+def _run(ep, *stmts) -> None:
+    conn = connect(ep)
+    with conn.cursor() as cur:
+        for sql in stmts:
+            cur.execute(sql)
+    conn.close()
+
+
+def _wait_for(fn, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(2)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def _api(stack):
+    from dm_core.cli.airflow_api import AirflowAPI
+
+    home = Path(stack["env"]["AIRFLOW_HOME"])
+    pw = json.loads((home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+    return AirflowAPI(url=stack["env"]["SHARDFLOW_AIRFLOW_URL"], user="admin", password=pw)
+
+
 def _task_processes() -> list[int]:
     """Airflow task processes (children of LocalExecutor workers: `airflow worker -- <ti uuid>`)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
@@ -215,6 +241,41 @@ def test_full_then_incremental_merge_equals_union_of_shards(stack, airflow, uniq
                         "AND TABLE_NAME = 't' AND INDEX_NAME = 'idx_amount'", (tdb,))
             assert cur.fetchone()[0] == 1, "the shard DDL taken during the SIGKILLs reached the downstream"
         conn.close()
+
+        # A lock stuck on a source that has not run the DDL (yet): dmctl and the coordinator's
+        # Variable show it; the operator releases it from the unlock DAG (Params, as in the UI);
+        # when the late source runs the DDL it skips it (the downstream has it already).
+        e1, e2 = list(sources)
+        up1_shards = [x for x in shards if x[0] is stack["up1"]]
+        for i, (ep, s, t) in enumerate(up1_shards):
+            _run(ep, f"ALTER TABLE {qt(s, t)} ADD COLUMN late_col int NULL",
+                 f"INSERT INTO {qt(s, t)} (name, amount, late_col) VALUES ('stuck', {i}, 1)")
+        lock = _wait_for(lambda: next((lk for lk in json.loads(dmctl(stack, "shard-ddl-lock", name).stdout)["locks"]
+                                       if lk["waiting_for"] == [e2] and "late_col" in " ".join(lk["ddls"])), None),
+                         300, "a lock waiting for the second source")
+        assert lock["owner"] == e1 and lock["reported"] == [e1] and lock["waiting_since"]
+        api = _api(stack)
+        mirrored = _wait_for(lambda: lock["lock_id"] in (api.variable(f"shardflow_{name}_ddl_locks") or ""), 120,
+                             "the coordinator's Variable to show the lock")
+        assert mirrored
+        run = api.trigger(f"dm_{name}_shard_ddl_unlock", {"lock_id": lock["lock_id"], "owner": e1, "action": "exec",
+                                                          "force_remove": False})
+        state = _wait_for(lambda: (api.run(f"dm_{name}_shard_ddl_unlock", run["dag_run_id"]) or {}).get("state")
+                          in ("success", "failed") and api.run(f"dm_{name}_shard_ddl_unlock", run["dag_run_id"]),
+                          300, "the unlock DAG run to finish")["state"]
+        assert state == "success"
+        r = dmctl(stack, "query-status", name, "--wait-synced", "600", check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "late_col" in _columns(stack["down"], tdb)
+        assert _count(stack["down"], tdb, "stuck") == len(up1_shards)
+        for i, (ep, s, t) in enumerate(x for x in shards if x[0] is stack["up2"]):
+            _run(ep, f"ALTER TABLE {qt(s, t)} ADD COLUMN late_col int NULL",
+                 f"INSERT INTO {qt(s, t)} (name, amount, late_col) VALUES ('late', {i}, 2)")
+        r = dmctl(stack, "query-status", name, "--wait-synced", "600", check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(dmctl(stack, "shard-ddl-lock", name).stdout)["locks"] == []
+        v = dmctl(stack, "validate", name, check=False)
+        assert v.returncode == 0, v.stdout + v.stderr
 
         # pause: nothing is applied; resume: it catches up
         dmctl(stack, "pause-task", name)

@@ -30,6 +30,7 @@ class MariaDB:
     socket: Path
     proc: subprocess.Popen = field(repr=False)
     log: Path = field(repr=False)
+    args: list = field(default_factory=list, repr=False)  # mariadbd's command line, for start()
 
     def endpoint(self, user: str = "root", password: str = "", name: str = "") -> Endpoint:
         return Endpoint(host=HOST, port=self.port, user=user, password=password, name=name)
@@ -51,6 +52,14 @@ class MariaDB:
                 return rows
         finally:
             conn.close()
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the server again on the same data directory (after ``stop``)."""
+        if self.proc.poll() is None:
+            return
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        _wait_up(self, timeout)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -98,20 +107,25 @@ def start_mariadb(tmpdir, port: int, server_id: int, extra_args=(), *, log_bin: 
                  "--binlog-row-metadata=FULL"]
     args += list(extra_args)
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    db = MariaDB(port, datadir, socket, proc, log)
+    db = MariaDB(port, datadir, socket, proc, log, args)
+    _wait_up(db, timeout)
+    return db
+
+
+def _wait_up(db: MariaDB, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mariadbd on port {port} exited with {proc.returncode}:\n{_tail(log)}")
+        if db.proc.poll() is not None:
+            raise RuntimeError(f"mariadbd on port {db.port} exited with {db.proc.returncode}:\n{_tail(db.log)}")
         try:
             db.sql("SELECT 1")
-            return db
+            return
         except Exception as e:  # noqa: BLE001 - not up yet
             last = e
             time.sleep(0.2)
     db.stop()
-    raise RuntimeError(f"mariadbd on port {port} did not answer in {timeout}s ({last}):\n{_tail(log)}")
+    raise RuntimeError(f"mariadbd on port {db.port} did not answer in {timeout}s ({last}):\n{_tail(db.log)}")
 
 
 def _tail(path: Path, n: int = 20) -> str:

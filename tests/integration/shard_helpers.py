@@ -73,11 +73,12 @@ def dml(ep, schema, table, tag, n=5) -> None:
         f"DELETE FROM {qt(schema, table)} WHERE name = '{tag}-2'")
 
 
-def make_tables(ep, schema: str, tables: list[str], rows: int = 3) -> None:
+def make_tables(ep, schema: str, tables: list[str], rows: int = 3, extra_cols: str = "") -> None:
+    """Shard tables (id, name, amount``extra_cols``); the starting rows fill the first three."""
     run(ep, f"DROP DATABASE IF EXISTS {qi(schema)}", f"CREATE DATABASE {qi(schema)}")
     for t in tables:
         run(ep, f"CREATE TABLE {qt(schema, t)} (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, "
-                f"name varchar(64) NULL, amount decimal(10,2) NOT NULL DEFAULT 0)")
+                f"name varchar(64) NULL, amount decimal(10,2) NOT NULL DEFAULT 0{extra_cols})")
         if rows:
             conn = connect(ep)
             with conn.cursor() as cur:
@@ -181,7 +182,7 @@ block-allow-list:
 
 
 def setup_shards(uniq: str, specs: list[SourceSpec], down: Endpoint, tmp_path, *, prefix: str,
-                 shard_mode: str = "pessimistic", rows: int = 3) -> ShardSetup:
+                 shard_mode: str = "pessimistic", rows: int = 3, extra_cols: str = "") -> ShardSetup:
     """Create the shards upstream, register sources and task, record the watermarks, copy
     the starting rows downstream (what the Spark full load does) and return the setup."""
     from dm_core.config.task import parse_task
@@ -194,7 +195,7 @@ def setup_shards(uniq: str, specs: list[SourceSpec], down: Endpoint, tmp_path, *
     shards = []
     for spec in specs:
         for s in spec.schemas:
-            make_tables(spec.ep, s, spec.tables, rows)
+            make_tables(spec.ep, s, spec.tables, rows, extra_cols)
             shards += [Shard(spec.sid, spec.ep, s, t) for t in spec.tables]
     text = task_yaml(name, down, specs, prefix, tdb, shard_mode)
     task_file = Path(tmp_path) / f"{name}.yaml"

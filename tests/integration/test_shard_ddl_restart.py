@@ -132,6 +132,17 @@ def _faulted_rounds(setup, tmp_path, faults: str, *, rounds: int = 3) -> list[di
     return history
 
 
+def _require_fault(history, faults: str) -> None:
+    """The fault must have ended a process in the first round. A point's first hit is met
+    in every interleaving; a later hit (``=2``) only when one process owns two steps of the
+    lock, which depends on which source reports first: such a run is skipped, not passed."""
+    if FAULT_EXIT in history[0].values():
+        return
+    if faults.endswith("=1"):
+        pytest.fail(f"fault point {faults} was never reached: {history}")
+    pytest.skip(f"this interleaving never reached {faults} (no source owned enough steps): {history}")
+
+
 def _assert_converged(setup, expected_cols, expected_alters, *, index=None):
     down, tdb = setup.down, setup.tdb
     assert [c for c, _ in columns(down, tdb, "t")] == expected_cols
@@ -162,7 +173,7 @@ def test_pessimistic_kill_at_each_step_of_a_lock_converges_exactly_once(two_sour
     setup = two_sources
     _write_sequence(setup, PESSIMISTIC_SEQ, with_c1_after=1)
     history = _faulted_rounds(setup, tmp_path, faults)
-    assert FAULT_EXIT in history[0].values(), f"fault point {faults} was never reached: {history}"
+    _require_fault(history, faults)
     converge(setup, tmp_path)
     _assert_converged(setup, ["id", "name", "amount", "c1"],
                       [f"ALTER TABLE `{setup.tdb}`.`t` ADD COLUMN `c1` INT NULL",
@@ -185,7 +196,7 @@ def test_optimistic_kill_at_each_step_converges_exactly_once(two_sources, tmp_pa
     _write_sequence(setup, ["ALTER TABLE {t} ADD COLUMN c1 int NULL", "ALTER TABLE {t} ADD INDEX idx_amount (amount)",
                             "ALTER TABLE {t} DROP COLUMN c1"], with_c1_after=1, c1_until=3)
     history = _faulted_rounds(setup, tmp_path, faults)
-    assert FAULT_EXIT in history[0].values(), f"fault point {faults} was never reached: {history}"
+    _require_fault(history, faults)
     converge(setup, tmp_path)
     _assert_converged(setup, ["id", "name", "amount"],
                       [f"ALTER TABLE `{setup.tdb}`.`t` ADD COLUMN `c1` INT NULL",

@@ -122,6 +122,25 @@ def test_unreported_sources_and_tables_keep_the_old_schema(persist):
     assert h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN name").action == EXEC
 
 
+def test_a_column_added_and_dropped_before_a_source_reports_is_dropped_once_when_it_has_too(persist):
+    """s2 is behind (killed, slow): s1 adds and drops c before s2 reports anything. s2 may
+    have c by then, so the drop waits for it; its own ADD, read later, changes nothing; its
+    DROP drops c, once. (Before: s2 counted as the lock's initial schema, the DROP ran at
+    once, and s2's ADD and DROP ran both statements downstream a second time.)"""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT NULL").action == EXEC
+    h.finish("s1")
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN c").action == SKIP
+    h.finish("s1")
+    assert "`c` INT" in h.joined()
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT NULL").action == SKIP
+    h.finish("s2")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN c")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `c`",)
+    h.finish("s2")
+    assert all("`c`" not in c for c in h.joined()) and h.lock.status == "idle"
+
+
 def test_not_null_without_default_waits_until_every_shard_has_it(persist):
     h = Harness(["s1", "s2"], persist)
     op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN d INT NOT NULL")

@@ -4,7 +4,8 @@ Members are (source, upstream table) pairs, each with the schema it is known to 
 ``joined`` is what the downstream table has (or will have once the exec ops created so
 far are done). A member that has not reported yet has ``initial``, the target's schema
 when the lock was created; an expected source that has not reported at all counts as one
-such member.
+member with ``joined`` (it may already have every column the downstream has, so no
+column is dropped until it has reported).
 
 1. ``report(info)``: the member's schema after its DDL is computed (its tracked schema +
    the DDL's changes; a CREATE TABLE gives a new member its own schema). Changes that can
@@ -149,10 +150,15 @@ class Lock:
         for k, m in sorted(self.members.items()):
             s = m.pending.schema_after if k in use_pending and m.pending is not None else m.schema
             out[label(k)] = s
+        # A source that has not reported may be anywhere in its binlog: before a column was
+        # added, or after; it is taken to have what the downstream has, so that no column
+        # is dropped before it says it dropped it too (else its own ADD, read later, would
+        # add the column again and its DROP drop it again).
         reported = {k[0] for k in self.members}
+        unknown = self.joined if self.joined is not None else self.initial
         for src in self.sources:
-            if src not in reported and self.initial is not None:
-                out[label((src, "", ""))] = self.initial
+            if src not in reported and unknown is not None:
+                out[label((src, "", ""))] = unknown
         return out
 
     def operation_for(self, source: str, table: tuple[str, str] | None = None) -> Operation | None:
