@@ -98,7 +98,7 @@ def build_dags(task_file: Path) -> dict:
                      "force_remove": Param(False, type="boolean",
                                            description="release the lock without anyone executing the DDL"),
                  }, **common) as d:
-            ShardDDLUnlockOperator(task_id="unlock", lock_id="{{ params.lock_id }}", owner="{{ params.owner }}",
+            ShardDDLUnlockOperator(task_id="unlock", lock_id="{{ params.lock_id }}", lock_owner="{{ params.owner }}",
                                    action="{{ params.action }}", force_remove="{{ params.force_remove }}")
         dags[ids["shard_ddl_unlock"]] = d
     return dags

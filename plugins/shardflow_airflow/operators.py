@@ -91,18 +91,19 @@ class ShardDDLUnlockOperator(BaseOperator):
 
     :param lock_id: the lock (``dmctl shard-ddl-lock TASK`` / the ``shardflow_<task>_ddl_locks``
         Variable list them); templated, normally ``{{ params.lock_id }}``
-    :param owner: the source that executes the DDL (empty: the lock's owner)
+    :param lock_owner: the source that executes the DDL (empty: the lock's owner; not
+        ``owner``, which is every Airflow operator's own field)
     :param action: ``exec`` (the owner runs the DDL) or ``skip`` (it already ran downstream)
     :param force_remove: release the lock without anyone executing the DDL
     """
 
-    template_fields: Sequence[str] = ("lock_id", "owner", "action", "force_remove")
+    template_fields: Sequence[str] = ("lock_id", "lock_owner", "action", "force_remove")
     ui_color = "#f0c4c4"
 
-    def __init__(self, *, lock_id: str, owner: str = "", action: str = "exec", force_remove: Any = False,
+    def __init__(self, *, lock_id: str, lock_owner: str = "", action: str = "exec", force_remove: Any = False,
                  **kwargs: Any):
         super().__init__(**kwargs)
-        self.lock_id, self.owner, self.action, self.force_remove = lock_id, owner, action, force_remove
+        self.lock_id, self.lock_owner, self.action, self.force_remove = lock_id, lock_owner, action, force_remove
 
     def execute(self, context) -> dict:
         from dm_core.errors import ShardflowError
@@ -114,7 +115,7 @@ class ShardDDLUnlockOperator(BaseOperator):
         force = str(self.force_remove).lower() in ("true", "1", "yes")
         with runtime.open_store() as store:
             try:
-                lk = admin.unlock(store, self.lock_id, owner=self.owner or None, force_remove=force,
+                lk = admin.unlock(store, self.lock_id, owner=self.lock_owner or None, force_remove=force,
                                   action=self.action)
             except ShardflowError as e:
                 raise AirflowFailException(str(e)) from None

@@ -17,7 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PARSE = textwrap.dedent("""\
     import json, os
     from airflow.dag_processing.dagbag import DagBag
+    from airflow.serialization.serialized_objects import DagSerialization
     bag = DagBag(dag_folder=os.environ["DAGS"])
+    for d in bag.dags.values():  # what the dag-processor does before the scheduler sees a DAG
+        DagSerialization.to_dict(d)
     print(json.dumps({"dags": sorted(bag.dags), "errors": {os.path.basename(k): v for k, v in bag.import_errors.items()},
                       "tasks": {d: sorted(t.task_id for t in bag.dags[d].tasks) for d in bag.dags}}))
 """)

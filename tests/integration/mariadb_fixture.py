@@ -128,6 +128,22 @@ def _wait_up(db: MariaDB, timeout: float) -> None:
     raise RuntimeError(f"mariadbd on port {db.port} did not answer in {timeout}s ({last}):\n{_tail(db.log)}")
 
 
+def free_port(candidates) -> int:
+    """The first of ``candidates`` nobody listens on (modules pick disjoint ranges)."""
+    import socket
+
+    import pytest
+
+    for p in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind((HOST, p))
+                return p
+            except OSError:
+                continue
+    pytest.fail(f"no free port in {candidates} for a private MariaDB")
+
+
 def _tail(path: Path, n: int = 20) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import subprocess
 import sys
 import threading
@@ -28,28 +27,17 @@ import pytest
 
 from dm_core.db import Endpoint
 
-from .mariadb_fixture import start_mariadb
+from .mariadb_fixture import free_port, start_mariadb
 from .shard_helpers import (FAULT_EXIT, ROOT, SourceSpec, active_locks, assert_union, columns, converge, dml,
                             indexes, query, run, setup_shards, source_states, spawn, teardown)
 
 pytestmark = pytest.mark.integration
 
 
-def _free_port(candidates=range(3324, 3330)) -> int:
-    for p in candidates:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-                return p
-            except OSError:
-                continue
-    pytest.fail("no free port in 3324-3329 for a private downstream MariaDB")
-
-
 @pytest.fixture(scope="module")
 def logged_down(tmp_path_factory, stack):
     """A private downstream that logs every statement it receives (mysql.general_log)."""
-    port = _free_port()
+    port = free_port(range(3324, 3330))
     db = start_mariadb(tmp_path_factory.mktemp("sdrs_down"), port, 60 + port % 10,
                        ("--general-log=1", "--log-output=TABLE"), log_bin=False)
     yield db.endpoint(name="down")

@@ -13,7 +13,6 @@ The downstream is a private MariaDB so that it can be stopped without disturbing
 from __future__ import annotations
 
 import random
-import socket
 import threading
 import time
 
@@ -21,7 +20,7 @@ import pytest
 
 from dm_core.db import connect, qi, qt
 
-from .mariadb_fixture import start_mariadb
+from .mariadb_fixture import free_port, start_mariadb
 from .shard_helpers import SourceSpec, assert_union, converge, run, setup_shards, source_states, spawn
 
 pytestmark = pytest.mark.integration
@@ -29,20 +28,9 @@ pytestmark = pytest.mark.integration
 UNICODE = ["naïve café", "数据迁移", "Ünïcödé ✓", "emoji 🚀🔥", "", None]
 
 
-def _free_port(candidates=range(3320, 3324)) -> int:
-    for p in candidates:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-                return p
-            except OSError:
-                continue
-    pytest.fail("no free port in 3320-3323 for a private downstream MariaDB")
-
-
 @pytest.fixture
 def chaos(stack, uniq, tmp_path):
-    down = start_mariadb(tmp_path / "down", _free_port(), 71, log_bin=False)
+    down = start_mariadb(tmp_path / "down", free_port(range(3320, 3324)), 71, log_bin=False)
     p = f"cx{uniq}"
     specs = [SourceSpec(f"a-{uniq}", stack["up1"], [f"{p}_1", f"{p}_2"], ["t_1", "t_2"], 1),
              SourceSpec(f"b-{uniq}", stack["up2"], [f"{p}_1", f"{p}_2"], ["t_1"], 2),

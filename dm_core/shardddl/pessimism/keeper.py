@@ -1,51 +1,10 @@
-"""The registry of pessimistic locks (DM's ``pessimism.LockKeeper``).
-
-DM-master keeps its locks in memory and rebuilds them from etcd; here the Postgres store
-is the truth and ``ops`` loads one lock per transaction. The keeper is the same registry
-in memory: for simulations (tests drive several sources through it) and for tools that
-load many locks at once. Lock ids are ``task-`schema`.`table``` (one lock per target).
-"""
+"""The registry of pessimistic locks (DM's ``pessimism.LockKeeper``): see ``dm_core.shardddl.keeper``."""
 
 from __future__ import annotations
 
-from dm_core.shardddl.common import Operation, lock_id_of
-from dm_core.shardddl.pessimism.info import Info
+from dm_core.shardddl import keeper
 from dm_core.shardddl.pessimism.lock import Lock
 
 
-class Keeper:
-    def __init__(self) -> None:
-        self._locks: dict[str, Lock] = {}
-
-    def lock_for(self, info: Info, sources=None) -> Lock:
-        lk = self._locks.get(info.lock_id)
-        if lk is None:
-            lk = self._locks[info.lock_id] = Lock(info.lock_id, info.task, info.target, sources or ())
-        lk.set_sources(sources)
-        return lk
-
-    def report(self, info: Info, sources=None) -> Operation:
-        return self.lock_for(info, sources).report(info)
-
-    def get(self, lock_id: str) -> Lock | None:
-        return self._locks.get(lock_id)
-
-    def get_by_target(self, task: str, target: tuple[str, str]) -> Lock | None:
-        return self._locks.get(lock_id_of(task, target))
-
-    def add(self, lock: Lock) -> None:
-        self._locks[lock.lock_id] = lock
-
-    def remove(self, lock_id: str) -> Lock | None:
-        return self._locks.pop(lock_id, None)
-
-    def locks(self, task: str | None = None) -> list[Lock]:
-        return [lk for _, lk in sorted(self._locks.items()) if task is None or lk.task == task]
-
-    def operation(self, task: str, source: str) -> Operation | None:
-        """The first thing ``source`` must do in ``task`` (locks in id order)."""
-        for lk in self.locks(task):
-            op = lk.operation_for(source)
-            if op is not None:
-                return op
-        return None
+class Keeper(keeper.Keeper):
+    lock_cls = Lock
