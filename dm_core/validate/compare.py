@@ -57,7 +57,10 @@ def _checksum(rows: Counter) -> str:
 
 
 def compare_task(task, store) -> list[TableDiff]:
-    expected: dict[tuple[str, str], Counter] = {}
+    """Shards of one target may have different columns (optimistic shard DDL): rows compare
+    over the union of their columns, a column a shard lacks counting as what the downstream
+    gives such rows (its default, NULL when it has none)."""
+    expected: dict[tuple[str, str], list[tuple[list[str], list[tuple]]]] = {}
     columns: dict[tuple[str, str], list[str]] = {}
     for inst in task.mysql_instances:
         rules = task.rules_for(inst.source_id)
@@ -66,32 +69,56 @@ def compare_task(task, store) -> list[TableDiff]:
             for st in discover(conn, inst.source_id, rules):
                 tkey = (st.target_schema, st.target_table)
                 cols = st.columns + list(st.extract)
-                columns.setdefault(tkey, cols)
+                union = columns.setdefault(tkey, [])
+                union += [c for c in cols if c not in union]
                 plan = rules.column_mapper.plan(st.schema, st.table, st.columns)
-                bag = expected.setdefault(tkey, Counter())
                 with conn.cursor() as cur:
                     cur.execute(f"SELECT {', '.join(qi(c) for c in st.columns)} FROM {qt(st.schema, st.table)}")
-                    for row in cur.fetchall():
-                        vals = plan.map_row(list(row)) if plan else list(row)
-                        bag[tuple(vals) + tuple(st.extract.values())] += 1
+                    rows = [tuple(plan.map_row(list(r)) if plan else r) + tuple(st.extract.values())
+                            for r in cur.fetchall()]
+                expected.setdefault(tkey, []).append((cols, rows))
         finally:
             conn.close()
     out = []
     down = connect(target_endpoint(task), downstream=True)
     try:
-        for (ts, tt), bag in sorted(expected.items()):
+        for (ts, tt), shards in sorted(expected.items()):
             cols = columns[(ts, tt)]
+            defaults = _defaults(down, ts, tt)
+            bag: Counter = Counter()
+            for shard_cols, rows in shards:
+                at = {c: i for i, c in enumerate(shard_cols)}
+                for r in rows:
+                    bag[tuple(r[at[c]] if c in at else defaults.get(c) for c in cols)] += 1
+            lacking = [c for c in cols if c not in defaults]
             with down.cursor() as cur:
-                cur.execute(f"SELECT {', '.join(qi(c) for c in cols)} FROM {qt(ts, tt)}")
+                cur.execute(f"SELECT {', '.join(qi(c) if c in defaults else 'NULL' for c in cols)} FROM {qt(ts, tt)}")
                 got = Counter(tuple(r) for r in cur.fetchall())
             exp_n = Counter({tuple(_norm(v) for v in k): n for k, n in bag.items()})
             got_n = Counter({tuple(_norm(v) for v in k): n for k, n in got.items()})
-            missing = list((exp_n - got_n).elements())[:5]
+            missing = [f"column `{c}` (the downstream table lacks it)" for c in lacking]
+            missing += list((exp_n - got_n).elements())[:5]
             extra = list((got_n - exp_n).elements())[:5]
-            out.append(TableDiff(f"{ts}.{tt}", sum(bag.values()), sum(got.values()), _checksum(exp_n), _checksum(got_n),
-                                 missing, extra))
+            out.append(TableDiff(f"{ts}.{tt}", sum(bag.values()), sum(got.values()),
+                                 _checksum(exp_n), "missing columns" if lacking else _checksum(got_n), missing, extra))
     finally:
         down.close()
+    return out
+
+
+def _defaults(conn, schema: str, table: str) -> dict:
+    """``{column: default value}`` of the downstream table (None: no default or NULL)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (schema, table))
+        out = {}
+        for name, default in cur.fetchall():
+            d = default.decode() if isinstance(default, (bytes, bytearray)) else default
+            if d is None or str(d).upper() == "NULL":
+                d = None
+            elif len(str(d)) >= 2 and str(d)[0] == str(d)[-1] == "'":
+                d = str(d)[1:-1].replace("''", "'")
+            out[name.decode() if isinstance(name, (bytes, bytearray)) else name] = d
     return out
 
 
