@@ -14,57 +14,23 @@ Syncer (one source, see ``dm_core.shardddl.pessimism`` for the whole protocol):
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
-
 from dm_core.shardddl import pg
-from dm_core.shardddl.common import EXEC, Operation
+from dm_core.shardddl.common import Operation
+from dm_core.shardddl.lock_ops import LockOps, Sources
 from dm_core.shardddl.pessimism.info import Info
 from dm_core.shardddl.pessimism.lock import Lock
 
 MODE = "pessimistic"
+_ops = LockOps(MODE, Lock)
+put_info = _ops.put_info
+resolve = _ops.resolve
+mark_executing = _ops.mark_executing
+mark_executed = _ops.mark_executed
+ack_done = _ops.ack_done
+unlock = _ops.unlock
 
-Sources = Iterable[str] | Mapping[tuple[str, str], Iterable[str]] | None
-
-
-def _sources_for(sources: Sources, target: tuple[str, str]):
-    if sources is None:
-        return None
-    if isinstance(sources, Mapping):
-        got = sources.get(tuple(target))
-        return None if got is None else list(got)
-    return list(sources)
-
-
-def put_info(store, info: Info, sources: Sources = None) -> Operation:
-    """Report that ``info.source``'s whole sharding group reached ``info.ddls`` (idempotent).
-
-    ``sources``: the task's source ids (or ``{target: ids}``) that must all reach the DDL;
-    given by the coordinator's ``resolve`` when omitted here. Returns what the source must
-    do now (``wait`` / ``exec`` / ``skip``; ``skip`` already ``done`` with ``replayed`` when
-    the DDL at this position was finished before a restart). Raises ``ShardDDLInconsistent``
-    when the source's DDLs differ from the lock's (the conflict stays visible on the lock).
-    """
-    def fn(lock: Lock) -> Operation:
-        lock.set_sources(_sources_for(sources, info.target))
-        return lock.report(info)
-
-    return pg.transition(store, info.lock_id, MODE, fn, Lock.from_rows,
-                         create={"task": info.task, "target_schema": info.target[0],
-                                 "target_table": info.target[1]})
-
-
-def resolve(store, task: str, sources: Sources) -> list[dict]:
-    """The coordinator: set each lock's expected sources and settle it (make ready steps'
-    operations, finish steps whose operations are all done). One transaction per lock."""
-    out = []
-    for lock_id in pg.lock_ids(store, task, MODE):
-        def fn(lock: Lock) -> dict:
-            lock.set_sources(_sources_for(sources, lock.target))
-            lock.settle()
-            return lock.describe()
-
-        out.append(pg.transition(store, lock_id, MODE, fn, Lock.from_rows))
-    return out
+__all__ = ["MODE", "Info", "Sources", "put_info", "resolve", "get_operation", "mark_executing", "mark_executed",
+           "ack_done", "unlock", "list_locks", "remove_task"]
 
 
 def get_operation(store, task: str, source: str, lock_id: str | None = None) -> Operation | None:
@@ -76,33 +42,8 @@ def get_operation(store, task: str, source: str, lock_id: str | None = None) -> 
     return None
 
 
-def mark_executing(store, task: str, source: str, lock_id: str, step: int, index: int) -> Operation:
-    """The owner is about to send statement ``index`` of its exec op downstream."""
-    return pg.transition(store, lock_id, MODE, lambda lk: lk.mark_executing(source, step, index), Lock.from_rows)
-
-
-def mark_executed(store, task: str, source: str, lock_id: str, step: int, index: int) -> Operation:
-    """Statement ``index`` took effect downstream."""
-    return pg.transition(store, lock_id, MODE, lambda lk: lk.mark_executed(source, step, index), Lock.from_rows)
-
-
-def ack_done(store, task: str, source: str, lock_id: str, step: int) -> Operation:
-    """The source finished its operation of ``step`` (owner: after the DDL is downstream;
-    others: after skipping it). Idempotent; a skip is refused before the owner is done."""
-    return pg.transition(store, lock_id, MODE, lambda lk: lk.ack(source, step), Lock.from_rows)
-
-
-def unlock(store, lock_id: str, owner: str | None = None, force_remove: bool = False, action: str = EXEC) -> dict:
-    """`dmctl shard-ddl-lock unlock` (see ``Lock.unlock``); returns the lock's summary."""
-    def fn(lock: Lock) -> dict:
-        lock.unlock(owner, action, force_remove)
-        return lock.describe()
-
-    return pg.transition(store, lock_id, MODE, fn, Lock.from_rows)
-
-
 def list_locks(store, task: str, *, active_only: bool = False) -> list[dict]:
-    """Summaries of the task's pessimistic locks (`dmctl show-ddl-locks`)."""
+    """Summaries of the task's pessimistic locks (`dmctl shard-ddl-lock`)."""
     return [lk.describe() for lk in pg.read(store, task, MODE, Lock.from_rows)
             if not active_only or lk.ddls is not None]
 
