@@ -55,6 +55,11 @@ def _scrub(text: str, ep: Endpoint) -> str:
     return text.replace(ep.password, "***") if ep.password else text
 
 
+def as_str(v) -> str:
+    """An information_schema value as text (pymysql returns some of them as bytes)."""
+    return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
+
+
 def qi(name: str) -> str:
     """Quote a MySQL identifier.
 

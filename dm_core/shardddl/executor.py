@@ -29,6 +29,7 @@ Hence each statement takes effect downstream exactly once, whoever dies when.
 
 from __future__ import annotations
 
+from dm_core.db import as_str
 from dm_core.errors import ErrorCode
 from dm_core.full import faults
 from dm_core.shardddl.common import EXEC, Operation
@@ -52,25 +53,21 @@ def read_table_schema(conn, schema: str, table: str) -> TableSchema | None:
             return None
         cols = []
         for name, ctype, nullable, default, extra in rows:
-            t = canonical_type(_s(ctype))
-            cols.append(Column(_s(name), t, _s(nullable).upper() == "YES",
-                               canonical_default(_s(default) if default is not None else None, t,
+            t = canonical_type(as_str(ctype))
+            cols.append(Column(as_str(name), t, as_str(nullable).upper() == "YES",
+                               canonical_default(as_str(default) if default is not None else None, t,
                                                  quoted_strings=mariadb),
-                               " ".join(_s(extra or "").upper().replace("DEFAULT_GENERATED", "").split())))
+                               " ".join(as_str(extra or "").upper().replace("DEFAULT_GENERATED", "").split())))
         cur.execute("SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME, INDEX_TYPE FROM information_schema.STATISTICS "
                     "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY INDEX_NAME, SEQ_IN_INDEX", (schema, table))
         idx: dict[str, list] = {}
         for name, non_unique, col, itype in cur.fetchall():
-            name = _s(name)
+            name = as_str(name)
             kind = ("primary" if name.upper() == "PRIMARY" else "unique" if int(non_unique) == 0 else
-                    "fulltext" if _s(itype).upper() == "FULLTEXT" else "spatial" if _s(itype).upper() == "SPATIAL"
+                    "fulltext" if as_str(itype).upper() == "FULLTEXT" else "spatial" if as_str(itype).upper() == "SPATIAL"
                     else "index")
-            idx.setdefault(name, [kind, []])[1].append(_s(col))
+            idx.setdefault(name, [kind, []])[1].append(as_str(col))
     return TableSchema(tuple(cols), tuple(Index(n, k, tuple(c)) for n, (k, c) in idx.items()))
-
-
-def _s(v) -> str:
-    return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
 
 
 def _change_applied(ch, cur: TableSchema | None) -> bool | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dm_core.db import connect
+from dm_core.db import as_str, connect
 
 Table = tuple[str, str]
 
@@ -27,7 +27,7 @@ def source_tables(conn, rules) -> dict[Table, list[Table]]:
                     "WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN (%s, %s, %s, %s) "
                     "ORDER BY TABLE_SCHEMA, TABLE_NAME", _SYSTEM_SCHEMAS)
         for s, t in cur.fetchall():
-            s, t = _s(s), _s(t)
+            s, t = as_str(s), as_str(t)
             if rules.block_allow.allow_table(s, t):
                 out.setdefault(tuple(rules.router.route(s, t)), []).append((s, t))
     return out
@@ -68,7 +68,3 @@ def task_membership(task, store) -> Membership:
         finally:
             conn.close()
     return Membership(by_target, task.shard_mode)
-
-
-def _s(v) -> str:
-    return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)

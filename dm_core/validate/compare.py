@@ -13,7 +13,7 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass
 
-from dm_core.db import connect, qi, qt
+from dm_core.db import as_str, connect, qi, qt
 from dm_core.full.discover import discover
 from dm_core.sources import source_endpoint, target_endpoint
 
@@ -113,12 +113,12 @@ def _defaults(conn, schema: str, table: str) -> dict:
                     "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (schema, table))
         out = {}
         for name, default in cur.fetchall():
-            d = default.decode() if isinstance(default, (bytes, bytearray)) else default
-            if d is None or str(d).upper() == "NULL":
+            d = None if default is None else as_str(default)
+            if d is not None and d.upper() == "NULL":
                 d = None
-            elif len(str(d)) >= 2 and str(d)[0] == str(d)[-1] == "'":
-                d = str(d)[1:-1].replace("''", "'")
-            out[name.decode() if isinstance(name, (bytes, bytearray)) else name] = d
+            elif d is not None and len(d) >= 2 and d[0] == d[-1] == "'":
+                d = d[1:-1].replace("''", "'")
+            out[as_str(name)] = d
     return out
 
 

@@ -19,6 +19,7 @@ import pytest
 from dm_core.db import connect, qt
 
 from ..integration.helpers import drop_schemas, make_shards, shard_task_yaml
+from ..integration.shard_helpers import run as _run
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,14 +70,6 @@ def _columns(ep, tdb) -> list[str]:
         out = [str(r[0]) for r in cur.fetchall()]
     conn.close()
     return out
-
-
-def _run(ep, *stmts) -> None:
-    conn = connect(ep)
-    with conn.cursor() as cur:
-        for sql in stmts:
-            cur.execute(sql)
-    conn.close()
 
 
 def _wait_for(fn, timeout: float, what: str):
