@@ -110,6 +110,32 @@ def drop_schemas(ep: Endpoint, prefix: str) -> None:
     execute(ep, *[f"DROP DATABASE IF EXISTS {bench_schema(n)}" for n in names])
 
 
+def settle(*eps: Endpoint, timeout: float = 20.0) -> None:
+    """Let the servers finish background work (dirty pages from earlier engines) before a
+    timed run, so no engine pays for the one before it. Waits until every server's dirty
+    page count is near zero, flushing eagerly meanwhile, at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    for ep in eps:
+        conn = connect(ep)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT @@GLOBAL.innodb_max_dirty_pages_pct")
+                old = cur.fetchone()[0]
+                cur.execute("SET GLOBAL innodb_max_dirty_pages_pct = 0")
+                try:
+                    while time.monotonic() < deadline:
+                        cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'")
+                        if int(cur.fetchone()[1]) < 50:
+                            break
+                        time.sleep(0.1)
+                finally:
+                    cur.execute("SET GLOBAL innodb_max_dirty_pages_pct = %s", (old,))
+        except Exception as e:  # a server we may not tune: measure anyway
+            log.info("cannot settle %s: %s", ep, e)
+        finally:
+            conn.close()
+
+
 # ---- measuring ------------------------------------------------------------------------------
 def per_second(n: float | None, seconds: float | None) -> float | None:
     return n / seconds if n is not None and seconds else None

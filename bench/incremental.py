@@ -1,25 +1,30 @@
 """Incremental: the shardflow syncer vs decoding alone, a naive applier and MariaDB's replica.
 
-Workload (one source, up1, table bench_inc.t: id PK + 5 columns and a secondary index),
-written before anything is measured, between two ``SHOW MASTER STATUS`` positions
-[start, end): ``events`` single-row autocommit transactions, 60% INSERT / 30% UPDATE /
-10% DELETE, a quarter of the UPDATEs on 10 hot keys (never deleted), plus one 1000-row
-transaction per 10,000 events (alternately a 1000-row INSERT and a 1000-row UPDATE).
+Workload (one source, up1: ``SHARDS`` shard tables bench_inc.t_1..t_4, id PK + 5 columns and
+a secondary index; row ``id`` lives in shard ``id % SHARDS + 1``), written before anything is
+measured, between two ``SHOW MASTER STATUS`` positions [start, end): ``events`` single-row
+autocommit transactions, 60% INSERT / 30% UPDATE / 10% DELETE, a quarter of the UPDATEs on
+10 hot keys (never deleted), plus one 1000-row transaction per 10,000 events (alternately
+a 1000-row INSERT and a 1000-row UPDATE, one statement per shard).
 Every engine replays the same binlog range into an empty table and is timed until the
 range is applied; rows/s always divides the workload's row count (others writing to up1
 at the same time only add events every engine must skip).
 
 Engines:
-- decode_only: ``BinlogWindow`` (mysql-replication, the syncer's reader) over [start, end),
-  rows counted, nothing applied: the ceiling of any Python applier.
-- naive: the same reader, one autocommit statement per row (INSERT / UPDATE / DELETE by id).
+- decode_only: ``BinlogWindow`` (mysql-replication) over [start, end), rows counted, nothing
+  applied: what the library the issue names reads per second.
+- naive: the same reader, one autocommit statement per row (INSERT / UPDATE / DELETE by id)
+  into the merged table.
 - replica_single / replica_parallel: a private MariaDB replica (port 3340-3349, own datadir,
   ``replicate_wild_do_table=bench_inc.%``) started at ``start`` with ``START SLAVE UNTIL
   end``, timed until Exec_Master_Log_Pos reaches ``end``; parallel = 4 optimistic threads.
+  The replica keeps the shards apart (it has no routing); it applies the same row events.
 - shardflow: ``Syncer.run_window()`` repeatedly from a checkpoint at ``start`` until the
-  checkpoint passes ``end`` (the sensor's window budget), into bench_inc.t downstream.
+  checkpoint passes ``end`` (the sensor's window budget), merging the shards into
+  bench_inc.t downstream (a DM route ``t_*`` → ``t``, shard-mode pessimistic).
 
-Each applier's result is checked against the upstream table (row count + CRC32 checksum).
+Each applier's result is checked against the union of the upstream shards (row count +
+summed CRC32 checksum).
 
 Lag: see ``measure_lag``; ``ratios`` = shardflow rows/s ÷ each baseline's rows/s.
 """
@@ -40,7 +45,7 @@ import pymysql
 from pymysql.converters import escape_string
 
 from bench.common import (
-    Skipped, Stack, bench_schema, execute, figures, guarded, percentile, query, ratio, work_dir,
+    Skipped, Stack, bench_schema, execute, figures, guarded, percentile, query, ratio, settle, work_dir,
 )
 from dm_core.db import Endpoint, connect, master_position, qi, qt
 from dm_core.state.store import Position
@@ -49,7 +54,9 @@ log = logging.getLogger("bench.incremental")
 
 SCHEMA = "bench_inc"            # upstream, replica and shardflow's downstream copy
 NAIVE_SCHEMA = "bench_inc_naive"
-TABLE = "t"
+TABLE = "t"                     # the merged table (shardflow's and the naive applier's target)
+SHARDS = 4
+SHARD_TABLES = [f"t_{i}" for i in range(1, SHARDS + 1)]
 SOURCE_ID = "bench-inc-src"
 TASK_NAME = "bench_inc"
 HOT_KEYS = 10
@@ -74,15 +81,19 @@ _CHECKSUM = ("SELECT COUNT(*), COALESCE(SUM(CRC32(CONCAT_WS('#', id, k, c, pad, 
 
 
 # ---- workload ---------------------------------------------------------------------------------
+def shard_of(i: int) -> str:
+    return SHARD_TABLES[i % SHARDS]
+
+
 class Workload:
-    """Deterministic statements on bench_inc.t, tracking which ids exist upstream."""
+    """Deterministic statements on the shards of bench_inc.t, tracking which ids exist upstream."""
 
     def __init__(self, seed: int = 42):
         self.rng = random.Random(seed)
         self.live: list[int] = []
         self.index: dict[int, int] = {}
         self.next_id = 1
-        self.t = qt(SCHEMA, TABLE)
+        self.t = {name: qt(SCHEMA, name) for name in SHARD_TABLES}
         self.ops = {"insert": 0, "update": 0, "delete": 0}
 
     def _add(self, i: int) -> None:
@@ -113,31 +124,43 @@ class Workload:
             self.next_id += 1
             self._add(i)
             self.ops["insert"] += 1
-            return f"INSERT INTO {self.t} (id, k, c, pad, amount, updated_at) VALUES {self._values(i)}"
+            return f"INSERT INTO {self.t[shard_of(i)]} (id, k, c, pad, amount, updated_at) VALUES {self._values(i)}"
         if r < 0.9:
             hot = self.rng.random() < 0.25
             i = self.rng.randrange(1, HOT_KEYS + 1) if hot else self.live[self.rng.randrange(len(self.live))]
             self.ops["update"] += 1
-            return f"UPDATE {self.t} SET {self._set()} WHERE id = {i}"
+            return f"UPDATE {self.t[shard_of(i)]} SET {self._set()} WHERE id = {i}"
         while True:
             i = self.live[self.rng.randrange(len(self.live))]
             if i > HOT_KEYS:
                 break
         self._remove(i)
         self.ops["delete"] += 1
-        return f"DELETE FROM {self.t} WHERE id = {i}"
+        return f"DELETE FROM {self.t[shard_of(i)]} WHERE id = {i}"
 
     def big(self, kind: str) -> str:
+        """One transaction of BIG_ROWS rows: a statement per shard."""
         if kind == "update" and len(self.live) >= BIG_ROWS:
             ids = sorted(self.rng.sample(self.live, BIG_ROWS))
             self.ops["update"] += BIG_ROWS
-            return f"UPDATE {self.t} SET {self._set()} WHERE id IN ({', '.join(map(str, ids))})"
-        ids = range(self.next_id, self.next_id + BIG_ROWS)
-        self.next_id += BIG_ROWS
+            stmts = [f"UPDATE {self.t[name]} SET {self._set()} WHERE id IN ({', '.join(map(str, part))})"
+                     for name, part in self._by_shard(ids)]
+        else:
+            ids = list(range(self.next_id, self.next_id + BIG_ROWS))
+            self.next_id += BIG_ROWS
+            for i in ids:
+                self._add(i)
+            self.ops["insert"] += BIG_ROWS
+            stmts = [f"INSERT INTO {self.t[name]} (id, k, c, pad, amount, updated_at) VALUES "
+                     f"{', '.join(self._values(i) for i in part)}" for name, part in self._by_shard(ids)]
+        return ";\n".join(["START TRANSACTION", *stmts, "COMMIT"])
+
+    @staticmethod
+    def _by_shard(ids: list[int]) -> list[tuple[str, list[int]]]:
+        parts: dict[str, list[int]] = {}
         for i in ids:
-            self._add(i)
-        self.ops["insert"] += BIG_ROWS
-        return f"INSERT INTO {self.t} (id, k, c, pad, amount, updated_at) VALUES {', '.join(self._values(i) for i in ids)}"
+            parts.setdefault(shard_of(i), []).append(i)
+        return sorted(parts.items())
 
 
 def _raw_conn(ep: Endpoint, multi: bool = False):
@@ -146,20 +169,25 @@ def _raw_conn(ep: Endpoint, multi: bool = False):
                            autocommit=True, client_flag=flags)
 
 
-def fresh_table(ep: Endpoint, schema: str) -> None:
+def fresh_table(ep: Endpoint, schema: str, tables: list[str] | None = None) -> None:
+    """``schema`` afresh with the merged table (default) or the given shard tables."""
     execute(ep, f"DROP DATABASE IF EXISTS {bench_schema(schema)}", f"CREATE DATABASE {bench_schema(schema)}",
-            _DDL.format(t=qt(schema, TABLE)))
+            *(_DDL.format(t=qt(schema, name)) for name in tables or [TABLE]))
 
 
-def checksum(ep: Endpoint, schema: str) -> tuple[int, int]:
-    n, s = query(ep, _CHECKSUM.format(t=qt(schema, TABLE)))[0]
-    return int(n), int(s)
+def checksum(ep: Endpoint, schema: str, tables: list[str] | None = None) -> tuple[int, int]:
+    """(rows, summed CRC32) over the merged table (default) or the union of the given shards."""
+    n = s = 0
+    for name in tables or [TABLE]:
+        a, b = query(ep, _CHECKSUM.format(t=qt(schema, name)))[0]
+        n, s = n + int(a), s + int(b)
+    return n, s
 
 
 def write_workload(up: Endpoint, events: int, wl: Workload) -> dict:
-    """Create bench_inc.t upstream, then write the workload; returns its binlog range."""
+    """Create the shards of bench_inc.t upstream, then write the workload; returns its binlog range."""
     execute(up, "SET SESSION sql_log_bin = 0", f"DROP DATABASE IF EXISTS {bench_schema(SCHEMA)}",
-            f"CREATE DATABASE {bench_schema(SCHEMA)}", _DDL.format(t=qt(SCHEMA, TABLE)))
+            f"CREATE DATABASE {bench_schema(SCHEMA)}", *(_DDL.format(t=qt(SCHEMA, name)) for name in SHARD_TABLES))
     n_big = max(1, round(events / 10_000))
     big_at = {(j + 1) * events // (n_big + 1): ("insert" if j % 2 == 0 else "update") for j in range(n_big)}
     conn = _raw_conn(up, multi=True)
@@ -225,13 +253,13 @@ def run_decode(up: Endpoint, w: dict, nbytes: int | None) -> dict:
     t0 = time.monotonic()
     for txn in _window(up, w["start"], w["end"], 1):
         for ch in txn.rows:
-            if ch.schema == SCHEMA and ch.table == TABLE:
+            if ch.schema == SCHEMA and ch.table in SHARD_TABLES:
                 seen += 1
             else:
                 other += 1
     seconds = time.monotonic() - t0
     if seen != w["rows"]:
-        log.warning("WARNING: decode saw %d row events of %s.%s, the workload wrote %d", seen, SCHEMA, TABLE, w["rows"])
+        log.warning("WARNING: decode saw %d row events of %s's shards, the workload wrote %d", seen, SCHEMA, w["rows"])
     return figures(w["rows"], nbytes, seconds, with_rss=False, row_events_seen=seen, other_row_events=other,
                    how="dm_core.sync.reader.BinlogWindow (mysql-replication, freeze_schema) over [start, end), rows counted")
 
@@ -242,15 +270,16 @@ def run_naive(up: Endpoint, down: Endpoint, w: dict, nbytes: int | None, want: t
     conn = connect(down, autocommit=True, downstream=True)
     n = 0
     sql: dict[tuple, str] = {}
+    settle(up, down)
     t0 = time.monotonic()
     try:
         with conn.cursor() as cur:
             for txn in _window(up, w["start"], w["end"], 2):
                 for ch in txn.rows:
-                    if ch.schema != SCHEMA or ch.table != TABLE:
+                    if ch.schema != SCHEMA or ch.table not in SHARD_TABLES:
                         continue
                     row = ch.after if ch.after is not None else ch.before
-                    key = (ch.op, tuple(row))
+                    key = (ch.op, tuple(row))  # every shard goes to the merged table
                     s = sql.get(key)
                     if s is None:
                         cols = list(row)
@@ -355,13 +384,14 @@ def run_replica(rep: PrivateReplica, up: Endpoint, w: dict, nbytes: int | None, 
     r = rep.ep
     start, end = w["start"], w["end"]
     execute(r, "STOP SLAVE", "RESET SLAVE ALL")
-    fresh_table(r, SCHEMA)
+    fresh_table(r, SCHEMA, SHARD_TABLES)
     threads = REPLICA_THREADS if parallel else 0
     execute(r, f"SET GLOBAL slave_parallel_threads = {threads}",
             f"SET GLOBAL slave_parallel_mode = '{'optimistic' if parallel else 'conservative'}'",
             f"CHANGE MASTER TO MASTER_HOST = '{escape_string(up.host)}', MASTER_PORT = {int(up.port)}, "
             f"MASTER_USER = '{escape_string(up.user)}', MASTER_PASSWORD = '{escape_string(up.password)}', "
             f"MASTER_LOG_FILE = '{escape_string(start.file)}', MASTER_LOG_POS = {int(start.pos)}, MASTER_USE_GTID = no")
+    settle(up, r)
     conn = connect(r)
     try:
         with conn.cursor(pymysql.cursors.DictCursor) as cur:
@@ -383,7 +413,7 @@ def run_replica(rep: PrivateReplica, up: Endpoint, w: dict, nbytes: int | None, 
             cur.execute("STOP SLAVE")
     finally:
         conn.close()
-    ok = _verify("replica", checksum(r, SCHEMA), want)
+    ok = _verify("replica", checksum(r, SCHEMA, SHARD_TABLES), want)
     mode = f"slave_parallel_threads={threads}" + (", slave_parallel_mode=optimistic" if parallel else "")
     return figures(w["rows"], nbytes, seconds, with_rss=False, rows_ok=ok,
                    how=f"private MariaDB replica, {mode}, START SLAVE UNTIL end; timed to Exec_Master_Log_Pos >= end")
@@ -402,6 +432,7 @@ def task_yaml(down: Endpoint, syncer: dict | None = None) -> str:
     return f"""\
 name: {TASK_NAME}
 task-mode: incremental
+shard-mode: pessimistic
 target-database:
   host: {down.host}
   port: {down.port}
@@ -410,10 +441,17 @@ target-database:
 mysql-instances:
   - source-id: {SOURCE_ID}
     block-allow-list: ba
+    route-rules: [merge-shards]
 {"    syncer-config-name: bench" if syncer else ""}
 block-allow-list:
   ba:
     do-dbs: [{SCHEMA}]
+routes:
+  merge-shards:
+    schema-pattern: {SCHEMA}
+    table-pattern: "t_*"
+    target-schema: {SCHEMA}
+    target-table: {TABLE}
 {unit}"""
 
 
@@ -445,6 +483,7 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
         store.update_source_state(TASK_NAME, SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos, stage="sync")
         syncer = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)
         windows = 0
+        settle(up, down)
         t0 = time.monotonic()
         while True:
             res = syncer.run_window()
@@ -536,7 +575,7 @@ def measure_lag(up: Endpoint, down: Endpoint, store, syncer, wl: Workload, rate:
         if res.rows == 0:
             time.sleep(0.005)
     th.join()
-    want = checksum(up, SCHEMA)
+    want = checksum(up, SCHEMA, SHARD_TABLES)
     return {
         "p50_s": round(percentile(lags, 50), 4) if lags else None,
         "p99_s": round(percentile(lags, 99), 4) if lags else None,
@@ -553,9 +592,9 @@ def measure_lag(up: Endpoint, down: Endpoint, store, syncer, wl: Workload, rate:
 def run(stack: Stack, events: int) -> dict:
     up = stack.up1
     wl = Workload()
-    log.info("incremental: writing %s single-row transactions to %s.%s on %s", f"{events:,}", SCHEMA, TABLE, up)
+    log.info("incremental: writing %s single-row transactions to %s.t_1..t_%d on %s", f"{events:,}", SCHEMA, SHARDS, up)
     w = write_workload(up, events, wl)
-    want = checksum(up, SCHEMA)
+    want = checksum(up, SCHEMA, SHARD_TABLES)
     nbytes = binlog_bytes(up, w["start"], w["end"])
     log.info("workload: %d rows in %d transactions, binlog %s → %s (%s bytes), written in %.1fs",
              w["rows"], w["transactions"], w["start"], w["end"], nbytes, w["write_seconds"])

@@ -33,8 +33,7 @@ def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = Tru
     import pymysql
 
     code = ErrorCode.DOWNSTREAM_UNREACHABLE if downstream else ErrorCode.UPSTREAM_UNREACHABLE
-    init = ";".join(f"SET SESSION {_quote_var(k)} = %s" % pymysql.converters.escape_item(v, "utf8mb4")
-                    for k, v in ep.session) or None
+    init = ";".join(f"SET SESSION {_quote_var(k)} = %s" % _literal(v) for k, v in ep.session) or None
     try:
         return pymysql.connect(
             host=ep.host, port=int(ep.port), user=ep.user, password=ep.password, database=database,
@@ -43,6 +42,37 @@ def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = Tru
         )
     except pymysql.err.OperationalError as e:
         raise code.error(f"cannot connect to {ep}: {_scrub(str(e.args[-1]) if e.args else str(e), ep)}") from None
+
+
+def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool = True):
+    """Open a mysqlclient (MySQLdb) connection, for the DML executors.
+
+    Why a second driver: the executors run beside the binlog reader in one process, and
+    pymysql escapes every value and does its socket I/O in Python under the GIL, which
+    the reader needs. mysqlclient escapes in C and releases the GIL while the server
+    works. Same charset, timeouts, session variables and error wrapping as ``connect``;
+    bytes go as ``_binary'...'`` literals like pymysql's. Its errors are
+    ``MySQLdb.MySQLError`` (``args[0]`` is the server's error code, as with pymysql).
+    """
+    import MySQLdb
+
+    code = ErrorCode.DOWNSTREAM_UNREACHABLE if downstream else ErrorCode.UPSTREAM_UNREACHABLE
+    # one statement: mysqlclient runs init_command without multi-statement support
+    init = ", ".join(f"SESSION {_quote_var(k)} = %s" % _literal(v) for k, v in ep.session)
+    kw = {"init_command": "SET " + init} if init else {}
+    try:
+        return MySQLdb.connect(
+            host=ep.host, port=int(ep.port), user=ep.user, password=ep.password, charset="utf8mb4",
+            autocommit=True, connect_timeout=10, read_timeout=read_timeout, write_timeout=read_timeout,
+            local_infile=False, binary_prefix=True, **kw)
+    except MySQLdb.OperationalError as e:
+        raise code.error(f"cannot connect to {ep}: {_scrub(str(e.args[-1]) if e.args else str(e), ep)}") from None
+
+
+def _literal(v) -> str:
+    import pymysql
+
+    return pymysql.converters.escape_item(v, "utf8mb4")
 
 
 def _quote_var(name: str) -> str:

@@ -8,6 +8,7 @@ LIMIT 1, because duplicates are possible).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from dm_core.errors import ErrorCode
 
@@ -20,6 +21,11 @@ class TargetTable:
     key: tuple[str, ...]
     key_is_unique: bool  # False when the key is "all columns"
     only_unique_key: bool = False  # no other unique index: rows with distinct keys never interact
+
+    @cached_property
+    def ident(self) -> tuple[str, str]:
+        """(schema, table) lower-cased: how conflict keys name the table (job.RowJob.keys)."""
+        return (self.schema.lower(), self.table.lower())
 
 
 class TargetCatalog:

@@ -66,10 +66,10 @@ def compact(jobs: list[RowJob]) -> list[RowJob]:
     buffer: list[RowJob | None] = []
     slot: dict[tuple, int] = {}  # (schema, table, exact key) → index in buffer
     for job in jobs:
-        for part in _split(job):
-            if not _compactable(part):
-                buffer.append(part)
-                continue
+        if not _compactable(job):
+            buffer.append(job)
+            continue
+        for part in _split(job):  # the parts of a compactable job are compactable
             ident = (part.target.schema, part.target.table, part.key())
             prev_at = slot.get(ident)
             if prev_at is not None:
@@ -81,7 +81,7 @@ def compact(jobs: list[RowJob]) -> list[RowJob]:
 
 
 def _split(job: RowJob) -> tuple[RowJob, ...]:
-    if not _compactable(job) or not job.key_changed():
+    if not job.key_changed():
         return (job,)
     return (RowJob("delete", job.target, job.before, None, job.safe, job.pos),
             RowJob("insert", job.target, None, job.after, job.safe, job.pos))
@@ -90,7 +90,8 @@ def _split(job: RowJob) -> tuple[RowJob, ...]:
 def _compactable(job: RowJob) -> bool:
     if not job.target.key_is_unique:
         return False
-    return not any(v is None for k in (job.key_before(), job.key_after()) if k is not None for v in k)
+    kb, ka = job.key_before(), job.key_after()
+    return (kb is None or None not in kb) and (ka is None or None not in ka)
 
 
 def _merge(prev: RowJob, cur: RowJob) -> RowJob:

@@ -28,11 +28,17 @@ from dm_core.target import TargetTable
 @dataclass(slots=True)
 class Stmt:
     sql: str            # identical text for statements that may be batched together
-    params: tuple
+    params: tuple       # values as decoded, or as to_db_value made them: literal.Renderer takes both
+    # A multi-row statement's parts (head, one row's placeholders, tail): ``sql`` is head +
+    # the rows joined by ", " + tail, and the applier may send its rows as several such
+    # statements in order (the same effect), to stay under the server's max_allowed_packet.
+    shape: tuple[str, str, str] | None = None
 
 
 def to_db_value(v):
     """mysql-replication's Python values → what pymysql sends back faithfully."""
+    if type(v) in _PASS:
+        return v
     if isinstance(v, (dict, list)):
         return json.dumps(v, ensure_ascii=False, separators=(", ", ": "))
     if isinstance(v, set):
@@ -40,6 +46,10 @@ def to_db_value(v):
     if v is None or isinstance(v, (int, str, float, bytes, decimal.Decimal, datetime.date, datetime.timedelta)):
         return v
     return str(v)
+
+
+_PASS = frozenset({int, str, float, bytes, decimal.Decimal, datetime.date, datetime.datetime,
+                   datetime.timedelta, bool, type(None)})
 
 
 class DMLBuilder:
@@ -57,6 +67,9 @@ class DMLBuilder:
         sets = ", ".join(f"{qi(c)} = %s" for c in cols)
         self.insert_sql = f"INSERT INTO {name} ({collist}) VALUES ({ph})"
         self.replace_sql = f"REPLACE INTO {name} ({collist}) VALUES ({ph})"
+        # one-row statements the applier may send as one multi-row statement (Stmt.shape)
+        self._insert_shape = (f"INSERT INTO {name} ({collist}) VALUES ", f"({ph})", "")
+        self._replace_shape = (f"REPLACE INTO {name} ({collist}) VALUES ", f"({ph})", "")
         self.delete_sql = f"DELETE FROM {name} WHERE {where}{limit}"
         self.update_sql = f"UPDATE {name} SET {sets} WHERE {where}{limit}"
 
@@ -68,7 +81,7 @@ class DMLBuilder:
 
     def build(self, op: str, before: dict | None, after: dict | None, safe: bool) -> list[Stmt]:
         if op == "insert":
-            return self._safe_insert(after) if safe else [Stmt(self.insert_sql, self._row(after))]
+            return self._safe_insert(after) if safe else [Stmt(self.insert_sql, self._row(after), self._insert_shape)]
         if op == "delete":
             return [Stmt(self.delete_sql, self._key(before))]
         if safe:
@@ -77,7 +90,7 @@ class DMLBuilder:
 
     def _safe_insert(self, row: dict) -> list[Stmt]:
         if self.tt.key_is_unique:
-            return [Stmt(self.replace_sql, self._row(row))]
+            return [Stmt(self.replace_sql, self._row(row), self._replace_shape)]
         # No unique key: REPLACE would just insert again on replay. Remove one identical
         # row first, so replaying an insert leaves exactly one copy.
-        return [Stmt(self.delete_sql, self._key(row)), Stmt(self.insert_sql, self._row(row))]
+        return [Stmt(self.delete_sql, self._key(row)), Stmt(self.insert_sql, self._row(row), self._insert_shape)]

@@ -91,20 +91,22 @@ class RowJob:
         folded (see the module docstring), so equal keys mean "may be the same row".
         """
         if self._keys is _UNSET:
-            t = self.target
-            ident = (t.schema.lower(), t.table.lower())
-            out = []
-            for k in (self.key_before(), self.key_after()):
-                if k is not None:
-                    ck = ident + (tuple(fold(v) for v in k),)
-                    if ck not in out:
-                        out.append(ck)
-            self._keys = tuple(out)
+            ident = self.target.ident
+            kb, ka = self.key_before(), self.key_after()
+            out = () if kb is None else (ident + (tuple(map(fold, kb)),),)
+            if ka is not None:
+                ck = ident + (tuple(map(fold, ka)),)
+                if not out or out[0] != ck:
+                    out += (ck,)
+            self._keys = out
         return self._keys
 
 
 def _key(t: TargetTable, row: dict) -> tuple:
-    return tuple(to_db_value(row.get(c)) for c in t.key)
+    k = t.key
+    if len(k) == 1:  # the common case, without a generator per call
+        return (to_db_value(row.get(k[0])),)
+    return tuple(to_db_value(row.get(c)) for c in k)
 
 
 def fold(v):
@@ -113,8 +115,8 @@ def fold(v):
     >>> fold("Ára  "), fold(b"A"), fold(3)
     ('ara', b'A', 3)
     """
-    if not isinstance(v, str):
-        return v
+    if type(v) is not str:
+        return v if not isinstance(v, str) else fold(str(v))
     if v.isascii():
         return v.lower().rstrip(" ")
     s = "".join(ch for ch in unicodedata.normalize("NFKD", v) if not unicodedata.combining(ch))

@@ -46,6 +46,8 @@ quoted (and ``%`` doubled, since pymysql interpolates ``%s`` client-side).
 from __future__ import annotations
 
 from functools import lru_cache
+from itertools import chain
+from operator import itemgetter
 
 from dm_core.db import qi
 from dm_core.sync.dml import DMLBuilder, Stmt, to_db_value
@@ -67,7 +69,7 @@ def merge(jobs: list[RowJob], *, multiple_rows: bool, max_rows: int = DEFAULT_MA
     run_kind = None
     for j in jobs:
         kind = _kind(j)
-        if run and (kind is None or kind != run_kind or j.target != run[0].target):
+        if run and (kind is None or kind != run_kind or (j.target is not run[0].target and j.target != run[0].target)):
             out.extend(_flush(run_kind, run, max_rows))
             run = []
         if kind is None:
@@ -150,24 +152,34 @@ def _flush(kind: str, run: list[RowJob], max_rows: int) -> list[Stmt]:
 
 def _multi_insert(t: TargetTable, kind: str, chunk: list[RowJob]) -> Stmt:
     cols = t.columns
-    head = "REPLACE" if kind == "replace" else "INSERT"
+    verb = "REPLACE" if kind == "replace" else "INSERT"
     row_ph = "(" + ", ".join(["%s"] * len(cols)) + ")"
-    sql = (f"{head} INTO {_qt(t)} ({', '.join(_qi(c) for c in cols)}) "
-           f"VALUES {', '.join([row_ph] * len(chunk))}")
+    head = f"{verb} INTO {_qt(t)} ({', '.join(_qi(c) for c in cols)}) VALUES "
+    tail = ""
     if kind == "upsert":
-        sql += " ON DUPLICATE KEY UPDATE " + ", ".join(f"{_qi(c)} = VALUES({_qi(c)})" for c in cols)
-    params = tuple(to_db_value(j.after.get(c)) for j in chunk for c in cols)
-    return Stmt(sql, params)
+        tail = " ON DUPLICATE KEY UPDATE " + ", ".join(f"{_qi(c)} = VALUES({_qi(c)})" for c in cols)
+    return Stmt(head + ", ".join([row_ph] * len(chunk)) + tail, _values(cols, [j.after for j in chunk]),
+                (head, row_ph, tail))
 
 
 def _multi_delete(t: TargetTable, chunk: list[RowJob]) -> Stmt:
     if len(t.key) == 1:
-        sql = f"DELETE FROM {_qt(t)} WHERE {_qi(t.key[0])} IN ({', '.join(['%s'] * len(chunk))})"
+        head, row_ph = f"DELETE FROM {_qt(t)} WHERE {_qi(t.key[0])} IN (", "%s"
     else:
-        tup = "(" + ", ".join(["%s"] * len(t.key)) + ")"
-        sql = (f"DELETE FROM {_qt(t)} WHERE ({', '.join(_qi(k) for k in t.key)}) "
-               f"IN ({', '.join([tup] * len(chunk))})")
-    return Stmt(sql, tuple(v for j in chunk for v in j.key_before()))
+        row_ph = "(" + ", ".join(["%s"] * len(t.key)) + ")"
+        head = f"DELETE FROM {_qt(t)} WHERE ({', '.join(_qi(k) for k in t.key)}) IN ("
+    return Stmt(head + ", ".join([row_ph] * len(chunk)) + ")", tuple(v for j in chunk for v in j.key_before()),
+                (head, row_ph, ")"))
+
+
+def _values(cols: tuple[str, ...], rows: list[dict]) -> tuple:
+    """Every row's values in ``cols`` order, flattened (a missing column is NULL). Values
+    stay as decoded: the applier's ``literal.Renderer`` converts JSON and SET values."""
+    get = itemgetter(*cols)
+    try:
+        return tuple(chain.from_iterable(map(get, rows))) if len(cols) > 1 else tuple(map(get, rows))
+    except KeyError:  # a shard without some target column (optimistic shard DDL)
+        return tuple(r.get(c) for r in rows for c in cols)
 
 
 @lru_cache(maxsize=512)

@@ -53,6 +53,7 @@ class ShardSync:
         self._membership: Membership | None = None
         self.groups: SourceShardGroups | None = None
         self._saved: str | None = None
+        self._idle: bool | None = None  # groups.idle, cached: asked per transaction, changed only here
 
     # ---- set-up ---------------------------------------------------------------------------
     @property
@@ -85,6 +86,7 @@ class ShardSync:
             # is still ahead in the binlog and adds them at the version of that moment
             # (added now, at the window's start, they would wait for DDLs they never run).
         self.groups = groups
+        self._idle = None
 
     def is_sharded(self, target: tuple[str, str]) -> bool:
         return self.enabled and self.membership.sharded(target)
@@ -93,7 +95,11 @@ class ShardSync:
     def row_gate(self, pos: Position) -> bool:
         """Whether rows of the transaction starting at ``pos`` need ``skip_row`` at all."""
         g = self.groups
-        return g is not None and bool(g.groups) and (not g.idle or g.in_replay(pos))
+        if g is None or not g.groups:
+            return False
+        if self._idle is None:
+            self._idle = g.idle
+        return not self._idle or g.in_replay(pos)
 
     def skip_row(self, table: tuple[str, str], pos: Position) -> bool:
         return self.groups.should_skip_dml(table, pos)
@@ -104,6 +110,7 @@ class ShardSync:
 
     # ---- durability -------------------------------------------------------------------------
     def committed(self, pos: Position) -> None:
+        self._idle = None
         if self.groups is not None:
             self.groups.committed(pos)
 
@@ -128,6 +135,7 @@ class ShardSync:
 
     # ---- DDL --------------------------------------------------------------------------------
     def handle(self, txn, n: NormalizedDDL, dconn) -> ShardStep:
+        self._idle = None
         table = n.tables[0]
         if self.mode == "optimistic":
             return self._optimistic(txn, n, table, dconn)

@@ -28,7 +28,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from dm_core.db import connect, master_position, qi
+from dm_core.db import connect, connect_native, master_position, qi
 from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.full import faults
 from dm_core.sources import replica_server_id, source_endpoint, target_endpoint
@@ -243,7 +243,7 @@ class Syncer:
 
         store = StateStore(self.store.dsn)
         cfg = self.syncer_cfg
-        pool = WorkerPool(lambda: connect(target_endpoint(self.task), autocommit=True, downstream=True),
+        pool = WorkerPool(lambda: connect_native(target_endpoint(self.task)),
                           cfg.worker_count, compact=cfg.compact, multiple_rows=cfg.multiple_rows)
         exit_point = self._exit_point = [safe_exit]
         self._last_ts = None
@@ -387,7 +387,10 @@ class Syncer:
                     continue
                 if ch.op == "delete" and p.expr.skip_delete(ch.before):
                     continue
-            out.append(RowJob(ch.op, p.target, self._map(p, ch.before), self._map(p, ch.after), safe, txn.end))
+            if p.mapping is None and not p.extract:
+                out.append(RowJob(ch.op, p.target, ch.before, ch.after, safe, txn.end))
+            else:
+                out.append(RowJob(ch.op, p.target, self._map(p, ch.before), self._map(p, ch.after), safe, txn.end))
         return out
 
     # ---- DDL --------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from dm_core.db import connect, qi, qt
+from dm_core.db import connect_native, qi, qt
 from dm_core.sync.applier import Applier
 from dm_core.sync.job import RowJob
 from dm_core.sync.merger import merge
@@ -36,7 +36,7 @@ POOLS = {
 @pytest.fixture
 def down(stack, uniq):
     schemas = [f"mg_{uniq}_r", f"mg_{uniq}_o"]
-    conn = connect(stack["down"])
+    conn = connect_native(stack["down"])  # the executors' driver (Applier renders with it)
     with conn.cursor() as cur:
         for s in schemas:
             cur.execute(f"DROP DATABASE IF EXISTS {qi(s)}")
