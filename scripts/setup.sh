@@ -34,7 +34,9 @@ fi
 .venv/bin/python - <<'PY'
 from importlib.metadata import version
 import sys
-pins = {l.split("==")[0].lower(): l.split("==")[1].strip() for l in open("requirements.txt") if "==" in l and not l.startswith("#")}
+# pip allows a comment after a requirement; the pin is what precedes it.
+reqs = [l.split("#", 1)[0].strip() for l in open("requirements.txt")]
+pins = {r.split("==")[0].lower(): r.split("==")[1].strip() for r in reqs if "==" in r}
 bad = [f"{n}: want {v}, have {version(n)}" for n, v in pins.items() if version(n) != v]
 if version("pyspark") != version("pyspark-client"):
     bad.append(f"pyspark {version('pyspark')} != pyspark-client {version('pyspark-client')}")
