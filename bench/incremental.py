@@ -426,33 +426,20 @@ TUNED = {"worker-count": 8, "batch": 1000, "compact": True, "multiple-rows": Tru
 
 
 def task_yaml(down: Endpoint, syncer: dict | None = None) -> str:
-    unit = ""
+    import yaml
+
+    from tests.integration.helpers import target_database
+
+    inst = {"source-id": SOURCE_ID, "block-allow-list": "ba", "route-rules": ["merge-shards"]}
+    task = {"name": TASK_NAME, "task-mode": "incremental", "shard-mode": "pessimistic",
+            "target-database": target_database(down), "mysql-instances": [inst],
+            "block-allow-list": {"ba": {"do-dbs": [SCHEMA]}},
+            "routes": {"merge-shards": {"schema-pattern": SCHEMA, "table-pattern": "t_*",
+                                        "target-schema": SCHEMA, "target-table": TABLE}}}
     if syncer:
-        unit = "syncers:\n  bench:\n" + "".join(f"    {k}: {str(v).lower()}\n" for k, v in syncer.items())
-    return f"""\
-name: {TASK_NAME}
-task-mode: incremental
-shard-mode: pessimistic
-target-database:
-  host: {down.host}
-  port: {down.port}
-  user: {down.user}
-  password: "{down.password}"
-mysql-instances:
-  - source-id: {SOURCE_ID}
-    block-allow-list: ba
-    route-rules: [merge-shards]
-{"    syncer-config-name: bench" if syncer else ""}
-block-allow-list:
-  ba:
-    do-dbs: [{SCHEMA}]
-routes:
-  merge-shards:
-    schema-pattern: {SCHEMA}
-    table-pattern: "t_*"
-    target-schema: {SCHEMA}
-    target-table: {TABLE}
-{unit}"""
+        inst["syncer-config-name"] = "bench"
+        task["syncers"] = {"bench": dict(syncer)}
+    return yaml.safe_dump(task, sort_keys=False)
 
 
 def _checkpoint(store) -> Position | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import textwrap
+import yaml
 
 from dm_core.db import connect, qi, qt
 
@@ -30,47 +30,38 @@ def drop_schemas(ep, schemas: list[str]) -> None:
     conn.close()
 
 
+def target_database(ep) -> dict:
+    """The ``target-database`` block of a task file for ``ep``."""
+    return {"host": ep.host, "port": int(ep.port), "user": ep.user, "password": ep.password}
+
+
 def shard_task_yaml(name: str, target_ep, sources: list[tuple[str, int]], prefix: str, target_db: str,
-                    mode: str = "all", shard_mode: str = "pessimistic") -> str:
-    """A DM task merging `{prefix}_N`.`t_M` of every source into `{target_db}`.`t` with partition ids."""
-    inst = "\n".join(textwrap.dedent(f"""\
-      - source-id: {sid}
-        route-rules: [r-schema, r-table]
-        column-mapping-rules: [cm-{i}]
-        block-allow-list: ba""") for sid, i in sources)
-    cms = "\n".join(textwrap.dedent(f"""\
-      cm-{i}:
-        schema-pattern: "{prefix}_*"
-        table-pattern: "t_*"
-        expression: "partition id"
-        source-column: "id"
-        target-column: "id"
-        arguments: ["{i}", "{prefix}_", "t_"]""") for _, i in sources)
-    return textwrap.dedent(f"""\
-name: {name}
-task-mode: {mode}
-shard-mode: {shard_mode}
-target-database:
-  host: {target_ep.host}
-  port: {target_ep.port}
-  user: {target_ep.user}
-  password: "{target_ep.password}"
-mysql-instances:
-""") + textwrap.indent(inst, "") + "\n" + textwrap.dedent(f"""\
-routes:
-  r-schema:
-    schema-pattern: "{prefix}_*"
-    target-schema: "{target_db}"
-  r-table:
-    schema-pattern: "{prefix}_*"
-    table-pattern: "t_*"
-    target-schema: "{target_db}"
-    target-table: "t"
-block-allow-list:
-  ba:
-    do-dbs: ["~^{prefix}_[0-9]+$"]
-column-mappings:
-""") + textwrap.indent(cms, "  ") + "\n"
+                    mode: str = "all", shard_mode: str = "pessimistic",
+                    do_dbs: dict[str, list[str]] | None = None) -> str:
+    """A DM task merging `{prefix}_N`.`t_M` of every source into `{target_db}`.`t`, each source
+    with its own partition-id column mapping (instance number ``i`` of ``(source-id, i)``).
+
+    Sources share one block-allow-list of every `{prefix}_N` schema, unless ``do_dbs`` gives
+    each source its own schema list (so two sources may share one upstream server).
+    """
+    task = {"name": name, "task-mode": mode}
+    if shard_mode:
+        task["shard-mode"] = shard_mode
+    task["target-database"] = target_database(target_ep)
+    task["mysql-instances"] = [
+        {"source-id": sid, "route-rules": ["r-schema", "r-table"], "column-mapping-rules": [f"cm-{i}"],
+         "block-allow-list": f"ba-{i}" if do_dbs else "ba"} for sid, i in sources]
+    task["routes"] = {
+        "r-schema": {"schema-pattern": f"{prefix}_*", "target-schema": target_db},
+        "r-table": {"schema-pattern": f"{prefix}_*", "table-pattern": "t_*",
+                    "target-schema": target_db, "target-table": "t"}}
+    task["block-allow-list"] = ({f"ba-{i}": {"do-dbs": list(do_dbs[sid])} for sid, i in sources} if do_dbs
+                                else {"ba": {"do-dbs": [f"~^{prefix}_[0-9]+$"]}})
+    task["column-mappings"] = {
+        f"cm-{i}": {"schema-pattern": f"{prefix}_*", "table-pattern": "t_*", "expression": "partition id",
+                    "source-column": "id", "target-column": "id", "arguments": [str(i), f"{prefix}_", "t_"]}
+        for _, i in sources}
+    return yaml.safe_dump(task, sort_keys=False)
 
 
 def register(store, sources: dict, task_name: str, task_text: str) -> None:

@@ -22,7 +22,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,53 +133,6 @@ class ShardSetup:
         self.task = parse_task(self.text, str(self.task_file))
 
 
-def task_yaml(name: str, down: Endpoint, specs: list[SourceSpec], prefix: str, tdb: str,
-              shard_mode: str = "pessimistic") -> str:
-    """A task merging every ``{prefix}_N``.``t_M`` of every source into ``{tdb}``.``t``; each
-    source has its own block-allow-list (so two sources may share one upstream server) and
-    its own partition-id column mapping."""
-    inst, bal, cms = [], [], []
-    for spec in specs:
-        i = spec.instance
-        inst.append(textwrap.dedent(f"""\
-          - source-id: {spec.sid}
-            route-rules: [r-schema, r-table]
-            column-mapping-rules: [cm-{i}]
-            block-allow-list: ba-{i}"""))
-        dbs = ", ".join(f'"{s}"' for s in spec.schemas)
-        bal.append(f"  ba-{i}:\n    do-dbs: [{dbs}]")
-        cms.append(textwrap.indent(textwrap.dedent(f"""\
-          cm-{i}:
-            schema-pattern: "{prefix}_*"
-            table-pattern: "t_*"
-            expression: "partition id"
-            source-column: "id"
-            target-column: "id"
-            arguments: ["{i}", "{prefix}_", "t_"]"""), "  "))
-    return textwrap.dedent(f"""\
-name: {name}
-task-mode: all
-shard-mode: {shard_mode}
-target-database:
-  host: {down.host}
-  port: {down.port}
-  user: {down.user}
-  password: "{down.password}"
-mysql-instances:
-""") + "\n".join(inst) + "\n" + textwrap.dedent(f"""\
-routes:
-  r-schema:
-    schema-pattern: "{prefix}_*"
-    target-schema: "{tdb}"
-  r-table:
-    schema-pattern: "{prefix}_*"
-    table-pattern: "t_*"
-    target-schema: "{tdb}"
-    target-table: "t"
-block-allow-list:
-""") + "\n".join(bal) + "\ncolumn-mappings:\n" + "\n".join(cms) + "\n"
-
-
 def setup_shards(uniq: str, specs: list[SourceSpec], down: Endpoint, tmp_path, *, prefix: str,
                  shard_mode: str = "pessimistic", rows: int = 3, extra_cols: str = "") -> ShardSetup:
     """Create the shards upstream, register sources and task, record the watermarks, copy
@@ -189,7 +141,7 @@ def setup_shards(uniq: str, specs: list[SourceSpec], down: Endpoint, tmp_path, *
     from dm_core.full.phase import finish, prepare
     from dm_core.state import StateStore
 
-    from .helpers import register
+    from .helpers import register, shard_task_yaml
 
     name, tdb = f"shx{uniq}", f"tsx{uniq}"
     shards = []
@@ -197,7 +149,8 @@ def setup_shards(uniq: str, specs: list[SourceSpec], down: Endpoint, tmp_path, *
         for s in spec.schemas:
             make_tables(spec.ep, s, spec.tables, rows, extra_cols)
             shards += [Shard(spec.sid, spec.ep, s, t) for t in spec.tables]
-    text = task_yaml(name, down, specs, prefix, tdb, shard_mode)
+    text = shard_task_yaml(name, down, [(spec.sid, spec.instance) for spec in specs], prefix, tdb,
+                           shard_mode=shard_mode, do_dbs={spec.sid: spec.schemas for spec in specs})
     task_file = Path(tmp_path) / f"{name}.yaml"
     task_file.write_text(text)
     task = parse_task(text, str(task_file))
