@@ -28,7 +28,7 @@ class Endpoint:
 
 
 def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = True,
-            read_timeout: int | None = 3600, downstream: bool = False):
+            read_timeout: int | None = 3600, downstream: bool = False, connect_timeout: int = 10):
     """Open a pymysql connection; failures become a Transient error naming the server."""
     import pymysql
 
@@ -37,7 +37,7 @@ def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = Tru
     try:
         return pymysql.connect(
             host=ep.host, port=int(ep.port), user=ep.user, password=ep.password, database=database,
-            charset="utf8mb4", autocommit=autocommit, connect_timeout=10, read_timeout=read_timeout,
+            charset="utf8mb4", autocommit=autocommit, connect_timeout=connect_timeout, read_timeout=read_timeout,
             write_timeout=read_timeout, init_command=init, local_infile=False,
         )
     except pymysql.err.OperationalError as e:

@@ -57,6 +57,7 @@ class BinlogDump:
         self.ep = ep
         self.file = file
         self.pos = pos
+        self.dumping = False
         self.conn = connect(ep, read_timeout=read_timeout)
         try:
             self.server_version = self.conn.get_server_info()
@@ -84,6 +85,7 @@ class BinlogDump:
             payload = struct.pack("<BIHI", COM_BINLOG_DUMP, pos, 1 if non_block else 0, server_id) + file.encode()
             self.conn._sock.settimeout(read_timeout)
             self.conn._write_bytes(struct.pack("<I", len(payload))[:3] + b"\x00" + payload)
+            self.dumping = True
         except ShardflowError:
             self.close()
             raise
@@ -92,11 +94,31 @@ class BinlogDump:
             raise ErrorCode.UPSTREAM_UNREACHABLE.error(f"cannot start a binlog dump from {ep} at ({file}, {pos}): {e}") from e
 
     def close(self) -> None:
+        """Drop the stream, and end the server's dump thread for it.
+
+        A dumping server ignores COM_QUIT, and its dump thread, waiting for new events,
+        notices the closed socket only at its next write (a heartbeat). Until then a new
+        dump with the same server id first kills it and waits: 100 ms at the start of every
+        window. So the thread is killed here, from a short-lived connection of the same
+        user (no privilege needed for one's own threads).
+        """
         conn, self.conn = getattr(self, "conn", None), None
-        if conn is not None:
+        if conn is None:
+            return
+        thread = conn.thread_id() if getattr(self, "dumping", False) else None
+        try:
+            conn._force_close()  # COM_QUIT would go unread; just drop the socket
+        except Exception:
+            pass
+        if thread:
             try:
-                conn._force_close()  # a dumping server ignores COM_QUIT; just drop the socket
-            except Exception:
+                killer = connect(self.ep, read_timeout=5, connect_timeout=2)
+                try:
+                    with killer.cursor() as cur:
+                        cur.execute("KILL CONNECTION %s", (int(thread),))
+                finally:
+                    killer.close()
+            except Exception:  # gone already, or the server is down: the thread ends on its own
                 pass
 
     def events(self) -> Iterator[tuple[bytes, int, int]]:

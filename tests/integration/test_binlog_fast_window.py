@@ -171,3 +171,28 @@ def test_consumer_may_stop_early_and_resume_from_the_last_txn(table):
     assert w.position == txn.end
     rest, _, _ = _read_all(ep, w.position, until)
     assert [r.after["id"] for r in seen + _rows(rest, schema)] == list(range(20))
+
+
+def _dump_threads(conn, thread_id: int) -> int:
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM information_schema.processlist WHERE id = %s", (thread_id,))
+        return cur.fetchone()[0]
+
+
+def test_closing_a_dump_ends_its_server_thread(table):
+    """A dump waiting at the end of the binlog notices a closed socket only when it next
+    writes; until then a new dump with the same server id (the next window) must kill it
+    and wait. close() ends it at once. Without heartbeats, nothing else would."""
+    from dm_core.binlog.dump import BinlogDump
+
+    ep, conn, _ = table
+    f, p, _ = master_position(conn)
+    dump = BinlogDump(ep, f, p, server_id=4243, heartbeat=None)
+    next(dump.events())  # the server's ROTATE: the dump thread runs and waits for more
+    thread = dump.conn.thread_id()
+    assert _dump_threads(conn, thread) == 1
+    dump.close()
+    deadline = time.monotonic() + 10
+    while _dump_threads(conn, thread) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _dump_threads(conn, thread) == 0, "the server still runs the dump of a closed stream"
