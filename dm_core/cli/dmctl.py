@@ -164,7 +164,8 @@ def _fmt_state(s: dict) -> dict:
         "low_watermark": f"({s['low_file']}, {s['low_pos']})" if s["low_file"] else None,
         "high_watermark": f"({s['high_file']}, {s['high_pos']})" if s["high_file"] else None,
         "applied_rows": s["applied_rows"], "lag_seconds": s["lag_seconds"],
-        "rows_per_second": round(s["rows_per_second"], 1) if s["rows_per_second"] else None,
+        # 0.0 is a measured idle window; None means no window has run yet
+        "rows_per_second": round(s["rows_per_second"], 1) if s["rows_per_second"] is not None else None,
         "error": s["error"], "error_statement": s["error_stmt"], "error_position": s["error_pos"],
     }
 
