@@ -186,7 +186,7 @@ class FastBinlogWindow:
                 if flags2 & ev.GTID_FL_STANDALONE:  # a DDL follows, not a BEGIN…COMMIT group
                     txn = None
                 else:  # `end` is set at XID/COMMIT, before the Txn is ever seen
-                    txn = Txn(end=position, start=position, gtid=gtid)
+                    txn = Txn(position, [], None, None, position, 0, gtid)  # positional: per transaction
                 continue
             if typ == T_XID:
                 count += 1
