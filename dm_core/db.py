@@ -32,7 +32,6 @@ def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = Tru
     """Open a pymysql connection; failures become a Transient error naming the server."""
     import pymysql
 
-    code = ErrorCode.DOWNSTREAM_UNREACHABLE if downstream else ErrorCode.UPSTREAM_UNREACHABLE
     init = ";".join(f"SET SESSION {_quote_var(k)} = %s" % _literal(v) for k, v in ep.session) or None
     try:
         return pymysql.connect(
@@ -41,7 +40,7 @@ def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = Tru
             write_timeout=read_timeout, init_command=init, local_infile=False,
         )
     except pymysql.err.OperationalError as e:
-        raise code.error(f"cannot connect to {ep}: {_scrub(str(e.args[-1]) if e.args else str(e), ep)}") from None
+        raise _unreachable(ep, e, downstream) from None
 
 
 def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool = True):
@@ -56,7 +55,6 @@ def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool =
     """
     import MySQLdb
 
-    code = ErrorCode.DOWNSTREAM_UNREACHABLE if downstream else ErrorCode.UPSTREAM_UNREACHABLE
     # one statement: mysqlclient runs init_command without multi-statement support
     init = ", ".join(f"SESSION {_quote_var(k)} = %s" % _literal(v) for k, v in ep.session)
     kw = {"init_command": "SET " + init} if init else {}
@@ -66,7 +64,13 @@ def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool =
             autocommit=True, connect_timeout=10, read_timeout=read_timeout, write_timeout=read_timeout,
             local_infile=False, binary_prefix=True, **kw)
     except MySQLdb.OperationalError as e:
-        raise code.error(f"cannot connect to {ep}: {_scrub(str(e.args[-1]) if e.args else str(e), ep)}") from None
+        raise _unreachable(ep, e, downstream) from None
+
+
+def _unreachable(ep: Endpoint, e: Exception, downstream: bool) -> ShardflowError:
+    """Either driver's connect failure as a Transient error naming the server, password scrubbed."""
+    code = ErrorCode.DOWNSTREAM_UNREACHABLE if downstream else ErrorCode.UPSTREAM_UNREACHABLE
+    return code.error(f"cannot connect to {ep}: {_scrub(str(e.args[-1]) if e.args else str(e), ep)}")
 
 
 def _literal(v) -> str:

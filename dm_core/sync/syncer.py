@@ -416,10 +416,10 @@ class Syncer:
                     continue
                 if ch.op == "delete" and p.expr.skip_delete(ch.before):
                     continue
-            if p.mapping is None and not p.extract:
-                out.append(RowJob(ch.op, p.target, ch.before, ch.after, safe, txn.end))
-            else:
-                out.append(RowJob(ch.op, p.target, self._map(p, ch.before), self._map(p, ch.after), safe, txn.end))
+            before, after = ch.before, ch.after
+            if p.mapping is not None or p.extract:  # else _map would return the rows as they are
+                before, after = self._map(p, before), self._map(p, after)
+            out.append(RowJob(ch.op, p.target, before, after, safe, txn.end))
         return out
 
     # ---- DDL --------------------------------------------------------------------------

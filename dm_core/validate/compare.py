@@ -92,12 +92,12 @@ class _Tally:
 class _Side:
     """How to read one side of a target table: queries, each with a row transform."""
 
-    reads: list[tuple[Callable[[], object], str, Callable[[tuple], tuple]]]  # (connection, sql, to union row)
+    reads: list[tuple[object, str, Callable[[tuple], tuple]]]  # (connection, sql, to union row)
 
     def rows(self) -> Iterator[tuple]:
         """Normalized union rows, streamed."""
-        for conn_of, sql, shape in self.reads:
-            cur = conn_of().cursor(pymysql.cursors.SSCursor)
+        for conn, sql, shape in self.reads:
+            cur = conn.cursor(pymysql.cursors.SSCursor)
             try:
                 cur.execute(sql)
                 while True:
@@ -156,12 +156,12 @@ def compare_task(task, store) -> list[TableDiff]:
         for (ts, tt), parts in sorted(shards.items()):
             cols = columns[(ts, tt)]
             defaults = _defaults(down, ts, tt)
-            up = _Side([(lambda sid=sid: conns[sid],
+            up = _Side([(conns[sid],
                          f"SELECT {', '.join(qi(c) for c in st.columns)} FROM {qt(st.schema, st.table)}",
                          _shaper(st, shard_cols, plan, cols, defaults))
                         for sid, st, shard_cols, plan in parts])
             lacking = [c for c in cols if c not in defaults]
-            dn = _Side([(lambda: down,
+            dn = _Side([(down,
                          f"SELECT {', '.join(qi(c) if c in defaults else 'NULL' for c in cols)} FROM {qt(ts, tt)}",
                          lambda r: r)])
             exp, got = _tally(up), _tally(dn)
