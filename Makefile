@@ -25,8 +25,8 @@ airflow-up:     ## airflow standalone on the stack's Postgres, with dags/ and pl
 airflow-down:
 	scripts/airflow.sh down
 
-test:           ## the whole suite: unit, integration (local stack), e2e (Airflow + Spark)
-	$(VENV)/bin/python -m pytest tests
+test:           ## the whole suite: unit, integration (local stack), e2e (Airflow + Spark), dm_core's doctests
+	$(VENV)/bin/python -m pytest tests dm_core --doctest-modules
 
 test-unit:
 	$(VENV)/bin/python -m pytest tests/unit

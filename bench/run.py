@@ -1,13 +1,14 @@
-"""`make bench`: run the benchmarks, print a table, write bench/results/{rules,full,incremental}.json.
+"""`make bench`: run the benchmarks, print a table, write bench/results/{rules,full,incremental,airflow_lag}.json.
 
-    python -m bench.run [--rule-rows N] [--full-rows N] [--inc-events N] [--only rules|full|incremental]
+    python -m bench.run [--rule-rows N] [--full-rows N] [--inc-events N] [--only rules|full|incremental|lag]
 
 The rules part (bench/rules.py: the syncer's routing + filtering + mapping on one core vs
 just iterating the rows) runs first, in this process, and needs no server. The full and
 incremental parts need the local stack (`make stack-up`); ports and credentials come from
 the environment or `scripts/stack.sh env`. Figures are raw; performance is judged by the
 ratios (shardflow ÷ baseline, measured in this run on the same data), never by pass/fail
-thresholds. A baseline that cannot run is reported as null with its reason.
+thresholds. A baseline that cannot run is reported as null with its reason. The lag part
+(bench/airflow_lag.py) runs last and goes through `airflow standalone`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import logging
 import sys
 import time
 
-from bench import full, incremental, rules
+from bench import airflow_lag, full, incremental, rules
 from bench.common import fmt, machine, stack_from_env, table, write_json
 
 log = logging.getLogger("bench")
@@ -31,7 +32,7 @@ def _parse_arguments(argv=None):
                    help="rows of the full-copy data set, spread over 2 sources x 2 schemas x 2 tables (default 2,000,000)")
     p.add_argument("--inc-events", type=int, default=50_000,
                    help="single-row transactions of the incremental workload (default 50,000)")
-    p.add_argument("--only", choices=("rules", "full", "incremental"), help="run one part only")
+    p.add_argument("--only", choices=("rules", "full", "incremental", "lag"), help="run one part only")
     return p.parse_args(argv)
 
 
@@ -107,6 +108,23 @@ def render_incremental(out: dict) -> str:
             + "\n" + lag_line + "\n" + _ratios(out["ratios"]))
 
 
+def render_lag(out: dict) -> str:
+    d = out["data"]
+    rows = []
+    for key, name in (("airflow", "through airflow standalone (poke-mode sensor)"),
+                      ("in_process", "in process (SyncSession, no Airflow)")):
+        r = out["results"][key]
+        rows.append([name, fmt(r["idle"]["p50_s"], 3), fmt(r["idle"]["p99_s"], 3), fmt(r["load"]["p50_s"], 3),
+                     fmt(r["load"]["p99_s"], 3), fmt(r["load"]["achieved_rate_txn_per_s"]),
+                     "" if r.get("rows_ok") else "ROW CHECK FAILED"])
+    t = out["targets"]
+    return (f"LAG: a probe row upstream → visible downstream; idle ({d['idle_probes']} probes) and under "
+            f"{d['rate_txn_per_s']:.0f} txn/s for {d['load_seconds']:.0f}s\n"
+            + table(["syncer", "idle p50 s", "idle p99 s", "load p50 s", "load p99 s", "txn/s", "note"], rows)
+            + f"\ntargets: load p99 < 1 s {'met' if t['load_p99_under_1s'] else 'MISSED'}, idle p99 < 5 s "
+            f"{'met' if t['idle_p99_under_5s'] else 'MISSED'}\n" + _ratios(out["ratios"]))
+
+
 def main(argv=None) -> int:
     args = _parse_arguments(argv)
     logging.basicConfig(level=logging.INFO, format="[bench] %(message)s", stream=sys.stderr)
@@ -118,7 +136,7 @@ def main(argv=None) -> int:
         out = {"meta": {**machine(), "rule_rows": args.rule_rows}, **rules.run(args.rule_rows)}
         path = write_json("rules.json", out)
         reports.append(render_rules(out) + f"\n→ {path}")
-    stack = stack_from_env() if args.only in (None, "full", "incremental") else None
+    stack = stack_from_env() if args.only in (None, "full", "incremental", "lag") else None
     if args.only in (None, "full"):
         out = {"meta": {**machine(), "full_rows": args.full_rows}, **full.run(stack, args.full_rows)}
         path = write_json("full.json", out)
@@ -127,6 +145,10 @@ def main(argv=None) -> int:
         out = {"meta": {**machine(), "inc_events": args.inc_events}, **incremental.run(stack, args.inc_events)}
         path = write_json("incremental.json", out)
         reports.append(render_incremental(out) + f"\n→ {path}")
+    if args.only in (None, "lag"):
+        out = {"meta": machine(), **airflow_lag.run(stack)}
+        path = write_json("airflow_lag.json", out)
+        reports.append(render_lag(out) + f"\n→ {path}")
     print("\n\n".join(reports) + f"\n\n(benchmarks took {time.monotonic() - t0:.0f}s)")
     return 0
 

@@ -1,6 +1,6 @@
 """MySQL-protocol connections (upstream sources and the downstream target).
 
-One place that opens connections, so timeouts, charset and error wrapping are the same
+One place that opens connections, so timeouts, charset, TLS and error wrapping are the same
 everywhere, and a password can never leak into an error message.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.tls import TLS, mysqlclient_ssl, pymysql_ssl
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class Endpoint:
     password: str = field(default="", repr=False)
     name: str = ""  # a label for messages: "source mysql-01", "target"
     session: tuple[tuple[str, str], ...] = ()
+    tls: TLS | None = field(default=None, repr=False)   # DM's `security` section (dm_core.tls)
 
     def __str__(self) -> str:
         label = f"{self.name} " if self.name else ""
@@ -32,12 +34,12 @@ def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = Tru
     """Open a pymysql connection; failures become a Transient error naming the server."""
     import pymysql
 
-    init = ";".join(f"SET SESSION {_quote_var(k)} = %s" % _literal(v) for k, v in ep.session) or None
+    init = _init_command(ep)
     try:
         return pymysql.connect(
             host=ep.host, port=int(ep.port), user=ep.user, password=ep.password, database=database,
             charset="utf8mb4", autocommit=autocommit, connect_timeout=connect_timeout, read_timeout=read_timeout,
-            write_timeout=read_timeout, init_command=init, local_infile=False,
+            write_timeout=read_timeout, init_command=init, local_infile=False, ssl=pymysql_ssl(ep.tls),
         )
     except pymysql.err.OperationalError as e:
         raise _unreachable(ep, e, downstream) from None
@@ -55,16 +57,43 @@ def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool =
     """
     import MySQLdb
 
-    # one statement: mysqlclient runs init_command without multi-statement support
-    init = ", ".join(f"SESSION {_quote_var(k)} = %s" % _literal(v) for k, v in ep.session)
-    kw = {"init_command": "SET " + init} if init else {}
+    kw = {"init_command": _init_command(ep)}
     try:
         return MySQLdb.connect(
             host=ep.host, port=int(ep.port), user=ep.user, password=ep.password, charset="utf8mb4",
             autocommit=True, connect_timeout=10, read_timeout=read_timeout, write_timeout=read_timeout,
-            local_infile=False, binary_prefix=True, **kw)
+            local_infile=False, binary_prefix=True, **kw, **mysqlclient_ssl(ep.tls))
     except MySQLdb.OperationalError as e:
         raise _unreachable(ep, e, downstream) from None
+
+
+def _init_command(ep: Endpoint) -> str:
+    """The session's first statement: the endpoint's session variables, time_zone '+00:00' and
+    the sql_mode flags below.
+
+    Every shardflow session runs in UTC: the binlog carries TIMESTAMP values as UTC instants and
+    the reader decodes them to UTC datetimes, the full load and validation read and write at
+    '+00:00' too, so a TIMESTAMP lands as the same instant whatever zone either server runs in
+    (a `time_zone` in `target-database.session` is overridden: any other zone would shift them).
+    One statement: neither driver runs init_command with multi-statement support.
+
+    >>> _init_command(Endpoint("h", 1, "u", session=(("foreign_key_checks", "0"),)))[:66]
+    "SET SESSION foreign_key_checks = 0, SESSION time_zone = '+00:00', "
+    """
+    pairs = [(k, v) for k, v in ep.session if k.lower() not in ("time_zone", "sql_mode")]
+    pairs.append(("time_zone", "+00:00"))
+    # A sql_mode of the endpoint's is the base the flags below adjust; the server's otherwise.
+    # (One SET evaluates every right-hand side before it assigns, so it cannot read its own.)
+    mode = next((_literal(str(v)) for k, v in ep.session if k.lower() == "sql_mode"), "@@SESSION.sql_mode")
+    return "SET " + ", ".join([f"SESSION {_quote_var(k)} = %s" % _literal(v) for k, v in pairs]
+                              + [_SQL_MODE % mode])
+
+
+# Values the upstream holds are written back as they are, as DM's sessions do: zero and invalid
+# dates (the binlog reader hands them over as text), and 0 in an AUTO_INCREMENT column (which
+# would otherwise draw a new id). Strictness and every other mode of the session stay.
+_SQL_MODE = ("SESSION sql_mode = CONCAT_WS(',', REPLACE(REPLACE(%s, 'NO_ZERO_IN_DATE', ''), "
+             "'NO_ZERO_DATE', ''), 'ALLOW_INVALID_DATES', 'NO_AUTO_VALUE_ON_ZERO')")
 
 
 def _unreachable(ep: Endpoint, e: Exception, downstream: bool) -> ShardflowError:
@@ -76,6 +105,8 @@ def _unreachable(ep: Endpoint, e: Exception, downstream: bool) -> ShardflowError
 def _literal(v) -> str:
     import pymysql
 
+    if isinstance(v, str) and v.lstrip("-").isdigit():
+        return v  # boolean/numeric variables reject quoted numbers (foreign_key_checks = '0')
     return pymysql.converters.escape_item(v, "utf8mb4")
 
 

@@ -18,6 +18,11 @@ class ShardflowError(Exception):
     """Base of every error shardflow raises on purpose."""
 
     code: "ErrorCode | None" = None
+    # Set where known, for the pause report: the server's error number, the binlog position
+    # of the transaction or statement that failed, and the statement (values redacted).
+    errno: "int | None" = None
+    position: object = None
+    statement: "str | None" = None
 
     def __init__(self, message: str, *, code: "ErrorCode | None" = None, workaround: str | None = None):
         self.code = code or self.code
@@ -45,6 +50,8 @@ class ErrorCode(enum.Enum):
     SOURCE_INVALID = (10002, "config", True, "Fix the source file, then run `dmctl operate-source create FILE`.")
     SOURCE_UNKNOWN = (10003, "config", True, "Register it first: `dmctl operate-source create SOURCE.yaml`.")
     TASK_UNKNOWN = (10004, "config", True, "Start it first: `dmctl start-task TASK.yaml`.")
+    SECRET_KEY_INVALID = (10005, "config", True, "Point SHARDFLOW_SECRET_KEY_PATH at a readable file holding a hex AES-256 key (64 characters), as DM-master's secret-key-path, or unset it.")
+    STATE_KEY_INVALID = (10006, "config", True, "Point SHARDFLOW_STATE_KEY_FILE at the key file the state store's secrets were sealed with (one Fernet key per line, newest first); see README \"Secrets\".")
     PRECHECK_FAILED = (20001, "precheck", True, "Fix the items marked error (each names its fix), or list them in `ignore-checking-items` if you accept the risk.")
     UPSTREAM_UNREACHABLE = (30001, "database", False, "Check that the server is up and the source's host/port/user/password are right (`dmctl operate-source show`).")
     DOWNSTREAM_UNREACHABLE = (30002, "database", False, "Check that the target database is up and `target-database` in the task file is right.")
@@ -53,13 +60,16 @@ class ErrorCode(enum.Enum):
     BINLOG_POSITION_LOST = (50001, "sync", True, "The checkpoint's binlog file is gone from the upstream: run the full phase again, or set a newer `meta` position in the task file.")
     DDL_UNSUPPORTED = (50002, "sync", True, "Run `dmctl binlog skip TASK` to skip the statement, or `dmctl binlog replace TASK \"SQL\"` to run other SQL in its place.")
     DDL_EXEC_FAILED = (50003, "sync", True, "Fix the downstream, or run `dmctl binlog skip TASK` / `dmctl binlog replace TASK \"SQL\"`; then `dmctl resume-task TASK`.")
-    DML_EXEC_FAILED = (50004, "sync", False, "Check the downstream; the source retries from its last checkpoint in safe mode.")
+    DML_EXEC_FAILED = (50004, "sync", False, "The downstream is unreachable or busy (a transient error): the source retries with backoff from its last checkpoint in safe mode and pauses if it keeps failing.")
     SCHEMA_UNKNOWN = (50005, "sync", True, "The upstream must run with binlog_row_metadata=FULL so row events carry column names (`SET GLOBAL binlog_row_metadata='FULL'`), then resume.")
     SHARD_DDL_UNSUPPORTED = (50006, "shard-ddl", True, "Run `dmctl binlog skip TASK` to skip the statement, or `dmctl binlog replace TASK \"SQL\"` with statements on one table each.")
     SHARD_DDL_INCONSISTENT = (50007, "shard-ddl", True, "Every shard must run the same DDLs in the same order: make the upstream consistent, or `dmctl binlog replace TASK \"SQL\"` on the differing source, or `dmctl shard-ddl-lock unlock LOCK_ID`.")
     SHARD_DDL_CONFLICT = (50008, "shard-ddl", True, "Make the shards' definitions compatible upstream (the lock resolves by itself once they are), or `dmctl shard-ddl-lock unlock LOCK_ID --action skip|exec`.")
     SHARD_DDL_LOCK = (50009, "shard-ddl", True, "Run `dmctl shard-ddl-lock TASK` for the lock's members and statements.")
     SHARD_DDL_EXEC_UNKNOWN = (50010, "shard-ddl", True, "Look at the downstream table: if the statement took effect run `dmctl shard-ddl-lock unlock LOCK_ID --action skip`, otherwise `--action exec`.")
+    DML_REJECTED = (50011, "sync", True, "The downstream rejected the transaction for good (the error names why): fix the downstream table or data, then `dmctl resume-task TASK -s SOURCE`; or `dmctl binlog skip TASK -s SOURCE` to drop the transaction, or `dmctl binlog replace TASK -s SOURCE \"SQL\"` to run other SQL in its place.")
+    SYNC_RETRIES_EXHAUSTED = (50012, "sync", True, "A transient error did not go away within the retries: fix what it names (server down, network, locks), then `dmctl resume-task TASK -s SOURCE`.")
+    SYNC_FAILED = (50013, "sync", True, "An unexpected error stopped the source (a shardflow bug or an unforeseen server answer): read the task log, then `dmctl resume-task TASK -s SOURCE`; report it if it comes back.")
     AIRFLOW_API = (60001, "airflow", False, "Check that Airflow is up (`make airflow-up`) and SHARDFLOW_AIRFLOW_URL / credentials are right.")
 
     def __init__(self, number: int, klass: str, terminal: bool, workaround: str):

@@ -1,4 +1,9 @@
-"""Resolving where to connect: registered sources (state store) and the task's target."""
+"""Resolving where to connect: registered sources (state store) and the task's target.
+
+A source's rules are the task instance's rules with the source file's own binlog event
+``filters`` added (DM merges them into every task of the source; a task rule for the same
+schema/table patterns wins).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import zlib
 
 from dm_core.db import Endpoint
 from dm_core.errors import ErrorCode
+from dm_core.tls import TLS
 
 
 def source_endpoint(store, source_id: str) -> Endpoint:
@@ -13,14 +19,35 @@ def source_endpoint(store, source_id: str) -> Endpoint:
     if got is None:
         raise ErrorCode.SOURCE_UNKNOWN.error(f"source {source_id!r} is not registered")
     cfg, password = got
+    return endpoint_of(cfg, password)
+
+
+def endpoint_of(cfg: dict, password: str) -> Endpoint:
+    """The Endpoint of a registered source's config (``SourceConfig.to_dict()``)."""
+    sid = cfg.get("source-id", "")
     return Endpoint(host=cfg["host"], port=int(cfg["port"]), user=cfg["user"], password=password,
-                    name=f"source {source_id}")
+                    name=f"source {sid}", session=tuple(sorted((cfg.get("session") or {}).items())),
+                    tls=TLS.from_dict(cfg.get("security")))
 
 
 def target_endpoint(task) -> Endpoint:
+    """The downstream, with the task's session variables. As in DM, ``foreign_key_checks``
+    is 0 unless the task's ``session`` sets it: rows of a child table may arrive before its
+    parent's (chunks load in parallel, shards merge), and target tables keep foreign keys."""
     t = task.target_database
+    session = dict(t.session or {})
+    if not any(k.lower() == "foreign_key_checks" for k in session):
+        session["foreign_key_checks"] = "0"
     return Endpoint(host=t.host, port=int(t.port), user=t.user, password=t.password, name="target",
-                    session=tuple(sorted((t.session or {}).items())))
+                    session=tuple(sorted(session.items())), tls=t.tls)
+
+
+def source_rules(task, store, source_id: str):
+    """``task.rules_for(source_id)`` with the registered source's ``filters`` merged in."""
+    rules = task.rules_for(source_id)
+    got = store.get_source(source_id) if store is not None else None
+    extra = (got[0].get("filters") if got else None) or []
+    return task.with_source_filters(source_id, extra) if extra else rules
 
 
 def replica_server_id(task_name: str, source_id: str) -> int:

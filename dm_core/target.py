@@ -7,10 +7,27 @@ LIMIT 1, because duplicates are possible).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from dm_core.db import as_str
 from dm_core.errors import ErrorCode
+
+_GENERATED = re.compile(r"\b(?:VIRTUAL|STORED|PERSISTENT) GENERATED\b", re.I)
+
+
+def is_generated(extra: str | None) -> bool:
+    """Whether information_schema.COLUMNS.EXTRA marks a generated column, which the server
+    computes and no statement may write. MySQL 8 marks a column with a default expression
+    (``DEFAULT CURRENT_TIMESTAMP``) ``DEFAULT_GENERATED``: that one is written like any other.
+
+    >>> [is_generated(x) for x in ("VIRTUAL GENERATED", "STORED GENERATED", "PERSISTENT GENERATED",
+    ...                            "DEFAULT_GENERATED", "DEFAULT_GENERATED on update CURRENT_TIMESTAMP",
+    ...                            "auto_increment", "", None)]
+    [True, True, True, False, False, False, False, False]
+    """
+    return bool(extra) and _GENERATED.search(extra) is not None
 
 
 @dataclass(frozen=True)
@@ -21,6 +38,9 @@ class TargetTable:
     key: tuple[str, ...]
     key_is_unique: bool  # False when the key is "all columns"
     only_unique_key: bool = False  # no other unique index: rows with distinct keys never interact
+    # Generated columns (VIRTUAL / STORED): left out of ``columns`` and never the key, because
+    # the downstream computes them and rejects a value for them (errors 3105 / 1906).
+    generated: frozenset = frozenset()
 
     @cached_property
     def ident(self) -> tuple[str, str]:
@@ -47,7 +67,7 @@ class TargetCatalog:
     def _load(self, schema: str, table: str) -> TargetTable:
         with self._conn.cursor() as cur:
             cur.execute(
-                "SELECT column_name, is_nullable FROM information_schema.columns "
+                "SELECT column_name, is_nullable, extra FROM information_schema.columns "
                 "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
                 (schema, table),
             )
@@ -58,6 +78,7 @@ class TargetCatalog:
                     workaround="run the full phase (it creates target tables) or create the table downstream, then resume",
                 )
             nullable = {c[0]: c[1] == "YES" for c in cols}
+            generated = frozenset(c[0] for c in cols if is_generated(as_str(c[2])))
             cur.execute(
                 "SELECT index_name, column_name, non_unique FROM information_schema.statistics "
                 "WHERE table_schema = %s AND table_name = %s ORDER BY index_name = 'PRIMARY' DESC, index_name, seq_in_index",
@@ -68,11 +89,10 @@ class TargetCatalog:
             for name, col, non_unique in cur.fetchall():
                 indexes.setdefault(name, []).append(col)
                 unique[name] = not int(non_unique)
-        names = tuple(c[0] for c in cols)
+        names = tuple(c[0] for c in cols if c[0] not in generated)
         only = sum(1 for u in unique.values() if u) == 1
-        if "PRIMARY" in indexes:
-            return TargetTable(schema, table, names, tuple(indexes["PRIMARY"]), True, only)
-        for name, icols in indexes.items():
-            if unique[name] and not any(nullable[c] for c in icols):
-                return TargetTable(schema, table, names, tuple(icols), True, only)
-        return TargetTable(schema, table, names, names, False)
+        for name, icols in indexes.items():  # the primary key first (the ORDER BY above)
+            if unique[name] and not any(nullable[c] or c in generated for c in icols):
+                return TargetTable(schema, table, names, tuple(icols), True, only, generated)
+        return TargetTable(schema, table, names, names, False, generated=generated)
+

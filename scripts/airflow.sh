@@ -16,7 +16,7 @@ export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://postgres@127.0
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
-export AIRFLOW__CORE__PARALLELISM=${AIRFLOW__CORE__PARALLELISM:-8}
+export AIRFLOW__CORE__PARALLELISM=${AIRFLOW__CORE__PARALLELISM:-16}
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin"
 export AIRFLOW__API__PORT=$PORT
 export AIRFLOW__API__HOST=127.0.0.1
@@ -27,6 +27,11 @@ export AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL=5
 export AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT=1200
 # a SIGKILLed task is noticed and retried within a minute, not five
 export AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=60
+# after a restart, tasks the dead scheduler had queued are reset within a minute, not five
+export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL=${AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL:-60}
+# on a loaded 2-core machine the API server answers a task's first call in more than the
+# default 5 s, and the task fails before it starts
+export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-30}
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
 
 alive() { [ -f "$PIDF" ] && kill -0 "$(cat "$PIDF")" 2>/dev/null; }

@@ -22,5 +22,12 @@ python scripts/demo_data.py churn --seconds "${DEMO_CHURN_SECONDS:-30}"
 echo "== 5. wait until every source is synced"
 dmctl query-status demo --wait-synced "${DEMO_WAIT_SECONDS:-900}"
 dmctl query-status demo
-echo "== 6. verify: upstream union vs downstream"
+echo "== 6. verify in process: upstream union vs downstream"
 dmctl validate demo
+echo "== 7. validate on Spark: dm_demo_validate (the task file schedules it hourly; this runs it now)"
+rc=0
+dmctl validation start demo --wait-result "${DEMO_WAIT_SECONDS:-900}" || rc=$?
+pw=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['admin'])" \
+      "$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated" 2>/dev/null || echo "?")
+echo "== the Migrations page: $SHARDFLOW_AIRFLOW_URL/plugin/migrations   (Airflow login: admin / $pw)"
+exit $rc

@@ -6,7 +6,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 APT_PKGS=(mariadb-server mariadb-client postgresql openjdk-17-jre-headless libmariadb-java mydumper
           default-libmysqlclient-dev pkg-config build-essential python3-venv python3-dev
-          docker-compose curl)
+          docker-compose curl chromium)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -51,5 +51,6 @@ export SPARK_HOME=$(.venv/bin/python -c 'import os, pyspark; print(os.path.dirna
 .venv/bin/spark-submit --version 2>&1 | grep -q "version $(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')" \
   || { echo "[setup] spark-submit --version failed"; exit 1; }
 [ -f /usr/share/java/mariadb-java-client.jar ] || { echo "[setup] JDBC driver missing"; exit 1; }
+[ -x /usr/bin/chromium ] || { echo "[setup] chromium missing (the Migrations page's browser test needs it)"; exit 1; }
 .venv/bin/dmctl --help >/dev/null 2>&1 || { echo "[setup] dmctl not installed in .venv"; exit 1; }
 echo "[setup] ok: spark-submit works, JDBC driver present, dmctl installed"

@@ -66,15 +66,18 @@ def _create_spark_session(app: str):
     return b.getOrCreate()
 
 
-def _jdbc_url(ep, *, write: bool = False) -> str:
+def _jdbc_url(ep, *, write: bool = False, lenient: bool = False) -> str:
     # jdbc:mysql:// so Spark's MySQL dialect quotes identifiers with backticks (FIELD-NOTES).
     url = (f"jdbc:mysql://{ep.host}:{ep.port}/?tinyInt1isBit=false&useUnicode=true&characterEncoding=utf8"
-           "&sessionVariables=time_zone='+00:00'")
+           "&sessionVariables=time_zone='+00:00'" + (",sql_mode=''" if lenient else ""))
     return url + ("&rewriteBatchedStatements=true" if write else "&useCursorFetch=true")
 
 
 def _props(ep, **extra) -> dict:
-    return {"user": ep.user, "password": ep.password, "driver": "org.mariadb.jdbc.Driver", **extra}
+    from dm_core.tls import jdbc_properties
+
+    return {"user": ep.user, "password": ep.password, "driver": "org.mariadb.jdbc.Driver",
+            **jdbc_properties(ep.tls), **extra}
 
 
 def _transformed(df, st, task):
@@ -127,22 +130,38 @@ def _lander(spark, task, st, up_ep, target_ep, args):
     """``land(plan_id, chunk) -> rows`` for dm_core.full.loader: read, transform, write, merge."""
     from dm_core.db import connect, qt
     from dm_core.full import chunk_writer, faults
-    from dm_core.full.extract import chunk_query
+    from dm_core.full.extract import chunk_query, lenient
+    from dm_core.full.phase import chunk_shape
 
     verb = chunk_writer.verb(task.instance(st.source_id).loader.on_duplicate_logical)
     meta = task.meta_schema
+    dump_where = task.instance(st.source_id).mydumper.where
 
     def land(plan_id, chunk):
-        try:
-            return _land(plan_id, chunk)
-        except Exception as e:
-            raise _concise(e) from None
+        # DDL may run upstream while the load runs: each chunk reads the columns the
+        # upstream and the target have at that moment, and is read again if the table
+        # changed under it (dm_core/full/phase.py says why the result converges).
+        for attempt in range(3):
+            shape = chunk_shape(task, st, up_ep, target_ep)
+            if shape.table is None:
+                log.warning("%s chunk %d: the upstream table is gone (dropped during the load); nothing to load",
+                            st.name, chunk.chunk_id)
+                return 0
+            try:
+                return _land(plan_id, chunk, shape)
+            except Exception as e:
+                if attempt < 2 and chunk_shape(task, st, up_ep, target_ep).signature != shape.signature:
+                    log.warning("%s chunk %d: the upstream table changed while it was read; reading it again",
+                                st.name, chunk.chunk_id)
+                    continue
+                raise _concise(e) from None
 
-    def _land(plan_id, chunk):
+    def _land(plan_id, chunk, shape):
         spark.sparkContext.setJobDescription(f"{st.name} chunk {chunk.chunk_id}")
-        df = spark.read.jdbc(_jdbc_url(up_ep), chunk_query(st, chunk.where),
+        now = shape.table
+        df = spark.read.jdbc(_jdbc_url(up_ep), chunk_query(now, chunk.where, dump_where),
                              properties=_props(up_ep, fetchsize="10000"))
-        df = _transformed(df, st, task)
+        df = _transformed(df, now, task)
         if args.write_mode == "rows":
             fn = _rows_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, args.write_batch)
             return sum(df.rdd.mapPartitions(fn).collect())
@@ -151,10 +170,12 @@ def _lander(spark, task, st, up_ep, target_ep, args):
         try:
             t0 = time.monotonic()
             chunk_writer.create_staging(down, meta, staging, st.target_schema, st.target_table, df.columns)
-            df.write.jdbc(_jdbc_url(target_ep, write=True), qt(meta, staging), mode="append",
+            df.write.jdbc(_jdbc_url(target_ep, write=True, lenient=shape.drifted), qt(meta, staging), mode="append",
                           properties=_props(target_ep, batchsize=str(args.write_batch)))
             faults.hit("full.before_chunk_merge")
             t1 = time.monotonic()
+            if shape.drifted:
+                lenient(down)
             down.autocommit(False)
             n = chunk_writer.merge(down, meta, staging, st, df.columns, verb, plan_id, chunk.chunk_id, task.name)
         except BaseException:

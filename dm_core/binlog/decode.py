@@ -16,7 +16,9 @@ included, so a syncer sees no difference (one exception: negative TIME with a fr
 
 - integers signed/unsigned per binlog_row_metadata signedness; FLOAT widened from single;
 - DECIMAL → ``Decimal`` with the column's scale as exponent;
-- DATE / DATETIME(2) → ``date`` / naive ``datetime``; zero or invalid dates → ``None``;
+- DATE / DATETIME(2) → ``date`` / naive ``datetime``; zero or invalid dates (``0000-00-00``,
+  ``2024-02-31`` under ALLOW_INVALID_DATES) → their text, written back as they were (NULL would
+  break a NOT NULL column, and is another value);
 - TIMESTAMP(2) → naive UTC ``datetime`` (``utcfromtimestamp``), whatever the session zone;
 - TIME(2) → ``timedelta`` (negative values with fractions are decoded right, which the
   library does not do: see ``make_time2``);
@@ -25,7 +27,7 @@ included, so a syncer sees no difference (one exception: negative TIME with a fr
   charsets (BINARY, VARBINARY, BLOB) and charsets Python lacks → ``bytes``, except that
   an empty value is ``''``; GEOMETRY → ``bytes``;
 - ENUM → member string ('' for the error value 0); SET → ``set`` of members, empty → ``None``;
-- BIT → string of '0'/'1' digits, one per bit;
+- BIT → ``Bits``: a string of '0'/'1' digits, one per bit, written back as a bit literal;
 - MySQL binary JSON → dict/list/scalars with *bytes* keys and strings (MariaDB has no
   binary JSON: its JSON is LONGTEXT → ``str``).
 - without logged column names (binlog_row_metadata=MINIMAL) columns are named
@@ -42,6 +44,7 @@ from decimal import Decimal
 from typing import Callable, Mapping
 
 from dm_core.binlog import events as ev
+from dm_core.bits import Bits
 from dm_core.sync.reader import RowChange
 
 _EPOCH = datetime.datetime(1970, 1, 1)
@@ -82,7 +85,7 @@ def _frac_expr(fsp: int) -> str:
 
 def datetime2_lines(v: str, fsp: int) -> list[str]:
     """DATETIME2: 5 bytes big-endian (sign 1, year*13+month 17, day 5, hour 5, minute 6,
-    second 6) + fraction; a zero or invalid date reads as None."""
+    second 6) + fraction; a zero or invalid date reads as its text."""
     fb = (fsp + 1) // 2
     sh = 8 * fb
     micro = f", {_frac_expr(fsp)}" if fb else ""
@@ -92,7 +95,8 @@ def datetime2_lines(v: str, fsp: int) -> list[str]:
             f"    {v} = _DT(ym // 13, ym % 13, x >> {17 + sh} & 31, x >> {12 + sh} & 31, "
             f"x >> {6 + sh} & 63, x >> {sh} & 63{micro})",
             "except ValueError:",
-            f"    {v} = None",
+            f"    {v} = _invalid_dt(ym // 13, ym % 13, x >> {17 + sh} & 31, x >> {12 + sh} & 31, x >> {6 + sh} & 63, "
+            f"x >> {sh} & 63, {_frac_expr(fsp) if fb else 0}, {fsp})",
             f"p += {5 + fb}"]
 
 
@@ -163,9 +167,20 @@ def make_time2(fsp: int) -> Callable:
 def read_date(buf, p):
     v = buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16
     y, m, d = v >> 9 & 0x7FFF, v >> 5 & 15, v & 31
-    if not (y and m and d):
-        return None
-    return _DATE(y, m, d)
+    try:
+        return _DATE(y, m, d)
+    except ValueError:  # zero or invalid: its text
+        return f"{y:04d}-{m:02d}-{d:02d}"
+
+
+def invalid_datetime(y: int, mo: int, d: int, h: int, mi: int, s: int, micro: int = 0, fsp: int = 0) -> str:
+    """The text of a DATETIME the ``datetime`` type cannot hold (zero or invalid date).
+
+    >>> invalid_datetime(0, 0, 0, 0, 0, 1), invalid_datetime(2024, 2, 31, 12, 0, 0, 500000, 3)
+    ('0000-00-00 00:00:01', '2024-02-31 12:00:00.500')
+    """
+    text = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d}"
+    return f"{text}.{micro:06d}"[:20 + fsp] if fsp else text
 
 
 def read_time(buf, p):
@@ -175,13 +190,12 @@ def read_time(buf, p):
 
 def read_datetime(buf, p):
     v = _ifb(buf[p:p + 8], "little")
-    if not v:
-        return None
     d, t = divmod(v, 1000000)
     y, m, day = d // 10000, d % 10000 // 100, d % 100
-    if not (y and m and day):
-        return None
-    return _DT(y, m, day, t // 10000, t % 10000 // 100, t % 100)
+    try:
+        return _DT(y, m, day, t // 10000, t % 10000 // 100, t % 100)
+    except ValueError:  # zero or invalid: its text
+        return invalid_datetime(y, m, day, t // 10000, t % 10000 // 100, t % 100)
 
 
 def read_timestamp(buf, p):
@@ -247,7 +261,7 @@ def make_bit(bits: int) -> Callable:
     nbytes, mask, fmt = (bits + 7) // 8, (1 << bits) - 1, f"0{bits}b"
 
     def bit(buf, p):
-        return format(_ifb(buf[p:p + nbytes], "big") & mask, fmt)
+        return Bits(format(_ifb(buf[p:p + nbytes], "big") & mask, fmt))
     return bit
 
 
@@ -580,7 +594,7 @@ class TableCodec:
         else:
             make = f"_RC('delete', _S, _T, {d1}, None)"
         defaults = {"_RC": RowChange, "_S": self.schema, "_T": self.table, "_ifb": _ifb, "_D": Decimal,
-                    "_dctx": _DEC_CTX, "_DT": _DT, "_utc": _UTC_CACHE, "_utc_miss": _utc_miss, **g.names}
+                    "_dctx": _DEC_CTX, "_DT": _DT, "_invalid_dt": invalid_datetime, "_utc": _UTC_CACHE, "_utc_miss": _utc_miss, **g.names}
         args = ", ".join(f"{k}={k}" for k in defaults)
         src = [f"def rows(buf, p, end, {args}):",
                "    out = []",

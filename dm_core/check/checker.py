@@ -5,6 +5,11 @@ Items whose phase the task does not run are skipped: replication items for task-
 full (and DM's dump/load), dump items for task-mode incremental (and load). An item listed in ignore-checking-items (or
 ``all``) still runs, but its failures become warnings tagged "(ignored)", so the report
 shows the risk that was accepted. ``connection`` is never ignored.
+
+A task started again after a stop (``resuming``, see dm_core/state/lifecycle.py) skips the
+sharding items, as DM does for a task with checkpoints: the shards' current definitions are
+not those at the checkpoint (a shard DDL may be half way); once its full phase finished it
+skips the dump items too, since it only replicates from then on.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ CHECKS = (
     privileges.dump_privilege,
     connections.conn_number,
     table_schema.table_schema,
+    table_schema.extended_columns,
     meta_position.meta_position,
     sharding.schema_of_shard_tables,
     sharding.auto_increment_ID,
@@ -42,12 +48,17 @@ IGNORABLE = frozenset(fn.item for fn in CHECKS) - {"connection"}
 NEVER_IGNORED = frozenset({"connection"})
 
 
-def run_prechecks(task, sources: dict[str, Endpoint], target: Endpoint) -> CheckReport:
-    """Check a task against its real servers. ``sources`` maps source-id -> Endpoint."""
+SHARDING_ITEMS = frozenset({sharding.schema_of_shard_tables.item, sharding.auto_increment_ID.item})
+
+
+def run_prechecks(task, sources: dict[str, Endpoint], target: Endpoint, *, resuming: str = "fresh") -> CheckReport:
+    """Check a task against its real servers. ``sources`` maps source-id -> Endpoint;
+    ``resuming``: fresh | full | incremental (lifecycle.resume_point)."""
     ctx = CheckContext.gather(task, sources, target)
     results: list[CheckResult] = []
     for check in CHECKS:
-        if _skipped(check, task):
+        if _skipped(check, task) or (resuming != "fresh" and check.item in SHARDING_ITEMS) \
+                or (resuming == "incremental" and check.phase == DUMP):
             continue
         results += _run(check, ctx)
     report = CheckReport(apply_ignores(results, getattr(task, "ignore_checking_items", None) or ()),

@@ -8,6 +8,10 @@ but utf8/utf8mb4/latin1/ascii/binary) are flagged too. Both are warnings, one pe
 A route or column-mapping rule that cannot apply to a table (a mapping naming a column
 the table lacks) fails: the full phase would stop on it.
 
+A target table that a route's extract-table / extract-schema / extract-source writes into and that
+the user created beforehand must have those extend columns (DM: "does not exist in downstream
+table"): rows of different shards with the same key are told apart only by them.
+
 A user sees only the tables it holds some privilege on, so "no table" may also mean
 "no privilege": the warning says so.
 """
@@ -44,3 +48,28 @@ def table_schema(ctx, src: ServerFacts):
                               "support (supported: utf8, utf8mb4, latin1, ascii, binary)",
                               f"ALTER TABLE {t.name} CONVERT TO CHARACTER SET utf8mb4", table=t.name))
     return out or [passed(f"{len(src.tables)} allowed table(s), each with a primary or NOT NULL unique key")]
+
+
+@item("table_schema", scope="task")
+def extended_columns(ctx):
+    wanted: dict[tuple[str, str], set[str]] = {}
+    for key, members in ctx.targets.items():
+        for t in members:
+            wanted.setdefault(key, set()).update(t.extract_columns)
+    wanted = {k: v for k, v in wanted.items() if v}
+    if not wanted:
+        return []
+    down = {(t.schema.lower(), t.table.lower()): t for t in ctx.target.tables or ()}
+    out = []
+    for key, cols in sorted(wanted.items()):
+        tbl = down.get(key)
+        if tbl is None:
+            continue  # the full phase creates it, extend columns included
+        have = {c.name.lower() for c in tbl.columns}
+        missing = sorted(c for c in cols if c.lower() not in have)
+        if missing:
+            out.append(failed(f"extended column(s) {', '.join(missing)} of the routes do not exist in downstream "
+                              f"table {tbl.name}", "add them to that table (and to its primary key, so rows of "
+                              "different shards stay apart), or drop the table and let the full phase create it",
+                              table=tbl.name))
+    return out or [passed(f"{len(wanted)} target table(s) with extend columns: those that exist have them")]

@@ -1,4 +1,5 @@
-"""A small client of Airflow 3's REST API (what dmctl needs: DAGs, runs, unpause, trigger).
+"""A small client of Airflow 3's REST API (what dmctl needs: DAGs, runs, task instances,
+unpause, trigger, ending runs and task instances).
 
 Where: SHARDFLOW_AIRFLOW_URL (default http://127.0.0.1:8080). Who: SHARDFLOW_AIRFLOW_USER /
 SHARDFLOW_AIRFLOW_PASSWORD, else the simple auth manager's generated password file in
@@ -24,6 +25,13 @@ class AirflowAPI:
         self._password = password or os.environ.get("SHARDFLOW_AIRFLOW_PASSWORD") or self._generated_password()
         self._token: str | None = None
 
+    @classmethod
+    def with_token(cls, url: str, token: str) -> "AirflowAPI":
+        """A client acting as the user who holds ``token`` (a JWT the API server issued)."""
+        api = cls(url=url, user="-", password="-")
+        api._token = token
+        return api
+
     def _generated_password(self) -> str:
         # AIRFLOW_HOME, else the local stack's (make airflow-up), else Airflow's default
         root = Path(__file__).resolve().parents[2]
@@ -46,7 +54,7 @@ class AirflowAPI:
         if auth:
             req.add_header("Authorization", f"Bearer {self.token()}")
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
+            with urllib.request.urlopen(req, timeout=60) as r:  # a loaded API server is slow, not gone
                 raw = r.read()
                 return json.loads(raw) if raw else None
         except urllib.error.HTTPError as e:
@@ -82,17 +90,54 @@ class AirflowAPI:
         out = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit={limit}") or {}
         return out.get("dag_runs", [])
 
-    def run(self, dag_id: str, run_id: str) -> dict | None:
+    def dag_ids(self, prefix: str = "") -> list[str]:
+        """Ids of the DAGs Airflow has loaded whose id starts with ``prefix``."""
         from urllib.parse import quote
 
-        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}")
+        out = self._call("GET", f"/api/v2/dags?limit=1000&dag_id_pattern={quote(prefix + '%', safe='')}") or {}
+        return [d["dag_id"] for d in out.get("dags", []) if d["dag_id"].startswith(prefix)]
+
+    def runs_of(self, dag_ids: list[str], limit: int = 100) -> list[dict]:
+        """Runs of several DAGs, newest first (one call)."""
+        out = self._call("POST", "/api/v2/dags/~/dagRuns/list",
+                         {"dag_ids": dag_ids, "order_by": "-run_after", "page_limit": limit}) or {}
+        return out.get("dag_runs", [])
+
+    def run(self, dag_id: str, run_id: str) -> dict | None:
+        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{_q(run_id)}")
 
     def variable(self, key: str) -> str | None:
         out = self._call("GET", f"/api/v2/variables/{key}")
         return None if out is None else out.get("value")
 
-    def clear_running(self, dag_id: str) -> None:
-        """Mark active runs failed (used by stop-task after the sensors had their chance to stop)."""
-        for r in self.runs(dag_id, 20):
-            if r.get("state") in ("running", "queued"):
-                self._call("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{r['dag_run_id']}", {"state": "failed"})
+    def active_runs(self, dag_id: str) -> list[dict]:
+        """Runs of ``dag_id`` that are queued or running (oldest first)."""
+        out = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?state=queued&state=running&order_by=run_after"
+                                "&limit=100") or {}
+        return out.get("dag_runs", [])
+
+    def end_run(self, dag_id: str, run_id: str, state: str, note: str) -> None:
+        """Set a run to ``state`` (success | failed): Airflow kills its running task instances
+        and skips the pending ones."""
+        self._call("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{_q(run_id)}", {"state": state, "note": note})
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
+        out = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances?limit=100") or {}
+        return out.get("task_instances", [])
+
+    def end_task(self, dag_id: str, run_id: str, task_id: str, state: str, note: str) -> None:
+        """Set one task instance to ``state`` (success | failed | skipped); a running one is killed."""
+        self._call("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}",
+                   {"new_state": state, "note": note})
+
+    def clear_tasks(self, dag_id: str, run_id: str, task_ids: list[str]) -> None:
+        """Run ``task_ids`` of a run again (their run becomes active again if it had ended)."""
+        self._call("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances",
+                   {"dry_run": False, "dag_run_id": run_id, "task_ids": task_ids, "only_failed": False,
+                    "reset_dag_runs": True})
+
+
+def _q(run_id: str) -> str:
+    from urllib.parse import quote
+
+    return quote(run_id, safe="")

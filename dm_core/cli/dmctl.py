@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
 
+from dm_core.cli import secret_cmds
 from dm_core.errors import ShardflowError
 
 
@@ -34,32 +34,43 @@ def _task_name(arg: str) -> str:
     if p.suffix in (".yaml", ".yml") and p.exists():
         from dm_core.config.task import load_task_file
 
-        return load_task_file(p).name
+        return load_task_file(p, expand_env=False).name  # naming a task needs no credentials
     return arg
 
 
-def _load_task_from_store(store, name: str):
+def _load_task_from_store(store, name: str, *, credentials: bool = False):
+    """(task, status); ``credentials``: expand ${ENV} (only commands that connect downstream)."""
     from dm_core.config.task import parse_task
     from dm_core.errors import ErrorCode
 
     got = store.get_task(name)
     if got is None:
         raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} is not known")
-    return parse_task(got[0], f"<task {name}>"), got[1]
+    return parse_task(got[0], f"<task {name}>", expand_env=credentials), got[1]
+
+
+def _print_warnings(warnings) -> None:
+    """A config file's warnings (keys shardflow accepts but does not act on), on stderr."""
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
 
 
 # ---- operate-source -----------------------------------------------------------------------
 def cmd_operate_source(a) -> int:
-    from dm_core.config.source import load_source_file
+    from dm_core.config.source import check_server_flavor, load_source_file
 
     with _store() as store:
         if a.op == "create":
             for f in a.files:
                 src = load_source_file(f)
-                from dm_core.db import Endpoint, connect
+                from dm_core.db import connect
 
-                conn = connect(Endpoint(src.host, src.port, src.user, src.password, name=f"source {src.source_id}"))
-                conn.close()
+                _print_warnings(src.warnings)
+                conn = connect(src.endpoint())
+                try:
+                    check_server_flavor(src, conn.get_server_info(), f)
+                finally:
+                    conn.close()
                 store.put_source(src.source_id, src.to_dict(with_password=False), src.password)
                 print(f"source {src.source_id}: created ({src.user}@{src.host}:{src.port})")
             return 0
@@ -68,6 +79,9 @@ def cmd_operate_source(a) -> int:
             if a.files:
                 wanted = set(a.files)
                 rows = [r for r in rows if r.get("source-id") in wanted or r.get("source_id") in wanted]
+            for r in rows:      # TLS material is long and the key is sealed: say whether it is there
+                if r.get("security"):
+                    r["security"] = {k: bool(v) for k, v in r["security"].items()}
             print(json.dumps({"result": True, "sources": rows}, indent=2))
             return 0
         if a.op == "stop":
@@ -101,6 +115,7 @@ def cmd_check_task(a) -> int:
     from dm_core.config.task import load_task_file
 
     task = load_task_file(a.file)  # every problem of the file, each naming its key, or nothing
+    _print_warnings(task.warnings)
     print(f"task file {a.file}: valid (task {task.name}, task-mode {task.task_mode}, "
           f"shard-mode {task.shard_mode or 'none'}, {len(task.mysql_instances)} source(s)); "
           f"checking the servers")
@@ -112,48 +127,9 @@ def cmd_check_task(a) -> int:
 
 def cmd_start_task(a) -> int:
     from dm_core.cli.airflow_api import AirflowAPI
-    from dm_core.config.task import load_task_file
-    from dm_core.sources import source_endpoint
+    from dm_core.cli.lifecycle import cmd_start_task as start
 
-    task = load_task_file(a.file)  # an invalid file raises here: nothing is started
-    text = Path(a.file).read_text()
-    with _store() as store:
-        for inst in task.mysql_instances:
-            source_endpoint(store, inst.source_id)  # every source must be registered
-        dest = _tasks_dir() / f"{task.name}.yaml"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if Path(a.file).resolve() != dest.resolve():
-            shutil.copyfile(a.file, dest)
-        if a.remove_meta:
-            from dm_core.full.phase import forget
-
-            store.reset_task(task.name)
-            forget(task, store)  # chunk plans, downstream markers, staging leftovers
-        store.put_task(task.name, text, "running")
-    api = AirflowAPI()
-    ids = {p: f"dm_{task.name}_{p}" for p in ("precheck", "full", "incremental", "shard_ddl_unlock")}
-    wanted = [ids["precheck"]] + ([ids["full"]] if task.task_mode != "incremental" else []) \
-        + ([ids["incremental"]] if task.task_mode in ("all", "incremental") else []) \
-        + ([ids["shard_ddl_unlock"]] if task.shard_mode else [])
-    deadline = time.monotonic() + a.wait_dags
-    missing = wanted
-    while True:
-        missing = [d for d in wanted if api.dag(d) is None]
-        if not missing or time.monotonic() > deadline:
-            break
-        time.sleep(2)
-    if missing:
-        errs = [e for e in api.import_errors() if task.name in e.get("stack_trace", "")]
-        hint = ("\n" + errs[0]["stack_trace"][-1500:]) if errs else ""
-        print(f"task {task.name}: Airflow has not loaded {', '.join(missing)} after {a.wait_dags}s "
-              f"(is the dag-processor running on {dest.parent}?){hint}", file=sys.stderr)
-        return 1
-    for d in wanted:
-        api.set_paused(d, False)
-    run = api.trigger(ids["precheck"], {"chain": True})
-    print(f"task {task.name}: started (precheck → {'full → ' if task.task_mode != 'incremental' else ''}"
-          f"{'incremental' if task.task_mode != 'full' else 'done'}); run {run.get('dag_run_id')} of {ids['precheck']}")
-    return 0
+    return start(a, _store, AirflowAPI, _tasks_dir(), on_loaded=lambda t: _print_warnings(t.warnings))
 
 
 # ---- status ---------------------------------------------------------------------------------
@@ -170,32 +146,54 @@ def _fmt_state(s: dict) -> dict:
     }
 
 
-def _dag_runs(task_name: str) -> dict:
+def _airflow_view(name: str, generation: int | None) -> dict:
     from dm_core.cli.airflow_api import AirflowAPI
+    from dm_core.cli.status_view import airflow_view
 
     try:
-        api = AirflowAPI()
-        out = {}
-        for p in ("precheck", "full", "incremental"):
-            runs = api.runs(f"dm_{task_name}_{p}", 1)
-            if runs:
-                out[p] = runs[0].get("state")
-        return out
+        return airflow_view(AirflowAPI(), name, generation)
+    except ShardflowError as e:
+        return {"error": str(e).splitlines()[0], "phases": {}, "waiting": []}
+
+
+def _source_rows(store, name: str, info: dict) -> list[dict]:
+    """Every source of the task file (a source not started yet has no state row: shown as new)."""
+    from dm_core.config.task import parse_task
+
+    rows = {s["source_id"]: s for s in store.all_source_states(name)}
+    try:
+        ids = [i.source_id for i in parse_task(info["config_text"], f"<task {name}>", expand_env=False).mysql_instances]
     except ShardflowError:
-        return {}
+        ids = []
+    blank = dict.fromkeys(("binlog_file", "binlog_pos", "low_file", "low_pos", "high_file", "high_pos", "lag_seconds",
+                           "rows_per_second", "error", "error_stmt", "error_pos"))
+    for sid in ids:
+        rows.setdefault(sid, {**blank, "source_id": sid, "stage": "new", "applied_rows": 0, "requested": "running"})
+    return [rows[k] for k in sorted(rows)]
 
 
-def _status(store, name: str) -> dict:
-    got = store.get_task(name)  # no parse: status must show even if the file needs env it lacks
-    if got is None:
-        from dm_core.errors import ErrorCode
-
-        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} is not known")
+def _status(store, name: str, only: list[str] | None = None) -> dict:
+    from dm_core.cli.status_view import describe
+    from dm_core.errors import ErrorCode
     from dm_core.shardddl import admin
 
-    status = got[1]
-    return {"task": name, "status": status, "phases": _dag_runs(name),
-            "sources": [_fmt_state(s) for s in store.all_source_states(name)],
+    info = store.task_info(name)  # no credentials: status must show even if the file needs env it lacks
+    if info is None:
+        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} is not known")
+    view = _airflow_view(name, info["generation"])
+    loaded = store.chunk_totals(name)
+    rows = _source_rows(store, name, info)
+    view["held"] = store.held_sources(name, [s["source_id"] for s in rows])  # which have a live poke
+    sources = []
+    for s in rows:
+        if only and s["source_id"] not in only:
+            continue
+        row = _fmt_state(s)
+        row["status"], row["message"] = describe(name, info, s, view, loaded.get(s["source_id"], 0))
+        sources.append(row)
+    return {"task": name, "status": info["status"], "start": info["generation"], "phases": view.get("phases", {}),
+            "waiting": view.get("waiting", []), **({"airflow_error": view["error"]} if view.get("error") else {}),
+            "sources": sources,
             "ddl_locks": [admin.summary(lk) for lk in admin.list_locks(store, name, active_only=True)]}
 
 
@@ -203,23 +201,28 @@ def cmd_query_status(a) -> int:
     with _store() as store:
         names = [_task_name(a.task)] if a.task else [n for n, _ in store.list_tasks()]
         if a.wait_synced is None:
-            print(json.dumps({"result": True, "tasks": [_status(store, n) for n in names]}, indent=2, default=str))
+            print(json.dumps({"result": True, "tasks": [_status(store, n, a.source) for n in names]}, indent=2,
+                             default=str))
             return 0
         rc = 0
         for n in names:
-            rc = max(rc, _wait_synced(store, n, a.wait_synced))
+            rc = max(rc, _wait_synced(store, n, a.wait_synced, a.source))
         return rc
 
 
-def _wait_synced(store, name: str, timeout: float) -> int:
-    """Wait until every source applied what its upstream had written when this started."""
+def _wait_synced(store, name: str, timeout: float, only: list[str] | None = None) -> int:
+    """Wait until every source (or ``only``) applied what its upstream had written when this
+    started. Exit 2 at once when one cannot get there by itself (stopped, paused, a failed phase)."""
     from dm_core.db import connect, master_position
     from dm_core.sources import source_endpoint
+    from dm_core.state import lifecycle
     from dm_core.state.store import Position
 
     task, _ = _load_task_from_store(store, name)
     targets = {}
     for inst in task.mysql_instances:
+        if only and inst.source_id not in only:
+            continue
         conn = connect(source_endpoint(store, inst.source_id))
         try:
             f, p, _g = master_position(conn)
@@ -229,45 +232,53 @@ def _wait_synced(store, name: str, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     last_phase_check = 0.0
     while True:
+        info = store.task_info(name)
         states = {s["source_id"]: s for s in store.all_source_states(name)}
         behind = []
         for sid, target in targets.items():
             s = states.get(sid)
-            if s and s["stage"] == "paused" and s["error"]:
-                print(json.dumps(_status(store, name), indent=2, default=str))
-                print(f"task {name}: source {sid} is paused on an error (see above)", file=sys.stderr)
+            gate = lifecycle.gate(info, s)
+            if gate.state != lifecycle.RUNNING or (s and s["stage"] == "paused" and s["error"]):
+                print(json.dumps(_status(store, name, only), indent=2, default=str))
+                why = "paused on an error" if gate.state == lifecycle.RUNNING else gate.reason
+                print(f"task {name}: source {sid} cannot sync: {why} (see above)", file=sys.stderr)
                 return 2
             if not s or not s["binlog_file"] or Position(s["binlog_file"], s["binlog_pos"]).key() < target.key():
-                behind.append(f"{sid} at {'(' + s['binlog_file'] + ', ' + str(s['binlog_pos']) + ')' if s and s['binlog_file'] else 'nothing yet'}, needs {target}")
+                behind.append(sid)
         if not behind:
             print(f"task {name}: synced: every source applied its upstream up to {', '.join(f'{k} {v}' for k, v in targets.items())}")
             return 0
         now = time.monotonic()
         if now - last_phase_check > 10:
             last_phase_check = now
-            failed = [p for p, st in _dag_runs(name).items() if st == "failed"]
+            failed = _airflow_view(name, info["generation"]).get("failed", [])  # this start's runs only
             if failed:
                 print(f"task {name}: the {', '.join(failed)} phase failed in Airflow: read the task log of "
                       f"DAG dm_{name}_{failed[0]}", file=sys.stderr)
                 return 2
         if now > deadline:
-            print(f"task {name}: not synced after {timeout:.0f}s: {'; '.join(behind)}", file=sys.stderr)
+            shown = {r["source"]: r for r in _status(store, name, behind)["sources"]}
+            print(f"task {name}: not synced after {timeout:.0f}s:\n  " + "\n  ".join(
+                f"{sid}: at {shown[sid]['checkpoint'] or 'nothing yet'}, needs {targets[sid]}; "
+                f"{shown[sid]['status']}: {shown[sid]['message']}" for sid in behind), file=sys.stderr)
             return 1
         time.sleep(1)
 
 
 # ---- lifecycle ------------------------------------------------------------------------------
-def cmd_set_status(a, status: str) -> int:
-    name = _task_name(a.task)
-    with _store() as store:
-        _load_task_from_store(store, name)
-        store.set_task_status(name, status)
-        if status == "running":  # resume also retries sources paused on errors
-            for s in store.all_source_states(name):
-                if s["stage"] == "paused":
-                    store.update_source_state(name, s["source_id"], stage="sync", error=None, error_code=None)
-    print(f"task {name}: {status}")
-    return 0
+def cmd_stop_task(a) -> int:
+    from dm_core.cli.airflow_api import AirflowAPI
+    from dm_core.cli.lifecycle import cmd_stop_task as stop
+
+    a.task = _task_name(a.task)
+    return stop(a, _store, AirflowAPI)
+
+
+def cmd_pause_resume(a, pause: bool) -> int:
+    from dm_core.cli.lifecycle import cmd_pause_resume as pause_resume
+
+    a.task = _task_name(a.task)
+    return pause_resume(a, _store, pause)
 
 
 def cmd_binlog(a) -> int:
@@ -312,16 +323,12 @@ def cmd_shard_ddl_lock(a) -> int:
 
 
 def cmd_validate(a) -> int:
-    from dm_core.validate.compare import compare_task, render
+    from dm_core.cli import validation_cmds
 
-    name = _task_name(a.task)
     with _store() as store:
-        task, _ = _load_task_from_store(store, name)
-        diffs = compare_task(task, store)
-    print(render(diffs))
-    ok = all(d.equal for d in diffs)
-    print(f"task {name}: downstream {'EQUALS' if ok else 'DIFFERS FROM'} the union of the upstream shards")
-    return 0 if ok else 1
+        task, _ = _load_task_from_store(store, _task_name(a.task), credentials=True)
+        return validation_cmds.cmd_validate(a, store, task) if a.cmd == "validate" else \
+            validation_cmds.cmd_validation(a, store, task)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -334,19 +341,35 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("check-task", help="validate a task file and run the prechecks")
     s.add_argument("file")
     s.set_defaults(fn=cmd_check_task)
-    s = sub.add_parser("start-task", help="register a task file and run precheck → full → incremental in Airflow")
+    s = sub.add_parser("start-task", help="register a task file and run precheck → full → incremental in Airflow; "
+                                          "a stopped task resumes from its checkpoints")
     s.add_argument("file")
     s.add_argument("--remove-meta", action="store_true", help="forget checkpoints and loaded chunks first")
+    s.add_argument("-s", "--source", action="append", help="only this source (repeatable); on a running task: "
+                                                           "start a source stopped with stop-task -s again")
     s.add_argument("--wait-dags", type=float, default=180, help="seconds to wait for Airflow to load the DAGs")
+    s.add_argument("--timeout", type=float, default=120,
+                   help="seconds to wait for runs of an earlier start to end before starting")
     s.set_defaults(fn=cmd_start_task)
-    s = sub.add_parser("query-status", help="per-source phase, position, lag and errors")
+    s = sub.add_parser("query-status", help="per source: running / paused (why) / stopped / waiting (on what), "
+                                            "position, lag and errors")
     s.add_argument("task", nargs="?")
+    s.add_argument("-s", "--source", action="append", help="only this source (repeatable)")
     s.add_argument("--wait-synced", type=float, metavar="SECONDS")
     s.set_defaults(fn=cmd_query_status)
-    for name, status in (("stop-task", "stopped"), ("pause-task", "paused"), ("resume-task", "running")):
-        s = sub.add_parser(name)
-        s.add_argument("task")
-        s.set_defaults(fn=lambda a, st=status: cmd_set_status(a, st))
+    s = sub.add_parser("stop-task", help="end the task's runs (or -s sources' sensors) and wait until they ended; "
+                                         "checkpoints are kept")
+    s.add_argument("task", help="task name or file")
+    s.add_argument("-s", "--source", action="append", help="only this source (repeatable)")
+    s.add_argument("--no-wait", action="store_true", help="return at once; the runs end by themselves")
+    s.add_argument("--timeout", type=float, default=120, help="seconds to wait for the runs to end")
+    s.set_defaults(fn=cmd_stop_task)
+    for name, pause in (("pause-task", True), ("resume-task", False)):
+        s = sub.add_parser(name, help="pause replication (keeps everything)" if pause else
+                           "resume replication (a source paused on an error retries its statement once)")
+        s.add_argument("task", help="task name or file")
+        s.add_argument("-s", "--source", action="append", help="only this source (repeatable)")
+        s.set_defaults(fn=lambda a, p=pause: cmd_pause_resume(a, p))
     s = sub.add_parser("binlog", help="skip or replace the statement a source is paused on")
     s.add_argument("op", choices=["skip", "replace"])
     s.add_argument("task")
@@ -364,9 +387,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--all", action="store_true", help="list idle locks too")
     s.add_argument("-v", "--verbose", action="store_true", help="members, operations and schemas of each lock")
     s.set_defaults(fn=cmd_shard_ddl_lock)
-    s = sub.add_parser("validate", help="compare downstream with the union of the shards (row counts, checksums)")
+    s = sub.add_parser("validate", help="compare downstream with the union of the shards now, in this process")
     s.add_argument("task")
+    s.add_argument("--mode", choices=["full", "fast"], help="full: every column; fast: keys only (default: the task file's)")
+    s.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
+                   help="re-check rows that differ while replication catches up for at most this long "
+                        "(default 60; the task file's row-error-delay applies to scheduled runs)")
     s.set_defaults(fn=cmd_validate)
+    s = sub.add_parser("validation", help="status: the last validation result; start: run dm_<task>_validate now")
+    s.add_argument("op", choices=["status", "start"])
+    s.add_argument("task")
+    s.add_argument("--mode", choices=["full", "fast"], help="start: override the task file's mode")
+    s.add_argument("--table-stage", choices=["running", "stopped"], help="status: only tables in this stage")
+    s.add_argument("--wait-result", type=float, metavar="SECONDS",
+                   help="start: wait for the run and print its result (exit 0 equal, 1 differences, 2 failed)")
+    s.set_defaults(fn=cmd_validate)
+    secret_cmds.register(sub)
     return p
 
 

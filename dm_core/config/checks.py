@@ -12,13 +12,15 @@ SHARD_MODES = ("pessimistic", "optimistic")
 ONLINE_DDL_SCHEMES = ("pt", "gh-ost")
 COLLATION_MODES = ("loose", "strict")
 
-# DM precheck items that `ignore-checking-items` may name (dm/config/checking_item.go).
+# DM's check items that `ignore-checking-items` may name (dm/config/checking_item.go: its
+# AllCheckingItems and AdditionalCheckingItems). Items shardflow does not run (physical import's
+# region and TiKV checks, primary_key) are accepted and have nothing to ignore.
 CHECKING_ITEMS = (
     "all", "dump_privilege", "replication_privilege", "version", "server_id", "binlog_enable",
     "binlog_format", "binlog_row_image", "table_schema", "schema_of_shard_tables", "auto_increment_ID",
-    "online_ddl", "binlog_db", "conn_number", "target_privilege", "meta_position", "lightning_free_space",
-    "lightning_downstream_version", "lightning_region_distribution", "lightning_empty_region",
-    "lightning_mutex_feature", "lightning_table_empty", "lightning_cdc_pitr",
+    "online_ddl", "binlog_db", "meta_position", "conn_number", "target_privilege",
+    "empty_region", "region_distribution", "downstream_version", "free_space", "downstream_mutex_features",
+    "downstream_table_empty", "primary_key",
     # shardflow's own: row events must carry column names
     "binlog_row_metadata",
 )

@@ -2,7 +2,9 @@
 
 Same strict decoding and problem list as task files (``decode.py``, ``problems.py``);
 errors carry SOURCE_INVALID. DM's keys for relay log, purge and checker are accepted and
-kept in ``raw`` even where shardflow has no use for them, so a DM file loads as is.
+kept in ``raw`` even where shardflow has no use for them, so a DM file loads as is; those
+set to anything but DM's default come back as warnings (``inventory.py``). A password may be
+``dmctl encrypt`` output (``units.check_db``); ``from.security`` is read into PEM text.
 
     >>> src = parse_source("source-id: mysql-01\\nfrom: {host: 127.0.0.1, port: 3306, user: root, password: pw}\\n")
     >>> src.to_dict()["host"], "password" in src.to_dict(), "pw" in repr(src)
@@ -14,9 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dm_core.config import inventory
 from dm_core.config.decode import decode, load_yaml
 from dm_core.config.problems import ConfigProblem, Problems, SourceConfigError, join
 from dm_core.config.units import DURATION, DBConfig, check_db
+from dm_core.db import Endpoint
+from dm_core.tls import TLS
 from dm_core.rules.binlog_filter import BinlogFilter, FilterRule
 from dm_core.rules.patterns import RuleError
 
@@ -41,6 +46,12 @@ class SourceConfig:
     relay_binlog_name: str = ""
     relay_binlog_gtid: str = ""
     session: dict[str, str] = field(default_factory=dict)
+    tls: TLS | None = field(default=None, repr=False)           # from.security, loaded
+    warnings: list[ConfigProblem] = field(default_factory=list, repr=False)
+
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.host, self.port, self.user, self.password, name=f"source {self.source_id}",
+                        session=tuple(sorted(self.session.items())), tls=self.tls)
 
     def to_dict(self, with_password: bool = False) -> dict:
         """JSON-ready, flat: what a registry stores (the password only when asked for)."""
@@ -51,6 +62,8 @@ class SourceConfig:
                "session": dict(self.session),
                "filters": [{"schema-pattern": f.schema_pattern, "table-pattern": f.table_pattern, "events": list(f.events),
                             "sql-pattern": list(f.sql_pattern), "action": f.action} for f in self.filters]}
+        if self.tls is not None:       # the key is sealed by the state store (store.put_source)
+            out["security"] = self.tls.to_dict()
         if with_password:
             out["password"] = self.password
         return out
@@ -125,12 +138,28 @@ def parse_source(text: str, filename: str = "<source>") -> SourceConfig:
         except RuleError as e:
             problems.add(join(f"filters[{i}]", e.key) if e.key else f"filters[{i}]", e.reason,
                          e.fix or "see DM's binlog event filter reference")
+    if raw.filters and not problems.items:
+        try:
+            BinlogFilter(raw.filters, raw.case_sensitive)
+        except RuleError as e:
+            problems.add("filters", f"these rules cannot be used together: {e.reason}",
+                         "give each rule a different schema-pattern/table-pattern pair")
     if raw.purge is not None and raw.purge.remain_space < 0:
         problems.add("purge.remain-space", "must not be negative", "use a size in GB")
+    inventory.review(_RawSource, data, "", problems)
     problems.raise_if_any(SourceConfigError)
     return SourceConfig(raw.source_id, db.host, db.port, db.user, db.password, raw.enable_gtid, raw.enable_relay,
                         flavor, raw.server_id or None, data, raw.case_sensitive, raw.filters,
-                        raw.relay_binlog_name, raw.relay_binlog_gtid, db.session)
+                        raw.relay_binlog_name, raw.relay_binlog_gtid, db.session, db.tls, problems.warnings)
+
+
+def check_server_flavor(src: SourceConfig, server_version: str, filename: str = "<source>") -> None:
+    """SourceConfigError when the file's ``flavor`` is not what the server is (shardflow reads
+    the binlog the way the server's own flavor needs, so a wrong value would otherwise go unseen)."""
+    actual = "mariadb" if "mariadb" in server_version.lower() else "mysql"
+    if src.flavor and src.flavor != actual:
+        raise SourceConfigError([ConfigProblem(filename, "flavor", f"is {src.flavor}, but the server is {server_version}",
+                                               f"write `flavor: {actual}`, or remove it to detect it")])
 
 
 def load_source_file(path) -> SourceConfig:

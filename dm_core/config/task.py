@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from dm_core.config import checks
+from dm_core.config import checks, inventory
 from dm_core.config.decode import decode, load_yaml
-from dm_core.config.instances import InstanceConfig, build_instances
+from dm_core.config.instances import InstanceConfig, _RawInstance, build_instances
 from dm_core.config.problems import ConfigProblem, Problems, TaskConfigError, join
 from dm_core.config.units import (DBConfig, LoaderConfig, MetaConfig, MydumperConfig, SyncerConfig, ValidatorConfig,
-                                  check_db, check_loader, check_mydumper, check_syncer, check_validator)
+                                  check_db, check_loader, check_mydumper, check_syncer, check_validator,
+                                  check_validators_agree)
 from dm_core.errors import ErrorCode, Terminal
 from dm_core.rules.binlog_filter import BinlogFilter, FilterRule
 from dm_core.rules.block_allow import BAListRule, BlockAllowList
@@ -105,13 +106,31 @@ class TaskConfig:
             got = self._rules[source_id] = _instance_rules(self, self.instance(source_id))
         return got
 
+    def with_source_filters(self, source_id: str, filters: list) -> InstanceRules:
+        """The instance's rules with a source file's ``filters`` (FilterRule or their dicts) added
+        after the task's, as DM does; a source rule for patterns a task rule has already is dropped."""
+        rules = self.rules_for(source_id)
+        mine = [self.filters[n] for n in self.instance(source_id).filter_rules]
+        taken = {(r.schema_pattern, r.table_pattern) for r in mine}
+        extra = [f if isinstance(f, FilterRule) else FilterRule(**{k.replace("-", "_"): v for k, v in f.items()})
+                 for f in filters]
+        extra = [f for f in extra if (f.schema_pattern, f.table_pattern) not in taken]
+        if not extra:
+            return rules
+        return dataclasses.replace(rules, binlog_filter=BinlogFilter(mine + extra, self.case_sensitive))
+
 
 def _instance_rules(task: TaskConfig, inst: InstanceConfig) -> InstanceRules:
     cs = task.case_sensitive
+    ba = BlockAllowList(task.block_allow_list.get(inst.block_allow_list) if inst.block_allow_list else None, cs,
+                        meta_schema=task.meta_schema)
+    if task.online_ddl:  # gh-ost / pt-osc tables never move themselves (dm_core/sync/online_ddl.py)
+        from dm_core.sync.online_ddl import OnlineBlockAllow, kinds_of
+
+        ba = OnlineBlockAllow(ba, kinds_of(task))
     return InstanceRules(
         inst.source_id,
-        BlockAllowList(task.block_allow_list.get(inst.block_allow_list) if inst.block_allow_list else None, cs,
-                       meta_schema=task.meta_schema),
+        ba,
         TableRouter([task.routes[n] for n in inst.route_rules], cs),
         BinlogFilter([task.filters[n] for n in inst.filter_rules], cs),
         ColumnMapper([task.column_mappings[n] for n in inst.column_mapping_rules], cs),
@@ -210,8 +229,13 @@ def _decode_map(key: str, data: Any, problems: Problems, cs: bool) -> tuple[dict
 
 
 # ---- parsing ------------------------------------------------------------------------------
-def parse_task(text: str, filename: str = "<task>") -> TaskConfig:
-    """Parse and check a DM task file; TaskConfigError lists every problem found."""
+def parse_task(text: str, filename: str = "<task>", *, expand_env: bool = True) -> TaskConfig:
+    """Parse and check a DM task file; TaskConfigError lists every problem found.
+
+    ``expand_env=False``: ``${ENV}`` references (the target password) stay unexpanded, for
+    commands that need no credentials (stop, pause, resume, query-status, shard-ddl-lock):
+    they work in a shell without the variables. Such a task must not be used to connect.
+    """
     problems = Problems(filename)
     data = load_yaml(text, problems)
     problems.raise_if_any(TaskConfigError)
@@ -219,25 +243,27 @@ def parse_task(text: str, filename: str = "<task>") -> TaskConfig:
         problems.add("(top level)", "the task file must be a mapping of keys", "start from DM's task file template")
         raise TaskConfigError(problems.items)
     raw = decode(_RawTask, data, "", problems, also=tuple(_MAPS) + ("mysql-instances",))
-    task = _build(raw, data, problems, filename)
+    task = _build(raw, data, problems, filename, expand_env)
+    inventory.review(_RawTask, data, "", problems, maps={**{k: cls for k, (cls, _) in _MAPS.items()},
+                                                         "mysql-instances": _RawInstance})
     problems.raise_if_any(TaskConfigError)
     task.warnings = problems.warnings
     return task
 
 
-def load_task_file(path) -> TaskConfig:
+def load_task_file(path, *, expand_env: bool = True) -> TaskConfig:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise TaskConfigError([ConfigProblem(str(p), "(file)", f"cannot read the file: {e}",
                                              "check the path and that the file is readable UTF-8")]) from None
-    task = parse_task(text, str(p))
+    task = parse_task(text, str(p), expand_env=expand_env)
     task.source_file = str(p)
     return task
 
 
-def _build(raw: _RawTask, data: dict, problems: Problems, filename: str) -> TaskConfig:
+def _build(raw: _RawTask, data: dict, problems: Problems, filename: str, expand_env: bool = True) -> TaskConfig:
     cs = raw.case_sensitive
     if not raw.name:
         problems.add("name", "missing", "add `name: NAME`, unique among your tasks")
@@ -262,9 +288,6 @@ def _build(raw: _RawTask, data: dict, problems: Problems, filename: str) -> Task
     checks.check_regexps(raw.trash_table_rules, "trash-table-rules", problems)
     if raw.timezone:
         checks.check_timezone(raw.timezone, "timezone", problems)
-    for k in ("enable-heartbeat", "heartbeat-update-interval", "heartbeat-report-interval", "remove-meta", "ansi-quotes"):
-        if k in data:
-            problems.warn(k, "is deprecated and ignored", "remove it")
     for k in ("heartbeat-update-interval", "heartbeat-report-interval"):
         if getattr(raw, k.replace("-", "_")) <= 0:
             problems.add(k, "must be positive", "remove it (heartbeat is deprecated)")
@@ -275,7 +298,7 @@ def _build(raw: _RawTask, data: dict, problems: Problems, filename: str) -> Task
             problems.add("target-database", "missing", "add `target-database:` with host, port, user and password")
         target = DBConfig()
     else:
-        check_db(target, "target-database", problems, data["target-database"])
+        check_db(target, "target-database", problems, data["target-database"], expand=expand_env)
 
     maps, broken = {}, {}
     for key in _MAPS:
@@ -286,6 +309,7 @@ def _build(raw: _RawTask, data: dict, problems: Problems, filename: str) -> Task
         problems.warn("black-white-list", "is ignored because block-allow-list is set", "merge it into block-allow-list")
 
     instances, used = build_instances(raw.task_mode, data.get("mysql-instances"), maps, broken, ba_key, problems)
+    check_validators_agree(instances, problems)
     for key, (_, ref) in _MAPS.items():
         if key in ("block-allow-list", "black-white-list") and key != ba_key:
             continue        # the legacy list is ignored when block-allow-list is set (warned above)

@@ -7,14 +7,22 @@ a blank-padded CHAR. Those columns are cast on the server to a type that survive
 (text for TIME/SET/ENUM, an unsigned integer for YEAR/BIT); the target column converts it back.
 
 The chunk predicate goes inside the subquery, on the raw columns, so the server's range
-access on the key still applies; Spark reads the derived table as one partition.
+access on the key still applies; Spark reads the derived table as one partition. A task's
+``mydumpers.where`` joins it there (DM applies it to the dump of every table).
 """
 
 from __future__ import annotations
 
-from dm_core.db import qi, qt
+from dataclasses import dataclass, replace
 
-_AS_TEXT = {"time", "set", "enum"}
+from dm_core.db import as_str, qi, qt
+from dm_core.target import is_generated
+
+# Temporal values travel as text: the JDBC driver turns a zero or invalid date (0000-00-00 ...,
+# legal in MySQL and common in legacy schemas) into NULL, which a NOT NULL target rejects and
+# a nullable one silently changes. The text is exact (all fractional digits); TIMESTAMPs read
+# and written at time_zone '+00:00' keep their instant.
+_AS_TEXT = {"time", "set", "enum", "date", "datetime", "timestamp"}
 _AS_UNSIGNED = {"year", "bit"}
 
 
@@ -32,8 +40,73 @@ def select_expr(column: str, data_type: str) -> str:
     return qi(column)
 
 
-def chunk_query(st, where: str) -> str:
-    """A derived table for Spark's ``dbtable``: the chunk's rows of ``st``, safely typed."""
+def chunk_query(st, where: str, dump_where: str = "") -> str:
+    """A derived table for Spark's ``dbtable``: the chunk's rows of ``st``, safely typed.
+
+    ``dump_where``: the instance's ``mydumpers.where`` (DM: a condition every dumped row meets),
+    SQL from the task file, ANDed to the chunk's key range.
+
+    >>> class St: schema, table, columns, column_types = "s", "t", ["id"], ["int"]
+    >>> chunk_query(St(), "`id` < 10", "deleted = 0")
+    '(SELECT `id` FROM `s`.`t` WHERE (`id` < 10) AND (deleted = 0)) AS sf_chunk'
+    """
     types = st.column_types or [""] * len(st.columns)
     cols = ", ".join(select_expr(c, t) for c, t in zip(st.columns, types))
+    if dump_where.strip():
+        where = f"({where}) AND ({dump_where})"
     return f"(SELECT {cols} FROM {qt(st.schema, st.table)} WHERE {where}) AS sf_chunk"
+
+
+# ---- the chunk's columns while DDL runs upstream -------------------------------------------
+@dataclass(frozen=True)
+class ChunkShape:
+    """What one chunk reads, decided just before it is read.
+
+    ``table``: ``st`` with the columns both the upstream table and the target have now (in
+    upstream order; generated columns left out: the target computes them), None when the
+    upstream table is gone (a DROP TABLE during the load: the chunk lands nothing, the
+    replayed DROP removes the target). ``drifted``: the upstream definition is no longer
+    the target's -- a DDL ran upstream after the target was created -- so values the
+    target cannot hold yet are written leniently (see phase.py for why that converges).
+    """
+
+    table: object
+    drifted: bool
+    signature: tuple = ()
+
+
+def _columns(conn, schema: str, table: str) -> list[tuple[str, str, str, str, str]]:
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, EXTRA FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (schema, table))
+        return [tuple(as_str(v) for v in r) for r in cur.fetchall()]
+
+
+def chunk_shape(up_conn, down_conn, st, widened=frozenset()) -> ChunkShape:
+    """The chunk's columns now (see ``ChunkShape``); ``widened``: partition-id columns,
+    whose target type differs from the upstream's on purpose."""
+    up = _columns(up_conn, st.schema, st.table)
+    if not up:
+        return ChunkShape(None, True)
+    down = {c[0].lower(): c for c in _columns(down_conn, st.target_schema, st.target_table)}
+    extract = {c.lower() for c in st.extract}
+    widened = {c.lower() for c in widened}
+    stored = [c for c in up if not is_generated(c[4])]
+    cols = [c for c in stored if c[0].lower() in down]
+    drifted = len(cols) != len(stored) or any(
+        k not in extract and not is_generated(c[4]) and k not in {u[0].lower() for u in up}
+        for k, c in down.items())
+    drifted = drifted or any((c[2].lower(), c[3]) != (down[c[0].lower()][2].lower(), down[c[0].lower()][3])
+                             for c in cols if c[0].lower() not in widened)
+    table = replace(st, columns=[c[0] for c in cols], column_types=[c[1].lower() for c in cols])
+    return ChunkShape(table, drifted, tuple(up))
+
+
+LENIENT_SQL_MODE = "REPLACE(REPLACE(@@SESSION.sql_mode, 'STRICT_TRANS_TABLES', ''), 'STRICT_ALL_TABLES', '')"
+
+
+def lenient(conn) -> None:
+    """Let ``conn`` write values its target cannot hold yet (truncated / clamped / implicit
+    defaults with a warning instead of an error): only for chunks of a drifted table."""
+    with conn.cursor() as cur:
+        cur.execute(f"SET SESSION sql_mode = {LENIENT_SQL_MODE}")

@@ -7,6 +7,41 @@ saw at any instant in between to the upstream's state, without a global read loc
 A rerun keeps the first low watermark (chunks already loaded were read after it).
 Recording a new low watermark starts a new snapshot: the source's chunk plans (plan_store.py)
 and downstream chunk markers (chunk_writer.py) of an earlier snapshot are forgotten then.
+
+DDL during the full phase
+-------------------------
+DM's dump is consistent with the position it resumes from; ours is not, and DDL is not
+transactional, so no snapshot gives the schema at the low watermark L. Instead, every
+step tolerates a schema that is ahead of or behind the binlog position it stands for:
+
+1. targets are created (target_schema.py) from the upstream definitions as they are at
+   prepare time -- after L, so possibly with some DDL D (L < D) already in them;
+2. each chunk reads, just before it is read, the columns the upstream table and the target
+   both have (extract.chunk_shape); a table changed upstream since the target was created
+   ("drifted") lands leniently: a value the target's older definition cannot hold (a
+   widened VARCHAR, a column the target lacks NOT NULL) is truncated / defaulted, not an
+   error; a chunk whose table changed while it was read is read again;
+3. sync replays from L in safe mode (full-row REPLACE, DELETE+REPLACE) up to past the high
+   watermark. Each row is written with the columns its binlog image has that the target
+   has (syncer.written_columns), so a target column the image lacks gets its default,
+   as the upstream's ADD COLUMN gave it;
+4. a DDL met in that replay runs only its changes the target lacks (sync/ddl_replay.py;
+   the shard DDL owner does the same in executor.run_operation): D is skipped if the
+   target was created after it and runs if it was created before.
+
+Why this converges. Schema: the target starts at the upstream's schema at some point
+T >= L; replaying the DDLs of [L, T) changes nothing (each is found in effect), and those
+after T run exactly once, in order, so the target ends at the upstream's schema. Data: a
+row's final upstream value is either its value as of T's schema with nothing written
+since (then a chunk read it -- after T, so with the column set the target has -- or a
+replayed DDL gave it the same default the upstream's DDL gave it), or the value of its last
+binlog event in [L, end), which the replay writes as a full row after every DDL before it
+has run downstream. A value truncated or defaulted by a lenient chunk (2) exists only
+because a DDL after the target's creation allowed it upstream, so the write that produced
+it came after that DDL, after L, and is replayed: the lenient value is always overwritten.
+Limits, as in DM: a DDL that rewrites values itself (MODIFY to a narrower or other type)
+converges only where the downstream converts values as the upstream did; a column added
+with a non-constant default (CURRENT_TIMESTAMP, UUID()) gets the downstream's value.
 """
 
 from __future__ import annotations
@@ -14,7 +49,7 @@ from __future__ import annotations
 import logging
 
 from dm_core.db import connect, master_position
-from dm_core.full import chunk_writer
+from dm_core.full import chunk_writer, extract
 from dm_core.full.discover import SourceTable, discover
 from dm_core.full.plan_store import PlanStore
 from dm_core.full.target_schema import ensure_targets
@@ -28,6 +63,19 @@ def partition_id_columns(task, st: SourceTable) -> set[str]:
     if plan is None:
         return set()
     return {t.column for t in plan.transforms if type(t).__name__ == "PartitionId"}
+
+
+def chunk_shape(task, st: SourceTable, up_ep, target_ep) -> extract.ChunkShape:
+    """What a chunk of ``st`` reads now (extract.ChunkShape), on fresh connections."""
+    up = connect(up_ep)
+    try:
+        down = connect(target_ep, downstream=True)
+        try:
+            return extract.chunk_shape(up, down, st, partition_id_columns(task, st))
+        finally:
+            down.close()
+    finally:
+        up.close()
 
 
 def prepare(task, store) -> dict:
@@ -60,7 +108,9 @@ def prepare(task, store) -> dict:
                         old_plans = plans.forget(task.name, sid)
                         chunk_writer.forget_markers(down, task.meta_schema, task.name, sid)
                         chunk_writer.drop_plan_staging(down, task.meta_schema, old_plans)
-            summary["created"] = ensure_targets(down, members, lambda st: partition_id_columns(task, st))
+            summary["created"] = ensure_targets(down, members, lambda st: partition_id_columns(task, st),
+                                                routes=lambda st: task.rules_for(st.source_id).router.route,
+                                                exact=task.shard_mode == "pessimistic")
         finally:
             down.close()
     finally:

@@ -7,8 +7,9 @@ is none of DM's event types gives ``""``: the filter then judges it by ``sql-pat
 
     >>> [ddl_event_type(s) for s in ("create table t (a int)", "DROP VIEW v", "truncate t",
     ...                              "/* x */ RENAME TABLE a TO b", "alter table `t` drop partition p1",
-    ...                              "CREATE UNIQUE INDEX i ON t (a)", "CREATE TRIGGER x BEFORE INSERT ON t FOR EACH ROW SET @a = 1")]
-    ['create table', 'drop view', 'truncate table', 'rename table', 'drop table partition', 'create index', '']
+    ...                              "CREATE UNIQUE INDEX i ON t (a)", "CREATE TRIGGER x BEFORE INSERT ON t FOR EACH ROW SET @a = 1",
+    ...                              "OPTIMIZE TABLE t", "alter table t optimize partition p1")]
+    ['create table', 'drop view', 'truncate table', 'rename table', 'drop table partition', 'create index', '', '', '']
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ _PARTITION_OPS = {"ADD": "add table partition", "DROP": "drop table partition",
 
 # Checked before sqlglot: syntax it has no node for (it would log and return a Command).
 _FIRST = [
+    # partition maintenance, like OPTIMIZE/ANALYZE/REPAIR/CHECK TABLE, is no schema change: DM skips it
+    (re.compile(rf"^{_ALTER_TABLE}(?:ANALYZE|CHECK|OPTIMIZE|REPAIR)\s+PARTITION\b", re.I), ""),
     (re.compile(rf"^{_ALTER_TABLE}({'|'.join(_PARTITION_OPS)})\s+PARTITION\b", re.I), None),
     (re.compile(r"^RENAME\s+TABLES?\b", re.I), "rename table"),
     (re.compile(r"^ALTER\s+(?:DATABASE|SCHEMA)\b", re.I), "alter database"),

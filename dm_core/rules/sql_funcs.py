@@ -13,6 +13,7 @@ CHAR_LENGTH characters; ROUND rounds half away from zero on exact numbers.
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Callable
@@ -211,7 +212,58 @@ def _s(fn):
     return apply
 
 
+def _json_path(node) -> list:
+    """A JSONPath node as steps: a key (str) or an array index (int)."""
+    steps = []
+    for part in node.expressions:
+        if isinstance(part, exp.JSONPathRoot):
+            continue
+        if isinstance(part, exp.JSONPathKey) and isinstance(part.this, str):
+            steps.append(part.this)
+        elif isinstance(part, exp.JSONPathSubscript) and isinstance(part.this, int):
+            steps.append(part.this)
+        else:
+            raise UnsupportedExpression(f"unsupported JSON path step {part.sql('mysql')!r} (keys and array "
+                                        "indexes are supported)")
+    return steps
+
+
+def _json_extract(n, c):
+    """``JSON_EXTRACT(doc, path)`` / ``doc->path`` (and ``->>``): the value at ``path``, NULL where
+    there is none; scalars compare as MySQL compares a JSON scalar with a SQL value.
+
+    >>> import sqlglot
+    >>> from dm_core.rules.sql_eval import compile_expr
+    >>> f = compile_expr(sqlglot.parse_one('j->"$.a[1]" = 2', read="mysql"), lambda k: k)
+    >>> f({"j": '{"a": [1, 2]}'}), f({"j": '{"a": [1]}'}), f({"j": None})
+    (True, None, None)
+    """
+    doc_of, steps = c(n.this), _json_path(n.expression)
+
+    def get(row):
+        v = doc_of(row)
+        if v is None:
+            return None
+        try:  # MariaDB's JSON is text; a MySQL binary JSON may come decoded already
+            doc = v if isinstance(v, (dict, list)) else json.loads(text(v))
+        except ValueError:
+            return None
+        for step in steps:
+            if isinstance(step, str) and isinstance(doc, dict) and step in doc:
+                doc = doc[step]
+            elif isinstance(step, int) and isinstance(doc, list) and -len(doc) <= step < len(doc):
+                doc = doc[step]
+            else:
+                return None
+        if isinstance(doc, bool):
+            return int(doc)
+        return json.dumps(doc) if isinstance(doc, (dict, list)) else doc
+    return get
+
+
 FUNCTIONS: dict[type, Callable[[Any, Compile], Fn]] = {
+    exp.JSONExtract: _json_extract,
+    exp.JSONExtractScalar: _json_extract,
     exp.Length: lambda n, c: unary_op(lambda v: None if v is None else
                                     len(text(v).encode("utf-8")) if n.args.get("binary") else len(text(v)))(n, c),
     exp.Lower: unary_op(_s(str.lower)),

@@ -14,6 +14,8 @@ import re
 from decimal import Decimal
 from typing import Any, Callable, Mapping
 
+from dm_core.bits import Bits
+
 Row = Mapping[str, Any]
 Fn = Callable[[Row], Any]
 MASK64 = (1 << 64) - 1
@@ -50,6 +52,8 @@ def num(v: Any) -> Any:
     """A value in a numeric context: strings by their numeric prefix ('12abc' -> 12, 'x' -> 0)."""
     if v is None or isinstance(v, (int, float, Decimal)):
         return v
+    if isinstance(v, Bits):  # a BIT column: its number, as b'1111' = 15
+        return v.number
     if isinstance(v, (bytes, bytearray, str)):
         m = _NUM_PREFIX.match(text(v))
         if not m:
@@ -80,22 +84,36 @@ def truthy(v: Any) -> bool:
 
 
 def temporal(v: Any) -> dt.datetime | None:
+    """A naive datetime; a literal with a zone offset becomes UTC, the zone of the values the
+    binlog reader hands over (TIMESTAMPs are UTC instants; every session runs at '+00:00').
+
+    >>> temporal("2021-01-01 12:34:56.5678+08:00")
+    datetime.datetime(2021, 1, 1, 4, 34, 56, 567800)
+    """
     if isinstance(v, dt.datetime):
-        return v
-    if isinstance(v, dt.date):
+        out = v
+    elif isinstance(v, dt.date):
         return dt.datetime(v.year, v.month, v.day)
-    if isinstance(v, str):
+    elif isinstance(v, str):
         try:
-            return dt.datetime.fromisoformat(v.strip())
+            out = dt.datetime.fromisoformat(v.strip())
         except ValueError:
             return None
-    return None
+    else:
+        return None
+    return out.astimezone(dt.timezone.utc).replace(tzinfo=None) if out.tzinfo else out
 
 
 def compare(a: Any, b: Any) -> int | None:
     """-1, 0, 1 or None (NULL), with MySQL's type coercion."""
     if a is None or b is None:
         return None
+    if isinstance(a, (set, frozenset)) or isinstance(b, (set, frozenset)):
+        return _compare_sets(a, b)
+    if isinstance(a, dt.timedelta) or isinstance(b, dt.timedelta):  # a TIME column
+        x, y = duration(a), duration(b)
+        if x is not None and y is not None:
+            return (x > y) - (x < y)
     if isinstance(a, (bytes, bytearray)):
         a = text(a)
     if isinstance(b, (bytes, bytearray)):
@@ -108,6 +126,43 @@ def compare(a: Any, b: Any) -> int | None:
             x, y = text(a), text(b)
         return (x > y) - (x < y)
     x, y = num(a), num(b)
+    return (x > y) - (x < y)
+
+
+_DURATION = re.compile(r"^\s*(-)?(\d+):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?\s*$")
+
+
+def duration(v: Any) -> dt.timedelta | None:
+    """A TIME value: the reader's timedelta, or a literal '[-]H:MM[:SS[.frac]]' (hours up to 838).
+
+    >>> duration("-838:58:50.12345") == -dt.timedelta(hours=838, minutes=58, seconds=50, microseconds=123450)
+    True
+    """
+    if isinstance(v, dt.timedelta):
+        return v
+    if isinstance(v, dt.time):
+        return dt.timedelta(hours=v.hour, minutes=v.minute, seconds=v.second, microseconds=v.microsecond)
+    m = _DURATION.match(text(v)) if isinstance(v, (str, bytes, bytearray)) else None
+    if not m:
+        return None
+    sign, h, mi, sec, frac = m.groups()
+    d = dt.timedelta(hours=int(h), minutes=int(mi), seconds=int(sec or 0), microseconds=int((frac or "0").ljust(6, "0")))
+    return -d if sign else d
+
+
+def _compare_sets(a: Any, b: Any) -> int:
+    """A SET column's value (the binlog reader's set of members) against a string of members
+    ('b,c') or another set: equal when the members are; otherwise ordered by the sorted text.
+
+    >>> _compare_sets({"b", "c"}, "b,c"), _compare_sets({"b"}, "b,c"), _compare_sets("a", {"a"})
+    (0, -1, 0)
+    """
+    def members(v):
+        return frozenset(v) if isinstance(v, (set, frozenset)) else frozenset(m for m in text(v).split(",") if m)
+    x, y = members(a), members(b)
+    if x == y:
+        return 0
+    x, y = ",".join(sorted(x)), ",".join(sorted(y))
     return (x > y) - (x < y)
 
 

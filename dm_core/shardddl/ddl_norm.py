@@ -24,7 +24,8 @@ Classification (``NormalizedDDL.action``):
   merged table exists once; a new shard joins the sharding group);
 * anything else raises ``ShardDDLUnsupported`` naming the statement: RENAME TABLE (also as
   ``ALTER TABLE ... RENAME TO``), a statement on more than one table, views, statements
-  sqlglot cannot parse.
+  sqlglot cannot parse -- except an ALTER TABLE of one table (CONVERT TO CHARACTER SET,
+  partition DDL), which is coordinated by its routed text (``_textual_alter``).
 
 Multi-change ALTERs are not split by default (pessimistic mode compares whole statements,
 as every shard runs the same ones); ``split()`` gives one statement per change for
@@ -40,11 +41,11 @@ optimistic mode, which must run only the changes that alter the merged schema.
     True
     >>> normalize("DROP TABLE s_1.t_1", None, route).action
     'ignore'
-    >>> normalize("RENAME TABLE s_1.t_1 TO s_1.t_x", None, route)
+    >>> normalize("RENAME TABLE s_1.t_1 TO s_1.t_x", None, route, mode="optimistic")
     Traceback (most recent call last):
     ...
-    dm_core.shardddl.errors.ShardDDLUnsupported: [code=50006:shard-ddl] RENAME TABLE is not supported on sharded tables: `RENAME TABLE s_1.t_1 TO s_1.t_x`
-    workaround: Run `dmctl binlog skip TASK` to skip the statement, or `dmctl binlog replace TASK "SQL"` with statements on one table each.
+    dm_core.shardddl.errors.ShardDDLUnsupported: [code=50006:shard-ddl] `RENAME TABLE` statement not supported in optimistic mode: `RENAME TABLE s_1.t_1 TO s_1.t_x` renames a table of a sharding group
+    workaround: Run `dmctl binlog skip TASK` to skip the statement (the merged target keeps its name), then keep the shard's new name routed to the same target.
 """
 
 from __future__ import annotations
@@ -107,15 +108,23 @@ class NormalizedDDL:
         return statement_changes(self.sql)
 
 
-def normalize(sql: str, default_schema: str | None, route: Route | None = None) -> NormalizedDDL:
-    """Parse, route and classify one DDL statement (see the module docstring)."""
+def normalize(sql: str, default_schema: str | None, route: Route | None = None, *,
+              mode: str = "pessimistic") -> NormalizedDDL:
+    """Parse, route and classify one DDL statement (see the module docstring); ``mode``
+    (the task's shard mode) only words the refusal of RENAME TABLE as DM does."""
     from sqlglot import exp
 
     route = route or (lambda s, t: (s, t))
     text = _strip(sql)
     if _RENAME_TABLE.match(text):
-        raise ShardDDLUnsupported(f"RENAME TABLE is not supported on sharded tables: `{sql.strip()}`")
-    stmt = _parse_one(_expand_add_list(text), original=sql)
+        raise _rename_refused(sql, mode)
+    try:
+        stmt = _parse_one(_expand_add_list(text), original=sql)
+    except ShardDDLUnsupported:
+        textual = _textual_alter(sql, text, default_schema, route)
+        if textual is None:
+            raise
+        return textual
     for node in stmt.walk():
         node.comments = None
     kind_arg = str(stmt.args.get("kind") or "").upper()
@@ -153,8 +162,7 @@ def normalize(sql: str, default_schema: str | None, route: Route | None = None) 
     elif isinstance(stmt, exp.Alter) and kind_arg == "TABLE":
         actions = stmt.args.get("actions") or []
         if any(isinstance(a, exp.AlterRename) for a in actions):
-            raise ShardDDLUnsupported(f"RENAME TABLE (ALTER TABLE ... RENAME TO) is not supported on sharded "
-                                      f"tables: `{sql.strip()}`")
+            raise _rename_refused(sql, mode)
         nodes = [stmt.this] + [r.this.this for r in stmt.find_all(exp.Reference)
                                if isinstance(r.this, exp.Schema) and isinstance(r.this.this, exp.Table)]
         kind, action, reason = "alter table", COORDINATE, ""
@@ -185,27 +193,40 @@ def normalize(sql: str, default_schema: str | None, route: Route | None = None) 
                          reason, n_actions)
 
 
-_RENAME_PAIR = re.compile(r"((?:`(?:[^`]|``)+`|\w+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|\w+))?)\s+TO\s+", re.I)
+def _textual_alter(sql: str, text: str, default_schema: str | None, route: Route) -> NormalizedDDL | None:
+    """An ALTER TABLE of one table that sqlglot cannot parse (CONVERT TO CHARACTER SET,
+    partitioning and partition maintenance): routed by editing its text (sync/ddl_text.py),
+    compared by that text with whitespace normalised. It is coordinated as one opaque
+    change: pessimistic mode runs it once every shard has run the same statement;
+    optimistic mode refuses it (a change it cannot merge), as DM does.
 
-
-def renamed_tables(sql: str, default_schema: str | None) -> list[tuple[str, str]]:
-    """The tables a RENAME TABLE statement renames (sqlglot does not parse it), so that the
-    syncer can tell whether it touches a sharding group and refuse it by name.
-
-    >>> renamed_tables("RENAME TABLE `s`.`t_1` TO `s`.`old`, t_2 TO t_3", "d")
-    [('s', 't_1'), ('d', 't_2')]
+    >>> n = normalize("ALTER TABLE t_1 CONVERT TO CHARACTER SET utf8mb4", "s_1", lambda s, t: ("db", "t"))
+    >>> n.action, n.kind, n.sql
+    ('coordinate', 'alter table', 'ALTER TABLE `db`.`t` CONVERT TO CHARACTER SET utf8mb4')
     """
-    text = _strip(sql)
-    if not _RENAME_TABLE.match(text):
-        return []
-    body = _RENAME_TABLE.sub("", text, count=1)
-    out = []
-    for part in body.split(","):
-        m = _RENAME_PAIR.match(part.strip())
-        if m:
-            names = [n.strip().strip("`").replace("``", "`") for n in re.split(r"\s*\.\s*(?=[`\w])", m.group(1), 1)]
-            out.append((names[0], names[1]) if len(names) == 2 else (default_schema or "", names[0]))
-    return out
+    from dm_core.rules.ddl_kind import ddl_event_type
+    from dm_core.sync.ddl_text import table_spans, tokenize
+
+    kind = ddl_event_type(text)
+    if kind != "alter table" and not kind.endswith("table partition"):
+        return None
+    if any(t.kind == "punct" and t.text == ";" for t in tokenize(text)):
+        return None  # several statements
+    spans = table_spans(text, default_schema)
+    if len(spans) != 1 or spans[0].role != "table":
+        return None
+    sp = spans[0]
+    ts, tt = route(sp.schema, sp.table)
+    routed = "ALTER TABLE `" + ts.replace("`", "``") + "`.`" + tt.replace("`", "``") + "` " + text[sp.end:].strip()
+    return NormalizedDDL(sql, kind, COORDINATE, ((sp.schema, sp.table),), (ts, tt), routed)
+
+
+def _rename_refused(sql: str, mode: str) -> ShardDDLUnsupported:
+    # DM's words (ErrSyncerUnsupportedStmt): a table of a sharding group cannot change its name
+    return ShardDDLUnsupported(f"`RENAME TABLE` statement not supported in {mode or 'pessimistic'} mode: "
+                               f"`{sql.strip()}` renames a table of a sharding group",
+                               workaround="Run `dmctl binlog skip TASK` to skip the statement (the merged target "
+                                          "keeps its name), then keep the shard's new name routed to the same target.")
 
 
 def _strip(sql: str) -> str:

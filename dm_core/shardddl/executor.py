@@ -25,12 +25,17 @@ Restart rule: the process may die anywhere. On the rerun the op is read again:
   the operator looks and runs ``dmctl shard-ddl-lock unlock --action skip|exec``.
 
 Hence each statement takes effect downstream exactly once, whoever dies when.
+
+Replay (``run_operation(..., replay=True)``): when the owner's DDL lies in its source's
+safe-mode range, the target may have been created after the DDL ran upstream (the full
+phase's catch-up, dm_core/full/phase.py). Then each statement runs only its changes not yet
+in effect (dm_core/sync/ddl_replay.py), which also settles a statement left ``executing``.
 """
 
 from __future__ import annotations
 
+from dm_core.classify import ddl_error
 from dm_core.db import as_str
-from dm_core.errors import ErrorCode
 from dm_core.full import faults
 from dm_core.shardddl.common import EXEC, Operation
 from dm_core.shardddl.ddl_norm import normalize, statement_changes
@@ -70,7 +75,8 @@ def read_table_schema(conn, schema: str, table: str) -> TableSchema | None:
     return TableSchema(tuple(cols), tuple(Index(n, k, tuple(c)) for n, (k, c) in idx.items()))
 
 
-def _change_applied(ch, cur: TableSchema | None) -> bool | None:
+def change_applied(ch, cur: TableSchema | None) -> bool | None:
+    """Whether one change is in effect in the downstream table ``cur``; None: cannot tell."""
     if cur is None:
         return None
     if ch.op == "add_column":
@@ -103,7 +109,7 @@ def statement_applied(conn, sql: str) -> bool | None:
     except ShardDDLUnsupported:
         return None
     cur = read_table_schema(conn, *n.target)
-    got = [_change_applied(ch, cur) for ch in changes]
+    got = [change_applied(ch, cur) for ch in changes]
     if got and all(g is True for g in got):
         return True
     if got and all(g is False or (g is None and ch.op in _IDEMPOTENT) for g, ch in zip(got, changes)):
@@ -124,22 +130,37 @@ def _execute(conn, sql: str) -> None:
         with conn.cursor() as cur:
             cur.execute(sql)
     except Exception as e:  # pymysql errors: report the server's code and message
-        args = getattr(e, "args", ())
-        raise ErrorCode.DDL_EXEC_FAILED.error(f"downstream rejected shard DDL `{sql}`: {args or e}") from None
+        raise ddl_error(e, f"shard DDL `{sql}`") from None
 
 
-def run_operation(store, conn, op: Operation, ops) -> Operation:
+def _replay(conn, sql: str, ddl_replay) -> None:
+    from dm_core.rules.ddl_kind import ddl_event_type
+
+    try:
+        ddl_replay.run(conn, sql, ddl_event_type(sql), replay=True)
+    except Exception as e:  # pymysql errors: report the server's code and message
+        raise ddl_error(e, f"shard DDL `{sql}`") from None
+
+
+def run_operation(store, conn, op: Operation, ops, *, replay: bool = False) -> Operation:
     """Execute ``op`` (an ``exec`` operation of this source) downstream and acknowledge it.
 
     ``ops`` is ``dm_core.shardddl.pessimism.ops`` or ``dm_core.shardddl.optimism.ops``;
     ``conn`` a downstream connection in autocommit mode. Safe to call again after any crash
     with the operation as ``get_operation`` returns it then.
+
+    ``replay``: the owner's DDL lies in its safe-mode range (the full phase's catch-up, see
+    dm_core/sync/ddl_replay.py), where the target may have been created with the change
+    already in it: each statement then runs only the parts not yet in effect downstream,
+    which also settles a statement left ``executing`` by a crash.
     """
+    from dm_core.sync import ddl_replay
+
     if op.action != EXEC:
         raise ShardDDLLockError(f"operation {op.step} of lock {op.lock_id} for {op.source} is `{op.action}`, "
                                 f"not exec")
     i = op.exec_index
-    if op.executing and i < len(op.ddls):
+    if op.executing and i < len(op.ddls) and not replay:
         applied = statement_applied(conn, op.ddls[i])
         if applied is True:
             ops.mark_executed(store, op.task, op.source, op.lock_id, op.step, i)
@@ -151,7 +172,10 @@ def run_operation(store, conn, op: Operation, ops) -> Operation:
     for j in range(i, len(op.ddls)):
         ops.mark_executing(store, op.task, op.source, op.lock_id, op.step, j)
         faults.hit("shardddl.exec.before_downstream")
-        _execute(conn, op.ddls[j])
+        if replay:
+            _replay(conn, op.ddls[j], ddl_replay)
+        else:
+            _execute(conn, op.ddls[j])
         faults.hit("shardddl.exec.after_downstream")
         ops.mark_executed(store, op.task, op.source, op.lock_id, op.step, j)
     return ops.ack_done(store, op.task, op.source, op.lock_id, op.step)

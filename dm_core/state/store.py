@@ -8,7 +8,10 @@ Design:
   are committed. The safe-mode exit point is written *before* a batch is sent downstream,
   so after a crash at any point a restart knows how far replay must stay idempotent.
 - Passwords of sources are kept here (as DM-master keeps them in etcd): they never go to
-  Airflow Variables, XCom or logs. Protect the database like the credentials it holds.
+  Airflow Variables, XCom or logs. They rest sealed (``dm_core.secrets.state_key``: Fernet,
+  key file ``SHARDFLOW_STATE_KEY_FILE``), as do a source's TLS private key and each task's
+  file text (it holds the target's password). Rows written before sealing existed are read
+  as they are and sealed on their next write or by ``reseal_secrets`` (dmctl rotate-state-key).
 
 The DSN comes from ``SHARDFLOW_STATE_DSN`` (or the Airflow connection ``shardflow_state``,
 resolved by the plugin layer and passed in).
@@ -22,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from dm_core.errors import ErrorCode
+from dm_core.secrets import state_key
 
 SCHEMA = os.environ.get("SHARDFLOW_STATE_SCHEMA", "shardflow")
 
@@ -29,14 +33,14 @@ _DDL = """
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.source (
     source_id   text PRIMARY KEY,
-    config      jsonb NOT NULL,          -- everything but the password
-    password    text NOT NULL DEFAULT '',
+    config      jsonb NOT NULL,          -- everything but the password (a TLS key: sealed)
+    password    text NOT NULL DEFAULT '', -- sealed: fernet:<token> (plain in rows of older versions)
     enabled     boolean NOT NULL DEFAULT true,
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
 CREATE TABLE IF NOT EXISTS {s}.task (
     name        text PRIMARY KEY,
-    config_text text NOT NULL,           -- the task file as the user wrote it
+    config_text text NOT NULL,           -- the task file as the user wrote it, sealed
     status      text NOT NULL DEFAULT 'running',   -- running | paused | stopped
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
@@ -85,6 +89,31 @@ CREATE TABLE IF NOT EXISTS {s}.operator_command (
 );
 -- the source's first-level sharding groups (dm_core.shardddl.source_group), pessimistic mode
 ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS shard_groups jsonb;
+-- validation runs (dm_core/validate): one row per run, the result as JSON (result.py)
+CREATE TABLE IF NOT EXISTS {s}.validation_run (
+    task        text NOT NULL,
+    run_id      text NOT NULL,
+    status      text NOT NULL,           -- running | equal | different | pending | error
+    started_at  timestamptz NOT NULL DEFAULT now(),
+    finished_at timestamptz,
+    result      jsonb NOT NULL,
+    PRIMARY KEY (task, run_id)
+);
+-- recent sync windows per source (the Migrations page's chart); pruned to the newest few
+CREATE TABLE IF NOT EXISTS {s}.sync_window (
+    id          bigserial PRIMARY KEY,
+    task        text NOT NULL,
+    source_id   text NOT NULL,
+    ended_at    timestamptz NOT NULL DEFAULT now(),
+    rows        bigint NOT NULL,
+    seconds     double precision NOT NULL,
+    lag_seconds double precision
+);
+CREATE INDEX IF NOT EXISTS sync_window_task_source ON {s}.sync_window (task, source_id, id);
+-- lifecycle (dm_core.state.lifecycle): which start-task a DAG run belongs to, and what the
+-- operator asked of each source (pause-task / stop-task -s)
+ALTER TABLE {s}.task ADD COLUMN IF NOT EXISTS generation bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS requested text NOT NULL DEFAULT 'running';
 """
 
 
@@ -106,6 +135,14 @@ def apply_schema(cur, ddl: str, lock_key: int, *, newest: tuple[str, str]) -> No
     cur.execute(probe, (SCHEMA, *newest))
     if not cur.fetchone():
         cur.execute(ddl)
+
+
+def _with_tls_key(config: dict, fn) -> dict:
+    """``config`` with ``fn`` applied to its TLS private key (sealing or unsealing it)."""
+    sec = config.get("security") if isinstance(config, dict) else None
+    if not sec or not sec.get("ssl-key-bytes"):
+        return config
+    return {**config, "security": {**sec, "ssl-key-bytes": fn(sec["ssl-key-bytes"])}}
 
 
 class Position:
@@ -148,6 +185,17 @@ def default_dsn() -> str:
     """SHARDFLOW_STATE_DSN, else the local stack's Postgres (make stack-up) on loopback."""
     return os.environ.get("SHARDFLOW_STATE_DSN") or (
         f"postgresql://postgres@127.0.0.1:{os.environ.get('SHARDFLOW_PG_PORT', '5433')}/shardflow")
+
+
+_FENCE_CLASS = 724012  # first key of the syncer fences' advisory locks (724011: schema migration)
+
+
+def _fence_key(task: str, source_id: str) -> int:
+    """A stable int4 naming one (task, source) fence; a hash, so two pairs may share one
+    (they then run one at a time: slower, never wrong)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha1(f"{task}\0{source_id}".encode()).digest()[:4], "big") & 0x7FFFFFFF
 
 
 def _scrub_dsn(text: str) -> str:
@@ -199,23 +247,25 @@ class StateStore:
 
     def migrate(self) -> None:
         with self.tx() as cur:
-            apply_schema(cur, _DDL.format(s=SCHEMA), 724011, newest=("source_state", "shard_groups"))
+            apply_schema(cur, _DDL.format(s=SCHEMA), 724011, newest=("source_state", "requested"))
 
-    # ---- sources -------------------------------------------------------------------
+    # ---- sources ---------------------------------------------------------------------
     def put_source(self, source_id: str, config: dict, password: str) -> None:
+        config = _with_tls_key(config, state_key.seal)
         with self.tx() as cur:
             cur.execute(
                 f"INSERT INTO {SCHEMA}.source (source_id, config, password, enabled) VALUES (%s, %s, %s, true) "
                 "ON CONFLICT (source_id) DO UPDATE SET config = EXCLUDED.config, password = EXCLUDED.password, "
                 "enabled = true, updated_at = now()",
-                (source_id, json.dumps(config), password),
+                (source_id, json.dumps(config), state_key.seal(password)),
             )
 
     def get_source(self, source_id: str) -> tuple[dict, str] | None:
+        """(config, password), secrets unsealed."""
         with self.tx() as cur:
             cur.execute(f"SELECT config, password FROM {SCHEMA}.source WHERE source_id = %s AND enabled", (source_id,))
             row = cur.fetchone()
-        return (row[0], row[1]) if row else None
+        return (_with_tls_key(row[0], state_key.unseal), state_key.unseal(row[1])) if row else None
 
     def list_sources(self) -> list[dict]:
         with self.tx() as cur:
@@ -233,7 +283,7 @@ class StateStore:
             cur.execute(
                 f"INSERT INTO {SCHEMA}.task (name, config_text, status) VALUES (%s, %s, %s) "
                 "ON CONFLICT (name) DO UPDATE SET config_text = EXCLUDED.config_text, status = EXCLUDED.status, updated_at = now()",
-                (name, config_text, status),
+                (name, state_key.seal(config_text), status),
             )
 
     def register_task(self, name: str, config_text: str) -> None:
@@ -242,7 +292,7 @@ class StateStore:
             cur.execute(
                 f"INSERT INTO {SCHEMA}.task (name, config_text) VALUES (%s, %s) "
                 "ON CONFLICT (name) DO UPDATE SET config_text = EXCLUDED.config_text, updated_at = now()",
-                (name, config_text),
+                (name, state_key.seal(config_text)),
             )
 
     def get_task(self, name: str) -> tuple[str, str] | None:
@@ -250,7 +300,23 @@ class StateStore:
         with self.tx() as cur:
             cur.execute(f"SELECT config_text, status FROM {SCHEMA}.task WHERE name = %s", (name,))
             row = cur.fetchone()
-        return (row[0], row[1]) if row else None
+        return (state_key.unseal(row[0]), row[1]) if row else None
+
+    def reseal_secrets(self) -> dict[str, int]:
+        """Seal every stored secret again with the key file's first key (key rotation; also seals
+        rows written before sealing existed). One transaction; returns rows rewritten per table."""
+        n = {"source": 0, "task": 0}
+        with self.tx() as cur:
+            cur.execute(f"SELECT source_id, config, password FROM {SCHEMA}.source FOR UPDATE")
+            for sid, config, password in cur.fetchall():
+                cur.execute(f"UPDATE {SCHEMA}.source SET config = %s, password = %s WHERE source_id = %s",
+                            (json.dumps(_with_tls_key(config, state_key.reseal)), state_key.reseal(password), sid))
+                n["source"] += 1
+            cur.execute(f"SELECT name, config_text FROM {SCHEMA}.task FOR UPDATE")
+            for name, text in cur.fetchall():
+                cur.execute(f"UPDATE {SCHEMA}.task SET config_text = %s WHERE name = %s", (state_key.reseal(text), name))
+                n["task"] += 1
+        return n
 
     def list_tasks(self) -> list[tuple[str, str]]:
         with self.tx() as cur:
@@ -262,15 +328,96 @@ class StateStore:
             cur.execute(f"UPDATE {SCHEMA}.task SET status = %s, updated_at = now() WHERE name = %s", (status, name))
             return cur.rowcount > 0
 
+    # ---- lifecycle (the protocol is in dm_core/state/lifecycle.py) -----------------------
+    def task_info(self, name: str) -> dict | None:
+        """{name, status, generation, config_text} or None."""
+        with self.tx() as cur:
+            cur.execute(f"SELECT name, status, generation, config_text FROM {SCHEMA}.task WHERE name = %s", (name,))
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return dict(zip(("name", "status", "generation", "config_text"), (*row[:3], state_key.unseal(row[3]))))
+
+    def start_task(self, name: str, config_text: str) -> int:
+        """A new start of ``name``: running, the next generation, every source asked to run
+        (sources paused on an error retry their statement). Returns the generation."""
+        with self.tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.task (name, config_text, status, generation) VALUES (%s, %s, 'running', 1) "
+                "ON CONFLICT (name) DO UPDATE SET config_text = EXCLUDED.config_text, status = 'running', "
+                f"generation = {SCHEMA}.task.generation + 1, updated_at = now() RETURNING generation",
+                (name, state_key.seal(config_text)))
+            gen = cur.fetchone()[0]
+            cur.execute(f"UPDATE {SCHEMA}.source_state SET requested = 'running', updated_at = now() WHERE task = %s",
+                        (name,))
+            cur.execute(f"UPDATE {SCHEMA}.source_state SET stage = 'sync', error = NULL, error_code = NULL, "
+                        "updated_at = now() WHERE task = %s AND stage = 'paused'", (name,))
+            return gen
+
+    def stop_task(self, name: str) -> int:
+        """``name`` stopped; the generation moves on, so no run of an earlier start goes on.
+        Checkpoints, watermarks and loaded chunks are kept. Returns the new generation."""
+        with self.tx() as cur:
+            cur.execute(f"UPDATE {SCHEMA}.task SET status = 'stopped', generation = generation + 1, updated_at = now() "
+                        "WHERE name = %s RETURNING generation", (name,))
+            row = cur.fetchone()
+            return row[0] if row else 0
+
+    def request_sources(self, name: str, sources: list[str], requested: str, *, all_sources: list[str],
+                        clear_error: bool = False) -> str:
+        """Record what the operator asked of ``sources`` (running | paused | stopped) and
+        derive the task's status from every source's (``all_sources``): paused when every
+        source not stopped is paused, else running; a stopped task stays stopped.
+        ``clear_error``: a source paused on an error retries its statement. Returns the status."""
+        with self.tx() as cur:
+            for sid in sources:
+                cur.execute(f"INSERT INTO {SCHEMA}.source_state (task, source_id, requested) VALUES (%s, %s, %s) "
+                            "ON CONFLICT (task, source_id) DO UPDATE SET requested = EXCLUDED.requested, "
+                            "updated_at = now()", (name, sid, requested))
+                if clear_error:
+                    cur.execute(f"UPDATE {SCHEMA}.source_state SET stage = 'sync', error = NULL, error_code = NULL "
+                                "WHERE task = %s AND source_id = %s AND stage = 'paused'", (name, sid))
+            cur.execute(f"SELECT source_id, requested FROM {SCHEMA}.source_state WHERE task = %s", (name,))
+            req = {sid: "running" for sid in all_sources}
+            req.update({sid: r for sid, r in cur.fetchall() if sid in req})
+            cur.execute(f"SELECT status FROM {SCHEMA}.task WHERE name = %s FOR UPDATE", (name,))
+            row = cur.fetchone()
+            if row is None or row[0] == "stopped":
+                return row[0] if row else "stopped"
+            live = [r for r in req.values() if r != "stopped"]
+            status = "paused" if live and all(r == "paused" for r in live) else "running"
+            cur.execute(f"UPDATE {SCHEMA}.task SET status = %s, updated_at = now() WHERE name = %s", (status, name))
+            return status
+
+    def hold_source(self, task: str, source_id: str) -> bool:
+        """Take the source's fence on this connection (held until it closes): at most one
+        syncer of a (task, source) runs at a time, even while a killed one is still dying."""
+        with self.tx() as cur:
+            cur.execute("SELECT pg_try_advisory_lock(%s, %s)", (_FENCE_CLASS, _fence_key(task, source_id)))
+            return bool(cur.fetchone()[0])
+
+    def held_sources(self, task: str, source_ids: list[str]) -> set[str]:
+        """Which of ``source_ids`` have a live syncer (a connection holding their fence)."""
+        keys = {_fence_key(task, sid): sid for sid in source_ids}
+        with self.tx() as cur:
+            cur.execute("SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
+                        "AND classid::bigint = %s AND database = (SELECT oid FROM pg_database "
+                        "WHERE datname = current_database())", (_FENCE_CLASS,))
+            return {keys[r[0]] for r in cur.fetchall() if r[0] in keys}
+
     def reset_task(self, name: str) -> None:
         """Forget every position and chunk of a task (a fresh start of the full phase)."""
         with self.tx() as cur:
             cur.execute(f"DELETE FROM {SCHEMA}.source_state WHERE task = %s", (name,))
             cur.execute(f"DELETE FROM {SCHEMA}.full_chunk WHERE task = %s", (name,))
             cur.execute(f"DELETE FROM {SCHEMA}.operator_command WHERE task = %s", (name,))
+            cur.execute(f"DELETE FROM {SCHEMA}.sync_window WHERE task = %s", (name,))
         from dm_core.shardddl import pg as shardddl_pg
 
         shardddl_pg.remove_task(self, name)  # its shard DDL locks describe positions just forgotten
+        from dm_core.sync import online_ddl
+
+        online_ddl.remove_task(self, name)  # so do its recorded gh-ost / pt-osc changes
 
     # ---- per-source state ------------------------------------------------------------
     def source_state(self, task: str, source_id: str) -> dict:
@@ -365,3 +512,50 @@ class StateStore:
                 return None
             cur.execute(f"UPDATE {SCHEMA}.operator_command SET consumed_at = now() WHERE id = %s", (row[0],))
             return row[1], row[2]
+
+    # ---- sync window history (the Migrations page's rows/s and lag chart) -------------------
+    def record_window(self, task: str, source_id: str, rows: int, seconds: float, lag_seconds: float | None,
+                      keep: int = 120) -> None:
+        """Append one window's result and drop all but the newest ``keep`` of the source."""
+        with self.tx() as cur:
+            cur.execute(f"INSERT INTO {SCHEMA}.sync_window (task, source_id, rows, seconds, lag_seconds) "
+                        "VALUES (%s, %s, %s, %s, %s)", (task, source_id, rows, seconds, lag_seconds))
+            cur.execute(f"DELETE FROM {SCHEMA}.sync_window WHERE task = %s AND source_id = %s AND id <= "
+                        f"(SELECT id FROM {SCHEMA}.sync_window WHERE task = %s AND source_id = %s "
+                        "ORDER BY id DESC OFFSET %s LIMIT 1)", (task, source_id, task, source_id, keep))
+
+    def windows(self, task: str, limit: int = 60) -> dict[str, list[dict]]:
+        """source_id → its newest ``limit`` windows, oldest first."""
+        with self.tx() as cur:
+            cur.execute(f"SELECT source_id, ended_at, rows, seconds, lag_seconds FROM ("
+                        f"SELECT *, row_number() OVER (PARTITION BY source_id ORDER BY id DESC) AS n "
+                        f"FROM {SCHEMA}.sync_window WHERE task = %s) w WHERE n <= %s ORDER BY source_id, ended_at",
+                        (task, limit))
+            out: dict[str, list[dict]] = {}
+            for sid, at, rows, secs, lag in cur.fetchall():
+                out.setdefault(sid, []).append({"ended_at": at, "rows": int(rows), "seconds": float(secs),
+                                                "lag_seconds": lag})
+            return out
+
+    # ---- validation runs ------------------------------------------------------------------
+    def put_validation(self, task: str, run_id: str, status: str, result: dict, *, finished: bool) -> None:
+        with self.tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.validation_run (task, run_id, status, result, finished_at) "
+                "VALUES (%s, %s, %s, %s, CASE WHEN %s THEN now() END) ON CONFLICT (task, run_id) DO UPDATE SET "
+                "status = EXCLUDED.status, result = EXCLUDED.result, finished_at = EXCLUDED.finished_at",
+                (task, run_id, status, json.dumps(result, default=str), finished))
+
+    def validation(self, task: str, run_id: str | None = None, *, finished: bool = False) -> dict | None:
+        """The result of run ``run_id``, or of the newest (``finished``: newest finished) run of
+        the task; None if none."""
+        with self.tx() as cur:
+            if run_id:
+                cur.execute(f"SELECT result FROM {SCHEMA}.validation_run WHERE task = %s AND run_id = %s",
+                            (task, run_id))
+            else:
+                cur.execute(f"SELECT result FROM {SCHEMA}.validation_run WHERE task = %s "
+                            f"{'AND finished_at IS NOT NULL ' if finished else ''}ORDER BY started_at DESC LIMIT 1",
+                            (task,))
+            row = cur.fetchone()
+        return row[0] if row else None

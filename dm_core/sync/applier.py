@@ -10,7 +10,10 @@ round trips instead of one per row; multi-row statements longer than the server 
 Workers never touch the same key at once (causality), but InnoDB's gap and next-key
 locks on secondary indexes can still make two of them deadlock; the server then rolls
 one transaction back whole, so running it again is exact. Deadlocks and lock-wait
-timeouts are retried a few times before the batch fails.
+timeouts are retried a few times before the batch fails. A failed batch raises by the
+error's class (dm_core/classify.py): a transient one (``DML_EXEC_FAILED``) is retried by the
+source with backoff; a permanent one (``DML_REJECTED``) makes the syncer find the exact
+transaction (isolate.py) and pause there.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from itertools import groupby
 from operator import attrgetter
 
 from dm_core.errors import ErrorCode
+from dm_core.classify import TRANSIENT, classify
 from dm_core.sync.dml import Stmt
 from dm_core.sync.literal import Renderer
 
@@ -53,7 +57,11 @@ class Applier:
                 if code in _RETRYABLE and attempt + 1 < _ATTEMPTS:
                     time.sleep(0.01 * 2 ** attempt)
                     continue
-                raise ErrorCode.DML_EXEC_FAILED.error(f"downstream rejected a batch: {e.args}") from None
+                kind = classify(code)
+                err = (ErrorCode.DML_EXEC_FAILED if kind == TRANSIENT else ErrorCode.DML_REJECTED).error(
+                    f"downstream error {code} ({kind}): {e.args[1] if len(e.args) > 1 else e}")
+                err.errno = code
+                raise err from None
 
     def _apply_once(self, texts: list[bytes]) -> None:
         cur = self.conn.cursor()

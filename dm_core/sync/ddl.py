@@ -1,97 +1,137 @@
-"""DDL outside sharding groups: find the tables a statement touches and route them.
+"""DDL outside sharding groups: which tables a statement names, and its routed text.
 
-sqlglot parses the MySQL text; table names are rewritten through the task's routes and the
-statement is regenerated in MySQL dialect, so the downstream (TiDB, MySQL, MariaDB) sees
-a statement with quoted, routed identifiers. Statements sqlglot cannot parse are reported,
-never guessed at.
+Rendering edits the upstream's text (ddl_text.py finds the names): every table name
+becomes its routed, back-quoted, schema-qualified target; index, column and constraint
+names, partition clauses, options and comments stay as the upstream ran them. So
+``ALTER TABLE t DROP INDEX i`` stays a DROP INDEX of ``i`` on the routed table, and
+statements sqlglot cannot parse (``RENAME TABLE``, ``PARTITION BY``, ``CONVERT TO
+CHARACTER SET``) route like any other.
+
+As DM renders them, statements are made safe to run twice where the syntax allows:
+``CREATE TABLE IF NOT EXISTS``, ``DROP TABLE IF EXISTS``. (Replaying any other DDL over a
+downstream that already has it is ddl_replay.py's job.)
+
+Which tables take part follows the task's block-allow list (``allow``):
+
+* DROP TABLE of several tables drops the replicated ones only;
+* RENAME TABLE renames the pairs whose old and new names are both replicated, skips pairs
+  of tables the task does not replicate, and refuses a pair that moves a table into or out
+  of the task (the downstream would be left without it, or with a stale copy); a pair whose
+  old and new names route to the same target changes nothing downstream;
+* for every other statement the first table named decides (the syncer asks ``allow`` and
+  the binlog event filter about it).
+
+Statements whose names this module cannot find are reported (``error``), never guessed at.
+
+    >>> route = lambda s, t: ("db", t.upper())
+    >>> route_ddl("alter table t drop index i, add column c int", "s", route).sql
+    'alter table `db`.`T` drop index i, add column c int'
+    >>> route_ddl("RENAME TABLE a TO b, x TO y", "s", route, allow=lambda s, t: t != "x").error
+    'RENAME TABLE moves `s`.`x`, which this task does not replicate, to `s`.`y`, which it does (its rows are not downstream)'
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from dm_core.db import qt
+from dm_core.rules.ddl_kind import ddl_event_type
+from dm_core.sync.ddl_text import Span, replace_spans, table_spans
+
+Table = tuple[str, str]
+
+# DM event types the plain path replicates; anything else (GRANT, triggers, views,
+# OPTIMIZE/ANALYZE/REPAIR TABLE, ...) is not table data and is skipped, as DM does.
+TABLE_DDL = frozenset({
+    "create table", "drop table", "alter table", "truncate table", "rename table", "create index", "drop index",
+    "create database", "drop database",
+    "add table partition", "drop table partition", "truncate table partition", "reorganize table partition",
+    "exchange table partition", "coalesce table partition", "rebuild table partition", "split table partition",
+})
 
 
 @dataclass
 class RoutedDDL:
-    kind: str                       # a binlog-filter event type: "create table", "alter table", ...
-    tables: list[tuple[str, str]]   # upstream (schema, table) touched; ("db", "") for database DDL
-    sql: str | None                 # the routed statement, None when it cannot be parsed
+    kind: str                       # DM event type: "create table", "alter table", "add table partition", ...
+    tables: list[Table]             # upstream tables named (RENAME: old and new of every pair); ("db", "") for databases
+    sql: str | None                 # the routed statement; None when nothing is to run (see note) or it cannot (error)
     error: str | None = None
+    targets: list[Table] = field(default_factory=list)  # downstream tables the statement changes
+    note: str = ""                  # why nothing runs
 
 
-def _kind(stmt) -> str:
-    from sqlglot import exp
-
-    if isinstance(stmt, exp.Create):
-        k = (stmt.args.get("kind") or "").upper()
-        return {"TABLE": "create table", "DATABASE": "create database", "SCHEMA": "create database",
-                "INDEX": "create index", "VIEW": "create view"}.get(k, "create table")
-    if isinstance(stmt, exp.Drop):
-        k = (stmt.args.get("kind") or "").upper()
-        return {"TABLE": "drop table", "DATABASE": "drop database", "SCHEMA": "drop database",
-                "INDEX": "drop index", "VIEW": "drop view"}.get(k, "drop table")
-    if isinstance(stmt, exp.Alter):
-        return "alter table"
-    if isinstance(stmt, exp.TruncateTable):
-        return "truncate table"
-    if type(stmt).__name__ == "RenameTable" or "RENAME" in stmt.sql().upper()[:12]:
-        return "rename table"
-    return "unknown"
+def _always(schema: str, table: str) -> bool:
+    return True
 
 
-_IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
-_OBJECT = re.compile(
-    rf"^\s*(?:/\*.*?\*/\s*)*(?:CREATE|ALTER|DROP|TRUNCATE)\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+|ONLINE\s+|IGNORE\s+)*"
-    rf"(?:TABLE|DATABASE|SCHEMA)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT})(?:\s*\.\s*({_IDENT}))?",
-    re.I | re.S,
-)
+def route_ddl(sql: str, default_schema: str | None, route, allow=_always) -> RoutedDDL:
+    """Route ``sql`` through ``route(schema, table) -> (schema, table)``; ``allow(schema, table)``
+    says which tables the task replicates (see the module docstring)."""
+    kind = ddl_event_type(sql)
+    spans = table_spans(sql, default_schema)
+    if not spans:
+        return RoutedDDL(kind or "unknown", [], None, error="cannot tell which table this statement changes")
+    if spans[0].role == "db":
+        return RoutedDDL(kind, [(spans[0].schema, "")], None)
+    if kind == "rename table" and spans[0].role == "old":
+        return _rename(kind, spans, route, allow)
+    if kind == "drop table":
+        return _drop(kind, spans, route, allow)
+    subject = spans[0]
+    tables = [(s.schema, s.table) for s in spans]
+    renamed = [s for s in spans if s.role == "new"]
+    for s in renamed:  # ALTER TABLE ... RENAME TO
+        if allow(subject.schema, subject.table) != allow(s.schema, s.table):
+            return RoutedDDL(kind, tables, None, error=_moves(subject, s, allow(subject.schema, subject.table)))
+    edits = [(s, qt(*route(s.schema, s.table))) for s in spans]
+    if kind == "create table" and _may_add_if_not_exists(sql, subject):
+        edits[0] = (subject, "IF NOT EXISTS " + edits[0][1])
+    targets = [route(subject.schema, subject.table)] + [route(s.schema, s.table) for s in renamed]
+    return RoutedDDL(kind, tables, replace_spans(sql, edits), targets=targets)
 
 
-def _unquote(name: str) -> str:
-    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+def _may_add_if_not_exists(sql: str, subject: Span) -> bool:
+    """Not when the statement has IF NOT EXISTS already, or is CREATE OR REPLACE (which
+    must not have it)."""
+    head = sql[:subject.start].upper()
+    return "EXISTS" not in head and "REPLACE" not in head
 
 
-def touched_tables(sql: str, default_schema: str | None) -> list[tuple[str, str]]:
-    """The object a DDL names, found without a full parse (for statements sqlglot rejects).
-
-    >>> touched_tables("CREATE TABLE IF NOT EXISTS `a`.`b c` (g point)", None)
-    [('a', 'b c')]
-    >>> touched_tables("alter table t add column x geometry", "db")
-    [('db', 't')]
-    """
-    m = _OBJECT.match(sql)
-    if not m:
-        return []
-    first, second = _unquote(m.group(1)), m.group(2) and _unquote(m.group(2))
-    if re.match(r"^\s*(?:/\*.*?\*/\s*)*\w+\s+(?:DATABASE|SCHEMA)\b", sql, re.I | re.S):
-        return [(first, "")]
-    return [(first, second)] if second else [(default_schema or "", first)]
+def _name(s: Span) -> str:
+    return qt(s.schema, s.table)
 
 
-def route_ddl(sql: str, default_schema: str | None, route) -> RoutedDDL:
-    """Parse ``sql`` and rename every table through ``route(schema, table) -> (schema, table)``."""
-    import sqlglot
-    from sqlglot import exp
+def _moves(old: Span, new: Span, old_allowed: bool) -> str:
+    if old_allowed:
+        return (f"RENAME TABLE moves {_name(old)} out of the tables this task replicates "
+                f"({_name(new)} is not replicated)")
+    return (f"RENAME TABLE moves {_name(old)}, which this task does not replicate, to {_name(new)}, which it "
+            f"does (its rows are not downstream)")
 
-    try:
-        stmts = sqlglot.parse(sql, read="mysql")
-    except Exception as e:  # sqlglot raises ParseError / TokenError
-        return RoutedDDL("unknown", touched_tables(sql, default_schema), None, f"cannot parse: {e}")
-    if len(stmts) != 1 or stmts[0] is None or isinstance(stmts[0], exp.Command):
-        return RoutedDDL("unknown", touched_tables(sql, default_schema), None, "not a statement shardflow can parse")
-    stmt = stmts[0]
-    kind = _kind(stmt)
-    if kind in ("create database", "drop database"):
-        name = stmt.this.name if stmt.this is not None else ""
-        return RoutedDDL(kind, [(name, "")], None)
-    touched: list[tuple[str, str]] = []
-    for t in stmt.find_all(exp.Table):
-        if not t.name:
+
+def _rename(kind: str, spans: list[Span], route, allow) -> RoutedDDL:
+    tables = [(s.schema, s.table) for s in spans]
+    pairs, targets, same = [], [], []
+    for old, new in zip(spans[0::2], spans[1::2]):
+        a, b = allow(old.schema, old.table), allow(new.schema, new.table)
+        if not a and not b:
             continue
-        schema = t.db or default_schema or ""
-        touched.append((schema, t.name))
-        ts, tt = route(schema, t.name)
-        t.set("db", exp.to_identifier(ts, quoted=True))
-        t.set("this", exp.to_identifier(tt, quoted=True))
-    return RoutedDDL(kind, touched, stmt.sql(dialect="mysql"))
+        if a != b:
+            return RoutedDDL(kind, tables, None, error=_moves(old, new, a))
+        ro, rn = route(old.schema, old.table), route(new.schema, new.table)
+        if (ro[0].lower(), ro[1].lower()) == (rn[0].lower(), rn[1].lower()):
+            same.append(f"{_name(old)} and {_name(new)} both go to {qt(*ro)}")
+            continue
+        pairs.append(f"{qt(*ro)} TO {qt(*rn)}")
+        targets += [ro, rn]
+    if not pairs:
+        return RoutedDDL(kind, tables, None, note="; ".join(same) or "no replicated table is renamed")
+    return RoutedDDL(kind, tables, "RENAME TABLE " + ", ".join(pairs), targets=targets)
+
+
+def _drop(kind: str, spans: list[Span], route, allow) -> RoutedDDL:
+    tables = [(s.schema, s.table) for s in spans]
+    keep = [route(s.schema, s.table) for s in spans if allow(s.schema, s.table)]
+    if not keep:
+        return RoutedDDL(kind, tables, None, note="no replicated table is dropped")
+    return RoutedDDL(kind, tables, "DROP TABLE IF EXISTS " + ", ".join(qt(*t) for t in keep), targets=keep)

@@ -28,6 +28,7 @@ class Batch:
     txns: int = 0
     last_ts: Any = None
     force: bool = False     # write the checkpoint at this batch (DDL, window end)
+    spans: list = field(default_factory=list)   # (start, end) of each transaction (isolate.py)
 
 
 class BatchFlusher:
@@ -72,10 +73,21 @@ class BatchFlusher:
         self._q.put(batch)
 
     def barrier(self) -> None:
+        self.drain()
+        self._raise()
+
+    def drain(self) -> None:
+        """Wait until nothing submitted is in flight, without raising its error."""
         with self._idle:
             while self._inflight:
                 self._idle.wait()
-        self._raise()
+
+    def take_error(self) -> BaseException | None:
+        """Wait until nothing is in flight; return the error and forget it (the caller has
+        handled it: a pause), so ``close`` does not raise it again."""
+        self.drain()
+        err, self._error = self._error, None
+        return err
 
     def close(self) -> None:
         try:

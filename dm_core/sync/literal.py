@@ -31,6 +31,7 @@ import decimal
 import json
 from typing import Callable
 
+from dm_core.bits import Bits
 from dm_core.sync.dml import Stmt
 
 Literal = Callable[[object], bytes]
@@ -89,7 +90,7 @@ class Renderer:
             int: b"%d".__mod__, bool: b"%d".__mod__, str: quote, float: real, decimal.Decimal: dec,
             bytes: binary, bytearray: binary, datetime.datetime: stamp, datetime.date: day,
             datetime.timedelta: span, dict: doc, list: doc, set: members, frozenset: members,
-            type(None): lambda v: b"NULL",
+            type(None): lambda v: b"NULL", Bits: lambda v: b"b'" + v.encode() + b"'",
         }
         self._text = text
         self._templates: dict[str, bytes] = {}

@@ -77,11 +77,14 @@ class BinlogWindow:
         )
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+        from dm_core.tls import pymysql_ssl
+
         if self.start.key() >= self.until.key():
             return
         stream = BinLogStreamReader(
             connection_settings={"host": self.ep.host, "port": int(self.ep.port), "user": self.ep.user,
-                                 "passwd": self.ep.password, "charset": "utf8mb4"},
+                                 "passwd": self.ep.password, "charset": "utf8mb4",
+                                 **({"ssl": pymysql_ssl(self.ep.tls)} if self.ep.tls else {})},
             server_id=self.server_id, log_file=self.start.file, log_pos=self.start.pos,
             resume_stream=True, blocking=True, is_mariadb=False, freeze_schema=True,
             enable_logging=False, slave_heartbeat=1,

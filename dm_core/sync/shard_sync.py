@@ -54,6 +54,7 @@ class ShardSync:
         self.groups: SourceShardGroups | None = None
         self._saved: str | None = None
         self._idle: bool | None = None  # groups.idle, cached: asked per transaction, changed only here
+        self._replay = False  # the DDL being handled lies in the safe-mode range
 
     # ---- set-up ---------------------------------------------------------------------------
     @property
@@ -134,8 +135,11 @@ class ShardSync:
         return out
 
     # ---- DDL --------------------------------------------------------------------------------
-    def handle(self, txn, n: NormalizedDDL, dconn) -> ShardStep:
+    def handle(self, txn, n: NormalizedDDL, dconn, *, replay: bool = False) -> ShardStep:
+        """``replay``: the DDL lies in the source's safe-mode range, where the downstream may
+        already have it (executor.run_operation then runs only what is not in effect)."""
         self._idle = None
+        self._replay = replay
         table = n.tables[0]
         if self.mode == "optimistic":
             return self._optimistic(txn, n, table, dconn)
@@ -203,7 +207,7 @@ class ShardSync:
         ddls = (n.sql,) if n.action == CREATE else tuple(x.sql for x in n.split())
         mine = tuple(sorted(set(self.membership.tables_of(self.source_id).get(tuple(n.target), [])) | {table}))
         info = Info(self.task.name, self.source_id, tuple(n.target), table, ddls, txn.end, tables=mine,
-                    schema_before=executor.read_table_schema(dconn, *n.target))
+                    schema_before=executor.read_table_schema(dconn, *n.target), replay=self._replay)
         op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
         faults.hit("shardddl.sync.after_put_info")
         step = self._finish(op, ops, dconn)
@@ -224,7 +228,7 @@ class ShardSync:
             return None
         if op.action == EXEC:
             log.info("source %s owns lock %s: executing %s", self.source_id, op.lock_id, "; ".join(op.ddls))
-            executor.run_operation(self.store, dconn, op, ops)
+            executor.run_operation(self.store, dconn, op, ops, replay=self._replay)
         elif op.action == SKIP:
             ops.ack_done(self.store, self.task.name, self.source_id, op.lock_id, op.step)
             faults.hit("shardddl.sync.after_skip_ack")

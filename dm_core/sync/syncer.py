@@ -1,8 +1,9 @@
 """One bounded sync window of one source: the DM syncer unit, run once per sensor poke.
 
 Protocol of a window (every step survives the process dying right after it):
-1. Read the source's state. Paused/stopped task → do nothing. A source paused on an error
-   waits for `dmctl binlog skip|replace` or `dmctl resume-task`.
+1. Read the source's state. Stopped or paused task or source, or a run of an earlier start
+   (dm_core/state/lifecycle.py: gate) → do nothing. A source paused on an error waits for
+   `dmctl binlog skip|replace` or `dmctl resume-task`.
 2. start = checkpoint, else the full phase's low watermark, else the task's `meta`, else
    the upstream's current position. until = the upstream's write position now.
 3. Read whole transactions in [start, until) (see reader.py), run each row through
@@ -23,6 +24,7 @@ Protocol of a window (every step survives the process dying right after it):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import gc
 import logging
@@ -30,27 +32,28 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from dm_core.classify import ddl_error
 from dm_core.db import connect, connect_native, master_position, qi
 from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.full import faults
-from dm_core.sources import replica_server_id, source_endpoint, target_endpoint
+from dm_core.secrets.redact import redact_sql
+from dm_core.sources import replica_server_id, source_endpoint, source_rules, target_endpoint
+from dm_core.state import lifecycle
 from dm_core.state.store import Position
 from dm_core.rules.ddl_kind import ddl_event_type
-from dm_core.shardddl.ddl_norm import normalize, renamed_tables
-from dm_core.sync.ddl import route_ddl
+from dm_core.shardddl.ddl_norm import normalize
+from dm_core.sync import ddl_replay, isolate
+from dm_core.sync.ddl import TABLE_DDL, route_ddl
+from dm_core.sync.online_ddl import OnlineDDL
 from dm_core.sync.flusher import Batch, BatchFlusher
 from dm_core.sync.job import RowJob
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
 from dm_core.sync.workers import WorkerPool
 from dm_core.binlog import FastBinlogWindow
 from dm_core.sync.reader import RowChange, Txn
-from dm_core.target import TargetCatalog
+from dm_core.target import TargetCatalog, TargetTable
 
 log = logging.getLogger("shardflow.sync")
-
-_DDL_FILTER_TYPES = {"create table", "drop table", "alter table", "truncate table", "rename table",
-                     "create index", "drop index", "create database", "drop database"}
-
 
 @dataclass
 class WindowResult:
@@ -86,10 +89,25 @@ class WindowResult:
         return s
 
 
+def written_columns(target: TargetTable, row_columns: set[str]) -> TargetTable:
+    """``target`` narrowed to the columns a row of this upstream shape carries (its key
+    always stays). A target column the row lacks gets its downstream default, as the
+    upstream gave it when the column was added, instead of NULL: what a DM worker writes
+    (it uses the upstream table's columns), and what makes replay over a target created
+    after an ADD COLUMN converge (dm_core/full/phase.py)."""
+    if all(c in row_columns for c in target.columns):
+        return target
+    if not target.key_is_unique:  # keyless: the key is every column, so it narrows too
+        keep = tuple(c for c in target.columns if c in row_columns)
+        return dataclasses.replace(target, columns=keep, key=keep)
+    keep = tuple(c for c in target.columns if c in row_columns or c in target.key)
+    return dataclasses.replace(target, columns=keep)
+
+
 class _TablePlan:
     """Everything the row path needs for one upstream table shape, built once."""
 
-    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr", "actions")
+    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr", "actions", "missing")
 
     def __init__(self):
         self.skip = False
@@ -99,6 +117,7 @@ class _TablePlan:
         self.extract = {}
         self.expr = None
         self.actions = {}  # binlog event filter's answer by row op: without SQL text it depends on nothing else
+        self.missing = None  # the error when the target table does not exist downstream
 
 
 # Cyclic-GC thresholds while a window runs (see _rare_young_collections).
@@ -125,18 +144,22 @@ def _rare_young_collections():
 
 
 class Syncer:
-    def __init__(self, task, source_id: str, store, *, budget_events: int = 200_000, budget_seconds: float = 30.0):
+    def __init__(self, task, source_id: str, store, *, budget_events: int = 200_000, budget_seconds: float = 30.0,
+                 generation: int | None = None):
         self.task = task
+        self.generation = generation  # the start (dm_core/state/lifecycle.py) the calling DAG run belongs to
         self.source_id = source_id
         self.store = store
         self.inst = task.instance(source_id)
-        self.rules = task.rules_for(source_id)
+        self.rules = source_rules(task, store, source_id)  # + the source file's `filters`
         self.syncer_cfg = self.inst.syncer
         self.budget_events = budget_events
         self.budget_seconds = budget_seconds
         self._plans: dict[tuple, _TablePlan] = {}
         self._catalog: TargetCatalog | None = None
+        self._missing_noted: set[tuple[str, str]] = set()
         self.shard = ShardSync(task, source_id, store)
+        self.online = OnlineDDL(task, source_id, store, self.rules) if task.online_ddl else None
 
     # ---- entry point ------------------------------------------------------------------
     def run_window(self) -> WindowResult:
@@ -146,8 +169,10 @@ class Syncer:
     def _run_window(self) -> WindowResult:
         t0 = time.monotonic()
         st = self.store.source_state(self.task.name, self.source_id)
-        task_row = self.store.get_task(self.task.name)
-        status = task_row[1] if task_row else "running"
+        info = self.store.task_info(self.task.name)
+        gate = lifecycle.gate(info, st, self.generation) if info is not None else lifecycle.Gate(lifecycle.RUNNING)
+        if gate.state != lifecycle.RUNNING:  # a stop or a pause wins over a pause on an error
+            return WindowResult(self.source_id, "-", "-", "-", state=gate.state)
         skip_at, replace_with = None, None
         if st["stage"] == "paused" and st["error"]:
             cmd = self.store.take_command(self.task.name, self.source_id)
@@ -159,8 +184,6 @@ class Syncer:
             log.info("source %s: operator command %s at %s", self.source_id, name, skip_at)
             self.store.update_source_state(self.task.name, self.source_id, stage="sync", error=None,
                                            error_code=None, error_stmt=None)
-        if status != "running":
-            return WindowResult(self.source_id, "-", "-", "-", state=status)
 
         up = source_endpoint(self.store, self.source_id)
         uconn = connect(up)
@@ -204,7 +227,7 @@ class Syncer:
                     flusher.barrier()  # a DDL runs only after every DML before it is durable
                     self.shard.committed(checkpoint)
                     try:
-                        pause = self._handle_ddl(txn, dconn, skip_at, replace_with, res)
+                        pause = self._handle_ddl(txn, dconn, skip_at, replace_with, res, replay=safe)
                     except ShardflowError as e:
                         if e.code is None or not e.code.terminal:
                             raise
@@ -230,6 +253,15 @@ class Syncer:
                     flush(txn.end, force=True)
                     flusher.barrier()
                     continue
+                if skip_at and skip_at == str(txn.start):  # `dmctl binlog skip|replace` of a rejected transaction
+                    flush(txn.start, force=True)
+                    flusher.barrier()
+                    self._operator_step(txn, dconn, replace_with, res)
+                    pending.txns, pending.last_ts = 1, txn.timestamp
+                    flush(txn.end, force=True)
+                    flusher.barrier()
+                    continue
+                pending.spans.append((txn.start, txn.end))
                 pending.stmts.extend(self._txn_jobs(txn, safe, self.shard.row_gate(txn.start)))
                 pending.rows += len(txn.rows)
                 pending.txns += 1
@@ -245,8 +277,8 @@ class Syncer:
                 self._settle_exit_point(st, checkpoint)
         except ShardflowError as e:
             if e.code is not None and e.code.terminal:
-                flusher.barrier()  # the pause position must be committed, not just submitted
-                self._pause(None, e, res, at=checkpoint)
+                flusher.take_error()  # the pause position must be committed, not just submitted
+                self._pause(None, e, res, at=e.position or checkpoint)
             else:
                 raise
         finally:
@@ -298,8 +330,19 @@ class Syncer:
                 self._checkpoint(b.upto, unsaved["rows"], unsaved["txns"], self._last_ts, store)
                 unsaved.update(rows=0, txns=0, at=now)
 
-        return BatchFlusher(before_apply=before_apply, apply=lambda b: pool.apply(b.stmts),
-                            committed=committed), store, pool
+        def apply(b: Batch) -> None:
+            try:
+                pool.apply(b.stmts)
+            except ShardflowError as e:
+                if e.code is not ErrorCode.DML_REJECTED:
+                    raise
+                culprit = isolate.find_culprit(pool.apply, b.stmts, b.spans)
+                if culprit is not None:
+                    raise culprit from None
+                log.warning("source %s: a batch the downstream rejected (%s) went through one transaction at a "
+                            "time in safe mode", self.source_id, e.message)
+
+        return BatchFlusher(before_apply=before_apply, apply=apply, committed=committed), store, pool
 
     # ---- positions --------------------------------------------------------------------
     def _start_position(self, st: dict, now: Position) -> Position:
@@ -376,9 +419,14 @@ class Syncer:
                     f"row events of `{ch.schema}`.`{ch.table}` carry no column names")
             p.columns = list(cols)
             ts, tt = r.router.route(ch.schema, ch.table)
-            p.target = self._catalog.get(ts, tt)
             p.mapping = r.column_mapper.plan(ch.schema, ch.table, p.columns)
             p.extract = r.router.extract_values(ch.schema, ch.table, self.source_id)
+            try:
+                p.target = written_columns(self._catalog.get(ts, tt), set(p.columns) | set(p.extract))
+            except ShardflowError as e:
+                if e.code is not ErrorCode.DML_EXEC_FAILED:
+                    raise
+                p.missing = e  # see _txn_jobs
             p.expr = r.expr_filter.compile(ch.schema, ch.table, p.columns)
         self._plans[key] = p
         return p
@@ -401,6 +449,14 @@ class Syncer:
                 continue
             if gated and self.shard.skip_row((ch.schema, ch.table), txn.start):
                 continue
+            if p.missing is not None:
+                if not safe:
+                    raise p.missing
+                # Replaying the safe-mode range over targets created after it began: a table
+                # renamed or dropped later in the binlog is gone already, and its rows as of
+                # then were read by the full load (dm_core/full/phase.py).
+                self._note_missing(ch)
+                continue
             action = p.actions.get(ch.op)
             if action is None:
                 action = p.actions[ch.op] = bf.action(ch.schema, ch.table, ch.op, None)
@@ -422,28 +478,46 @@ class Syncer:
             out.append(RowJob(ch.op, p.target, before, after, safe, txn.end))
         return out
 
+    def _note_missing(self, ch: RowChange) -> None:
+        key = (ch.schema, ch.table)
+        if key not in self._missing_noted:
+            self._missing_noted.add(key)
+            log.warning("source %s: rows of `%s`.`%s` skipped while replaying in safe mode: its target does not "
+                        "exist downstream (renamed or dropped later in the binlog)", self.source_id, *key)
+
     # ---- DDL --------------------------------------------------------------------------
-    def _handle_ddl(self, txn: Txn, dconn, skip_at, replace_with,
-                    res: WindowResult) -> ShardflowError | ShardStep | None:
+    def _handle_ddl(self, txn: Txn, dconn, skip_at, replace_with, res: WindowResult, *,
+                    replay: bool = False) -> ShardflowError | ShardStep | None:
+        """``replay``: the DDL lies in the safe-mode range, where the downstream may already
+        have it (ddl_replay.py)."""
         sql = txn.ddl
         if skip_at and skip_at == str(txn.start):
-            if replace_with:
-                with dconn.cursor() as cur:
-                    for stmt in [s for s in replace_with.split(";") if s.strip()]:
-                        cur.execute(stmt)
-                res.ddls.append(f"replaced by operator: {replace_with}")
-            else:
-                res.ddls.append(f"skipped by operator: {sql}")
+            self._operator_step(txn, dconn, replace_with, res)
             return None
+        if self.online is not None:
+            step = self.online.handle(sql, txn.ddl_schema, txn.start)
+            if step is not None:  # a gh-ost / pt-osc statement: what it means for the real tables
+                for note in step.notes:
+                    log.info("source %s: online DDL at %s: %s", self.source_id, txn.start, note)
+                for stmt in step.sqls:
+                    out = self._handle_statement(txn, stmt, dconn, res, replay=True)
+                    if out is not None:
+                        return out
+                return None
+        return self._handle_statement(txn, sql, dconn, res, replay=replay)
+
+    def _handle_statement(self, txn: Txn, sql: str, dconn, res: WindowResult, *,
+                          replay: bool) -> ShardflowError | ShardStep | None:
         kind = ddl_event_type(sql)
-        if kind not in _DDL_FILTER_TYPES:
-            # GRANT, CREATE USER, triggers, views, ANALYZE…: not table data; DM skips them too
-            log.info("source %s: skipping non-table statement at %s: %.200s", self.source_id, txn.start, sql)
+        if kind not in TABLE_DDL:
+            # GRANT, CREATE USER, triggers, views, OPTIMIZE/ANALYZE/REPAIR…: not table data; DM skips them too
+            log.info("source %s: skipping non-table statement at %s: %.200s", self.source_id, txn.start, redact_sql(sql))
             return None
-        routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route)
+        ba = self.rules.block_allow
+        routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route, allow=ba.allow_table)
         if routed.kind in ("create database", "drop database"):
             db = routed.tables[0][0]
-            if not self.rules.block_allow.allow_schema(db):
+            if not ba.allow_schema(db):
                 return None
             if self.rules.binlog_filter.action(db, "", routed.kind, sql) != "do":
                 return None
@@ -455,42 +529,41 @@ class Syncer:
                     cur.execute(stmt)
                 res.ddls.append(stmt)
             return None
-        sharded = self._sharded_table(routed.tables or renamed_tables(sql, txn.ddl_schema))
+        sharded = self._sharded_table(routed.tables)
         if sharded is not None:  # coordinated, or refused with the shard DDL rules' message
             action = self.rules.binlog_filter.action(*sharded, routed.kind, sql)
             if action == "ignore":
                 return None
             if action == "error":
                 return ErrorCode.DDL_UNSUPPORTED.error(f"binlog event filter says Error for: {sql}")
-            return self._shard_ddl(txn, dconn, res)
-        if routed.sql is None:
-            names = routed.tables or ([(txn.ddl_schema, "")] if txn.ddl_schema else [])
-            if names and not any(self.rules.block_allow.allow_table(s, t) if t else self.rules.block_allow.allow_schema(s)
-                                 for s, t in names):
-                return None  # about tables this task does not replicate
+            return self._shard_ddl(txn, sql, dconn, res, replay)
+        names = routed.tables or ([(txn.ddl_schema, "")] if txn.ddl_schema else [])
+        if not any(ba.allow_table(s, t) if t else ba.allow_schema(s) for s, t in names):
+            return None  # about tables this task does not replicate
+        if routed.error:
             return ErrorCode.DDL_UNSUPPORTED.error(f"unsupported DDL ({routed.error}): {sql}")
-        allowed = [(s, t) for s, t in routed.tables if self.rules.block_allow.allow_table(s, t)]
-        if not allowed:
-            return None
-        s0, t0 = allowed[0]
+        s0, t0 = next((s, t) for s, t in routed.tables if ba.allow_table(s, t))
         action = self.rules.binlog_filter.action(s0, t0, routed.kind, sql)
         if action == "ignore":
             return None
         if action == "error":
             return ErrorCode.DDL_UNSUPPORTED.error(f"binlog event filter says Error for: {sql}")
-        target = self.rules.router.route(s0, t0)
-        if self.shard.is_sharded(target):
-            return self._shard_ddl(txn, dconn, res)
+        if routed.sql is None:
+            log.info("source %s: nothing to run downstream for %s (%s)", self.source_id, sql, routed.note)
+            return None
         if self.shard.skip_plain_ddl(txn.start):
             return None  # ran in the pass before a shard DDL rewind
         try:
-            with dconn.cursor() as cur:
-                cur.execute(routed.sql)
+            done = ddl_replay.run(dconn, routed.sql, routed.kind, replay=replay)
         except Exception as e:
-            return ErrorCode.DDL_EXEC_FAILED.error(f"downstream rejected `{routed.sql}`: {getattr(e, 'args', e)}")
-        self._catalog.forget(*target)
+            err = ddl_error(e, f"`{routed.sql}`")
+            if not err.code.terminal:
+                raise err from None  # retried by the source (session.py)
+            return err
+        for t in routed.targets:
+            self._catalog.forget(*t)
         self._plans.clear()
-        res.ddls.append(routed.sql)
+        res.ddls.extend(done)
         return None
 
     def _sharded_table(self, tables) -> tuple[str, str] | None:
@@ -502,9 +575,9 @@ class Syncer:
                 return s, t
         return None
 
-    def _shard_ddl(self, txn: Txn, dconn, res: WindowResult) -> ShardStep | None:
-        n = normalize(txn.ddl, txn.ddl_schema, self.rules.router.route)
-        step = self.shard.handle(txn, n, dconn)
+    def _shard_ddl(self, txn: Txn, sql: str, dconn, res: WindowResult, replay: bool = False) -> ShardStep | None:
+        n = normalize(sql, txn.ddl_schema, self.rules.router.route, mode=self.task.shard_mode)
+        step = self.shard.handle(txn, n, dconn, replay=replay)
         res.shard.append(step.message)
         res.ddls.extend(step.executed)
         if step.lock:
@@ -534,10 +607,23 @@ class Syncer:
 
     def _pause(self, txn: Txn | None, err: ShardflowError, res: WindowResult, at: Position | None = None) -> None:
         pos = (txn.start if txn is not None else None) or at
+        stmt = redact_sql(txn.ddl) if txn is not None and txn.ddl else err.statement
         self.store.update_source_state(
             self.task.name, self.source_id, stage="paused", error=str(err), error_code=err.code.number if err.code else None,
-            error_stmt=txn.ddl if txn is not None else None, error_pos=str(pos) if pos else None,
+            error_stmt=stmt, error_pos=str(pos) if pos else None,
             **({"binlog_file": pos.file, "binlog_pos": pos.pos} if pos else {}),
         )
-        res.paused = f"{err} (at binlog position {pos}{'; statement: ' + txn.ddl if txn is not None and txn.ddl else ''})"
+        res.paused = f"{err} (at binlog position {pos}{'; statement: ' + stmt if stmt else ''})"
         log.error("source %s paused: %s", self.source_id, res.paused)
+
+    def _operator_step(self, txn: Txn, dconn, replace_with: str | None, res: WindowResult) -> None:
+        """Carry out `dmctl binlog skip|replace` on the DDL or row transaction the source paused at."""
+        what = redact_sql(txn.ddl) if txn.ddl else f"the transaction at {txn.start} ({len(txn.rows)} row changes)"
+        if replace_with:
+            with dconn.cursor() as cur:
+                for stmt in [s for s in replace_with.split(";") if s.strip()]:
+                    cur.execute(stmt)
+            res.ddls.append(f"{what}: replaced by operator with {redact_sql(replace_with)}")
+        else:
+            res.ddls.append(f"{what}: skipped by operator")
+        log.warning("source %s: %s", self.source_id, res.ddls[-1])

@@ -1,6 +1,7 @@
 """DAG factory: one task file → three DAGs.
 
-    dm_<task>_precheck     precheck ─▶ trigger full (or incremental when task-mode is incremental)
+    dm_<task>_precheck     precheck ─▶ trigger full (or incremental when task-mode is incremental,
+                           or when the full phase finished before a stop: a restart)
     dm_<task>_full         prepare (low watermark, target tables) ─▶ Spark load ─▶ finish
                            (high watermark) ─▶ trigger incremental (task-mode all)
     dm_<task>_incremental  one SourceSyncSensor per source (+ the shard DDL coordinator
@@ -8,18 +9,25 @@
     dm_<task>_shard_ddl_unlock
                            (shard-mode only) resolve a stuck lock from the UI: Params
                            lock_id, owner, action, force_remove (= `dmctl shard-ddl-lock unlock`)
+    dm_<task>_validate     Spark validation ─▶ publish (log, XCom, Variable); scheduled by the
+                           task file's validators (`schedule`, `start-time`), Param `mode`
 
 Triggering the precheck DAG runs the whole migration in order; each DAG can also be
-triggered alone (conf {"chain": false} stops the chain after that phase).
+triggered alone (conf {"chain": false} stops the chain after that phase). dmctl start-task
+puts the start's generation in the conf ({"generation": N}); each phase hands it on, and a
+run of an earlier start ends by itself (dm_core/state/lifecycle.py).
 """
 
 from __future__ import annotations
 
 import datetime
+import logging
 import sys
 from pathlib import Path
 
 from shardflow_airflow import runtime
+
+log = logging.getLogger("shardflow.dags")
 
 
 def task_files() -> list[Path]:
@@ -28,7 +36,9 @@ def task_files() -> list[Path]:
 
 
 def dag_ids(name: str) -> dict[str, str]:
-    return {p: f"dm_{name}_{p}" for p in ("precheck", "full", "incremental", "shard_ddl_unlock")}
+    from dm_core.state.lifecycle import dag_id
+
+    return {p: dag_id(name, p) for p in ("precheck", "full", "incremental", "shard_ddl_unlock", "validate")}
 
 
 def build_dags(task_file: Path) -> dict:
@@ -37,8 +47,10 @@ def build_dags(task_file: Path) -> dict:
     from airflow.sdk import DAG, Param
 
     from dm_core.config.task import load_task_file
+    from dm_core.state.lifecycle import sensor_task_id
     from shardflow_airflow.operators import (FullFinishOperator, FullPrepareOperator, PrecheckOperator,
                                              ShardDDLUnlockOperator)
+    from dm_core.sync.session import POKE_INTERVAL
     from shardflow_airflow.sensors import ShardDDLCoordinatorSensor, SourceSyncSensor
 
     task = load_task_file(task_file)
@@ -49,10 +61,14 @@ def build_dags(task_file: Path) -> dict:
     chain = "{{ (dag_run.conf or {}).get('chain', True) }}"
     dags = {}
 
-    with DAG(ids["precheck"], description=f"precheck of DM task {task.name} ({task_file.name})", **common) as d:
+    for w in task.warnings:     # keys accepted but not acted on (dm_core/config/inventory.py)
+        log.warning("task file %s: %s", task_file, w)
+    doc = "".join(f"- `{w.key}`: {w.message} (fix: {w.fix})\n" for w in task.warnings)
+    with DAG(ids["precheck"], description=f"precheck of DM task {task.name} ({task_file.name})",
+             doc_md=f"**Task file warnings**\n\n{doc}" if doc else None, **common) as d:
         pre = PrecheckOperator(task_id="precheck", task_file=path)
-        nxt = "incremental" if task.task_mode == "incremental" else "full"
-        pre >> _chain_trigger(TriggerDagRunOperator, ids[nxt], chain)
+        # full, or straight to incremental once the full phase has finished (a restart)
+        pre >> _chain_trigger(TriggerDagRunOperator, path, "precheck", None, chain)
     dags[ids["precheck"]] = d
 
     if task.task_mode != "incremental":
@@ -69,15 +85,16 @@ def build_dags(task_file: Path) -> dict:
             fin = FullFinishOperator(task_id="finish", task_file=path)
             prep >> load >> fin
             if task.task_mode == "all":
-                fin >> _chain_trigger(TriggerDagRunOperator, ids["incremental"], chain)
+                fin >> _chain_trigger(TriggerDagRunOperator, path, "full", ids["incremental"], chain)
         dags[ids["full"]] = d
 
     if task.task_mode in ("incremental", "all"):
         with DAG(ids["incremental"], description=f"binlog replication of DM task {task.name}", **common) as d:
             for inst in task.mysql_instances:
                 SourceSyncSensor(
-                    task_id=f"sync_{inst.source_id}".replace("-", "_"), task_file=path, source_id=inst.source_id,
-                    mode="reschedule", poke_interval=2, timeout=datetime.timedelta(days=3650).total_seconds(),
+                    task_id=sensor_task_id(inst.source_id), task_file=path, source_id=inst.source_id,
+                    # poke mode: one process per source for as long as it syncs (sensors.py says why)
+                    mode="poke", poke_interval=POKE_INTERVAL, timeout=datetime.timedelta(days=3650).total_seconds(),
                     retries=1000, retry_delay=datetime.timedelta(seconds=10),
                 )
             if task.shard_mode:
@@ -101,18 +118,54 @@ def build_dags(task_file: Path) -> dict:
             ShardDDLUnlockOperator(task_id="unlock", lock_id="{{ params.lock_id }}", lock_owner="{{ params.owner }}",
                                    action="{{ params.action }}", force_remove="{{ params.force_remove }}")
         dags[ids["shard_ddl_unlock"]] = d
+    dags[ids["validate"]] = _validate_dag(task, ids["validate"], common)
     return dags
 
 
-def _chain_trigger(cls, target: str, chain: str):
+def _validate_dag(task, dag_id: str, common: dict):
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.sdk import DAG, Param
+
+    from dm_core.validate.settings import settings_for
+    from shardflow_airflow.validation import ValidationPublishOperator
+
+    vs = settings_for(task)
+    when = dict(common, schedule=vs.schedule if vs.enabled else None)
+    if vs.start is not None:
+        when["start_date"] = vs.start
+    with DAG(dag_id, description=f"validate DM task {task.name}: upstream union vs downstream, on Spark",
+             params={"mode": Param(vs.mode, enum=["full", "fast"],
+                                   description="full: compare every column; fast: only that each row exists")},
+             **when) as d:
+        spark = SparkSubmitOperator(
+            task_id="spark_validate", application=str(runtime.PROJECT_ROOT / "spark_jobs" / "validate.py"),
+            application_args=["--task", task.name, "--run-id", "{{ run_id }}", "--mode", "{{ params.mode }}"],
+            conn_id="spark_default", spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
+            name=f"shardflow-validate-{task.name}",
+            conf={"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable,
+                  "spark.pyspark.driver.python": sys.executable},
+            retries=2, retry_delay=datetime.timedelta(seconds=30),   # a rerun overwrites the run's result
+        )
+        spark >> ValidationPublishOperator(task_id="publish", task_name=task.name, run_id="{{ run_id }}", retries=0)
+    return d
+
+
+def _chain_trigger(cls, task_file: str, after: str, target: str | None, chain: str):
+    """continue_chain (short-circuit: the chain is on, the run belongs to the task's current
+    start, and a phase follows) ─▶ trigger the next DAG with this run's generation.
+    ``target``: the next DAG when it is fixed, else the one continue_chain names."""
+    from airflow.sdk import get_current_context
     from airflow.sdk import task as task_decorator
 
     @task_decorator.short_circuit(task_id="continue_chain", ignore_downstream_trigger_rules=False)
-    def continue_chain(flag: str) -> bool:
-        return str(flag).lower() not in ("false", "0", "no")
+    def continue_chain(flag: str) -> str:
+        if str(flag).lower() in ("false", "0", "no"):
+            return ""
+        return runtime.chain_target(task_file, after, get_current_context())
 
     gate = continue_chain(chain)
-    trig = cls(task_id=f"trigger_{target}", trigger_dag_id=target, wait_for_completion=False,
-               conf={"chain": True})
+    trig = cls(task_id=f"trigger_{target}" if target else "trigger_next_phase",
+               trigger_dag_id=target or "{{ ti.xcom_pull(task_ids='continue_chain') }}", wait_for_completion=False,
+               conf={"chain": True, "generation": "{{ (dag_run.conf or {}).get('generation', '') }}"})
     gate >> trig
     return gate

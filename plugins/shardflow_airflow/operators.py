@@ -11,6 +11,17 @@ from airflow.sdk.exceptions import AirflowFailException
 from shardflow_airflow import runtime
 
 
+def _end_if_not_current(store, task_name: str, context) -> None:
+    """Skip a phase of a stopped task, or of a run of an earlier start (lifecycle.py)."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from dm_core.state import lifecycle
+
+    gate = lifecycle.gate(store.task_info(task_name), None, runtime.run_generation(context))
+    if gate.state == lifecycle.STOPPED:
+        raise AirflowSkipException(f"task {task_name}: {gate.reason}")
+
+
 class PrecheckOperator(BaseOperator):
     """Run DM's check items for a task against the real servers.
 
@@ -29,14 +40,22 @@ class PrecheckOperator(BaseOperator):
     def execute(self, context) -> dict:
         from dm_core.check import run_prechecks
         from dm_core.sources import source_endpoint, target_endpoint
+        from dm_core.state import lifecycle
 
         task = runtime.load_task(self.task_file)
+        for w in task.warnings:     # keys the task file sets that shardflow does not act on
+            self.log.warning("task file: %s", w)
         with runtime.open_store() as store:
+            _end_if_not_current(store, task.name, context)
+            resuming = lifecycle.resume_point(task, store.all_source_states(task.name))
             sources = {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances}
-            for sid in sources:
-                store.update_source_state(task.name, sid, stage="precheck", error=None)
-        report = run_prechecks(task, sources, target_endpoint(task))
-        self.log.info("precheck of task %s:\n%s", task.name, report.render())
+            if resuming == "fresh":  # a restart keeps the stage that says where it resumes
+                for sid in sources:
+                    store.update_source_state(task.name, sid, stage="precheck", error=None)
+        report = run_prechecks(task, sources, target_endpoint(task), resuming=resuming)
+        self.log.info("precheck of task %s (%s):\n%s", task.name,
+                      "a fresh start" if resuming == "fresh" else f"a restart that resumes its {resuming} phase; "
+                      "sharding items are skipped as the task has checkpoints", report.render())
         if not report.ok:
             raise AirflowFailException(f"precheck of task {task.name} failed:\n{report.render()}")
         return report.to_dict()
@@ -59,6 +78,7 @@ class FullPrepareOperator(BaseOperator):
 
         task = runtime.load_task(self.task_file)
         with runtime.open_store() as store:
+            _end_if_not_current(store, task.name, context)
             summary = prepare(task, store)
         self.log.info("full phase of %s prepared: %s", task.name, json.dumps(summary, indent=2))
         return summary

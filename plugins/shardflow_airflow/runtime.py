@@ -50,3 +50,26 @@ def spark_submit_binary() -> str:
 
 def jdbc_jar() -> str:
     return os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
+
+
+def run_generation(context) -> int | None:
+    """The start (dm_core/state/lifecycle.py) this DAG run belongs to, from its conf."""
+    from dm_core.state.lifecycle import parse_generation
+
+    run = context.get("dag_run")
+    conf = getattr(run, "conf", None) or {}
+    return parse_generation(conf.get("generation"))
+
+
+def chain_target(task_file: str, after: str, context) -> str:
+    """The DAG a finished phase (precheck | full) triggers next, or "" to end the chain:
+    the run belongs to a stopped task or an earlier start, or nothing follows."""
+    from dm_core.state import lifecycle
+
+    task = load_task(task_file)
+    with open_store() as store:
+        gate = lifecycle.gate(store.task_info(task.name), None, run_generation(context))
+        if gate.state == lifecycle.STOPPED:
+            return ""
+        nxt = lifecycle.next_phase(task, store.all_source_states(task.name), after)
+    return f"dm_{task.name}_{nxt}" if nxt else ""

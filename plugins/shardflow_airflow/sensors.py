@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import time
+import logging
+import threading
 from typing import Any, Sequence
 
 from airflow.sdk import BaseSensorOperator
@@ -12,60 +13,68 @@ from shardflow_airflow import runtime
 
 
 class SourceSyncSensor(BaseSensorOperator):
-    """Replicate one source's binlog downstream in bounded windows.
+    """Replicate one source's binlog downstream, in one long-lived process (DM's worker of
+    that source).
 
-    Each poke syncs windows until the source has caught up with what the upstream had
-    written when the poke started, or ``poke_budget_seconds`` pass; every window commits
-    its checkpoint to the state store, so the next poke can run on any worker. The sensor
-    succeeds only when the task is stopped (`dmctl stop-task`).
+    The sensor runs in poke mode: its task process stays up for as long as the source syncs and
+    keeps one ``SyncSession`` (dm_core/sync/session.py), so a row written upstream reaches the
+    downstream within a window plus ``poke_interval``, not after a worker start and a DAG parse
+    per poke (reschedule mode cost 2-5 s per poke). The price is one Airflow worker slot per
+    source while it syncs, as DM keeps one worker per source: set Airflow's parallelism to the
+    number of sources plus the tasks you run beside them. Every window commits its checkpoint,
+    so a killed process loses nothing; Airflow retries the task and it resumes from there.
+
+    The sensor succeeds only when the task or the source is stopped (`dmctl stop-task [-s]`) or
+    the run belongs to an earlier start (dm_core/state/lifecycle.py).
 
     :param task_file: path of the DM task file (templated)
     :param source_id: the upstream source this sensor replicates
-    :param poke_budget_seconds: how long one poke may sync before returning
+    :param poke_budget_seconds: the longest one poke syncs before it returns to Airflow's loop
     """
 
     template_fields: Sequence[str] = ("task_file",)
     ui_color = "#c4e4f0"
 
-    def __init__(self, *, task_file: str, source_id: str, poke_budget_seconds: float = 60.0, **kwargs: Any):
+    def __init__(self, *, task_file: str, source_id: str, poke_budget_seconds: float = 10.0, **kwargs: Any):
         super().__init__(**kwargs)
         self.task_file = task_file
         self.source_id = source_id
         self.poke_budget_seconds = poke_budget_seconds
+        self._session = None
+        self._store = None
+        self._mirrors = None
 
     def poke(self, context) -> bool:
-        from dm_core.sync.syncer import Syncer
+        from dm_core.state import lifecycle
+        from dm_core.sync.session import SyncSession
 
-        task = runtime.load_task(self.task_file)
-        deadline = time.monotonic() + self.poke_budget_seconds
-        with runtime.open_store() as store:
-            syncer = Syncer(task, self.source_id, store, budget_seconds=min(30.0, self.poke_budget_seconds))
-            while True:
-                res = syncer.run_window()
-                if res.state == "stopped":
-                    self.log.info("task %s is stopped: source %s ends its sync", task.name, self.source_id)
-                    return True
-                if res.state == "paused" and res.paused:
-                    self.log.error("source %s is paused: %s\nwhat to do: fix it, then `dmctl binlog skip %s` / "
-                                   "`dmctl binlog replace %s \"SQL\"` / `dmctl resume-task %s`",
-                                   self.source_id, res.paused, task.name, task.name, task.name)
-                    break
-                if res.state != "sync":
-                    self.log.info("task %s is %s: source %s waits", task.name, res.state, self.source_id)
-                    break
-                self.log.info(res.summary())
-                if res.waiting:
-                    self.log.warning("source %s waits on a shard DDL lock: %s\nsee `dmctl shard-ddl-lock %s`; "
-                                     "a lock stuck for good is released with `dmctl shard-ddl-lock unlock LOCK_ID`",
-                                     self.source_id, res.waiting, task.name)
-                    break
-                if (res.end == res.until and not res.stopped_early) or time.monotonic() >= deadline:
-                    break
-            states = store.all_source_states(task.name)
-        self._mirror(task.name, states, context, res)
+        if self._session is None:
+            task = runtime.load_task(self.task_file)
+            self._store = runtime.open_store().__enter__()
+            self._session = SyncSession(task, self.source_id, self._store, generation=runtime.run_generation(context),
+                                        step_seconds=self.poke_budget_seconds,
+                                        window_seconds=min(30.0, self.poke_budget_seconds))
+        out = self._session.step()
+        for level, text in out.messages:
+            self.log.log(level, "%s", text)
+        if out.state == lifecycle.STOPPED:
+            self._close()
+            return True
+        if out.record:
+            if self._mirrors is None:
+                self._mirrors = _Latest(self._mirror, name=f"mirror-{self.source_id}")
+            self._mirrors.put(self._session.task.name, self._store.all_source_states(self._session.task.name),
+                              context, out.last)
         return False
 
-    def _mirror(self, task_name: str, states: list[dict], context, res) -> None:
+    def _close(self) -> None:
+        if self._mirrors is not None:
+            self._mirrors.close()
+        if self._store is not None:
+            self._store.__exit__(None, None, None)
+        self._store = self._session = self._mirrors = None
+
+    def _mirror(self, task_name: str, states: list[dict], context, res=None) -> None:
         """What the UI and other tasks read: a per-task Variable and this poke's XCom."""
         summary = {
             s["source_id"]: {
@@ -79,9 +88,47 @@ class SourceSyncSensor(BaseSensorOperator):
             Variable.set(f"shardflow_{task_name}_status", json.dumps(summary, default=str))
         except Exception as e:  # the mirror is a convenience; replication must not stop for it
             self.log.warning("could not update the status Variable: %s", e)
+        if res is None:
+            return
         context["ti"].xcom_push(key=f"window_{self.source_id}", value={
             "start": res.start, "end": res.end, "rows": res.rows, "ddls": res.ddls, "paused": res.paused,
             "waiting": res.waiting, "shard_ddl": res.shard, "locks": res.locks})
+
+
+class _Latest:
+    """Run ``fn`` on a thread of its own with the newest arguments put, dropping older ones:
+    the mirror goes through Airflow's API, which can take seconds under load, and the source's
+    lag must not wait for it."""
+
+    def __init__(self, fn, name: str):
+        self._fn, self._args, self._cv, self._closed = fn, None, threading.Condition(), False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, *args) -> None:
+        with self._cv:
+            self._args = args
+            self._cv.notify()
+
+    def close(self) -> None:
+        """Wait for the newest arguments to be mirrored (a stopped source's last state)."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+        self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while self._args is None and not self._closed:
+                    self._cv.wait()
+                args, self._args = self._args, None
+            if args is None:
+                return
+            try:
+                self._fn(*args)
+            except Exception as e:  # the mirror is a convenience; the next put tries again
+                logging.getLogger(__name__).warning("could not mirror the source's state: %s", e)
 
 
 class ShardDDLCoordinatorSensor(BaseSensorOperator):
@@ -90,7 +137,7 @@ class ShardDDLCoordinatorSensor(BaseSensorOperator):
     Each poke tells every lock which sources take part and settles it (one Postgres
     transaction per lock: killing it anywhere loses nothing), then mirrors the active locks
     to the Variable ``shardflow_<task>_ddl_locks`` and to XCom (``locks``), and logs them. Succeeds
-    when the task is stopped, like the sources' sensors.
+    when the task is stopped or the run belongs to an earlier start, like the sources' sensors.
 
     :param task_file: path of the DM task file (templated)
     """
@@ -105,11 +152,13 @@ class ShardDDLCoordinatorSensor(BaseSensorOperator):
     def poke(self, context) -> bool:
         from dm_core.shardddl import admin
 
+        from dm_core.state import lifecycle
+
         task = runtime.load_task(self.task_file)
         with runtime.open_store() as store:
-            got = store.get_task(task.name)
-            if got is not None and got[1] == "stopped":
-                self.log.info("task %s is stopped: the shard DDL coordinator ends", task.name)
+            gate = lifecycle.gate(store.task_info(task.name), None, runtime.run_generation(context))
+            if gate.state == lifecycle.STOPPED:
+                self.log.info("the shard DDL coordinator of task %s ends: %s", task.name, gate.reason)
                 return True
             locks = admin.coordinate(task, store)
         shown = [admin.summary(lk) for lk in locks]

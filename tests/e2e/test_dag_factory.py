@@ -22,7 +22,10 @@ PARSE = textwrap.dedent("""\
     for d in bag.dags.values():  # what the dag-processor does before the scheduler sees a DAG
         DagSerialization.to_dict(d)
     print(json.dumps({"dags": sorted(bag.dags), "errors": {os.path.basename(k): v for k, v in bag.import_errors.items()},
-                      "tasks": {d: sorted(t.task_id for t in bag.dags[d].tasks) for d in bag.dags}}))
+                      "tasks": {d: sorted(t.task_id for t in bag.dags[d].tasks) for d in bag.dags},
+                      "docs": {d: bag.dags[d].doc_md for d in bag.dags},
+                      "schedules": {d: getattr(bag.dags[d].timetable, "expression", None) for d in bag.dags},
+                      "starts": {d: str(bag.dags[d].start_date) for d in bag.dags}}))
 """)
 
 
@@ -50,10 +53,58 @@ def test_valid_and_broken_task_files(tmp_path):
             route-rules: [no-such-route]
         """))
     out = _parse(tasks, tmp_path)
-    assert out["dags"] == ["dm_demo_full", "dm_demo_incremental", "dm_demo_precheck", "dm_demo_shard_ddl_unlock"]
+    assert out["dags"] == ["dm_demo_full", "dm_demo_incremental", "dm_demo_precheck", "dm_demo_shard_ddl_unlock",
+                           "dm_demo_validate"]
+    assert out["tasks"]["dm_demo_validate"] == ["publish", "spark_validate"]
     assert out["tasks"]["dm_demo_incremental"] == ["coordinate_shard_ddl", "sync_mysql_replica_01",
                                                    "sync_mysql_replica_02"]
     assert out["tasks"]["dm_demo_shard_ddl_unlock"] == ["unlock"]
+    # the precheck DAG's next phase is chosen at run time: full, or incremental on a restart
+    assert out["tasks"]["dm_demo_precheck"] == ["continue_chain", "precheck", "trigger_next_phase"]
     assert out["tasks"]["dm_demo_full"] == ["continue_chain", "finish", "prepare", "spark_load", "trigger_dm_demo_incremental"]
     err = out["errors"]["shardflow_task_errors.py"]
     assert "broken.yaml" in err and "mysql-instances[0].route-rules" in err and "no-such-route" in err
+
+
+def test_keys_shardflow_does_not_act_on_are_shown_on_the_precheck_dag(tmp_path):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "warned.yaml").write_text(textwrap.dedent("""\
+        name: warned
+        task-mode: all
+        target-database: {host: 127.0.0.1, port: 4000, user: root, password: ""}
+        mysql-instances:
+          - source-id: s1
+            syncer-config-name: y
+        syncers: {y: {queue-size: 4096}}
+        """))
+    out = _parse(tasks, tmp_path)
+    assert out["docs"]["dm_warned_precheck"].count("\n- `") == 1 and "`syncers.y.queue-size`" in out["docs"]["dm_warned_precheck"]
+    assert out["docs"]["dm_warned_full"] is None
+
+
+def test_validators_schedule_the_validate_dag(tmp_path):
+    """`schedule` and `start-time` of the task file's validator become the validate DAG's
+    timetable and start date; without a validator the DAG exists unscheduled."""
+    import yaml
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    data = yaml.safe_load((ROOT / "config" / "demo" / "task.yaml").read_text())
+    data["name"] = "sched"
+    data["validators"] = {"every-15": {"mode": "fast", "schedule": "*/15 * * * *", "start-time": "2030-01-02 03:04:05",
+                                       "row-error-delay": "2m"}}
+    for inst in data["mysql-instances"]:
+        inst["continuous-validator-config-name"] = "every-15"
+    (tasks / "sched.yaml").write_text(yaml.safe_dump(data))
+    data["name"] = "plain"
+    del data["validators"]
+    for inst in data["mysql-instances"]:
+        del inst["continuous-validator-config-name"]
+    (tasks / "plain.yaml").write_text(yaml.safe_dump(data))
+    shutil.copy(ROOT / "config" / "demo" / "task.yaml", tasks / "demo.yaml")
+    out = _parse(tasks, tmp_path)
+    assert out["schedules"]["dm_sched_validate"] == "*/15 * * * *"
+    assert out["starts"]["dm_sched_validate"].startswith("2030-01-02")
+    assert out["schedules"]["dm_plain_validate"] is None
+    assert out["schedules"]["dm_demo_validate"] in ("@hourly", "0 * * * *")

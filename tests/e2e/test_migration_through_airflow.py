@@ -90,11 +90,23 @@ def _api(stack):
     return AirflowAPI(url=stack["env"]["SHARDFLOW_AIRFLOW_URL"], user="admin", password=pw)
 
 
-def _task_processes() -> list[int]:
-    """Airflow task processes (children of LocalExecutor workers: `airflow worker -- <ti uuid>`)."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines()
-            if re.match(r"\s*\d+ airflow worker -- [0-9a-f]{8}-", line)]
+def _task_processes(airflow_home: str) -> list[int]:
+    """This stack's Airflow task processes (children of LocalExecutor workers: `airflow worker --
+    <ti uuid>`): only descendants of this stack's `airflow standalone`. Other stacks on the
+    machine (CI, other checkouts) run their own Airflow, which this test must not kill. (Their
+    /proc/PID/environ cannot tell: setproctitle writes the process title over it.)"""
+    import psutil
+
+    root = int((Path(airflow_home) / "standalone.pid").read_text())
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        if re.match(r"airflow worker -- [0-9a-f]{8}-", " ".join(p.info["cmdline"] or ())):
+            try:
+                if any(a.pid == root for a in p.parents()):
+                    out.append(p.info["pid"])
+            except psutil.NoSuchProcess:
+                pass
+    return out
 
 
 def _write_while_killing_sensors(stack, schemas, seconds: float, ddl_shards=()) -> tuple[int, int]:
@@ -140,7 +152,7 @@ def _write_while_killing_sensors(stack, schemas, seconds: float, ddl_shards=()) 
     deadline = time.monotonic() + seconds
     try:
         while time.monotonic() < deadline:
-            for pid in _task_processes():
+            for pid in _task_processes(stack["env"]["AIRFLOW_HOME"]):
                 try:
                     os.kill(pid, signal.SIGKILL)
                     kills += 1

@@ -1,11 +1,13 @@
 """Private throw-away MariaDB servers for integration tests (about 2 s each, see FIELD-NOTES).
 
-    db = start_mariadb(tmp_path, 3320, server_id=20)
+    db = start_mariadb(tmp_path, private_port(0), server_id=20)
     conn = connect(db.endpoint())
     ...
     db.stop()
 
-Use ports 3320-3329: 3306-3308, 4000 and 5433 belong to the project's local stack.
+Use ``private_port(0..9)``: ten ports just above the local stack's first upstream port
+(3320-3329 on the default stack), so stacks on other ports (CI's, a second checkout's)
+run their private servers on ports of their own.
 """
 
 from __future__ import annotations
@@ -126,6 +128,13 @@ def _wait_up(db: MariaDB, timeout: float) -> None:
             time.sleep(0.2)
     db.stop()
     raise RuntimeError(f"mariadbd on port {db.port} did not answer in {timeout}s ({last}):\n{_tail(db.log)}")
+
+
+def private_port(offset: int) -> int:
+    """Port ``offset`` (0-9) of this stack's private range: SHARDFLOW_UP1_PORT + 13 + offset."""
+    if not 0 <= offset <= 9:
+        raise ValueError(f"private ports are 0-9, got {offset}")
+    return int(os.environ.get("SHARDFLOW_UP1_PORT", "3307")) + 13 + offset
 
 
 def free_port(candidates) -> int:

@@ -1,6 +1,7 @@
 """The Spark full load (spark-submit, local mode) followed by binlog sync, on tables with the
 types and keys a real schema has: DECIMAL, DATETIME(6), DATE, TIME, JSON, BLOB, unicode TEXT,
-NULLs, a composite key, a string key and no key at all. Downstream must equal upstream."""
+NULLs, zero dates in NOT NULL columns, a composite key, a string key and no key at all.
+Downstream must equal upstream."""
 
 import os
 import subprocess
@@ -28,6 +29,9 @@ TABLES = {
     "composite": "(a int NOT NULL, b varchar(20) NOT NULL, v int NULL, PRIMARY KEY (a, b))",
     "strkey": "(code varchar(32) NOT NULL PRIMARY KEY, v varchar(100) NULL)",
     "nokey": "(a int NULL, b varchar(10) NULL)",
+    # legacy MySQL schemas: zero dates in NOT NULL columns (DM's sharding case has them too)
+    "zerodate": """(id int NOT NULL PRIMARY KEY, z datetime NOT NULL DEFAULT '0000-00-00 00:00:00',
+                    zd date NOT NULL DEFAULT '0000-00-00', z6 datetime(6) NULL)""",
 }
 
 
@@ -39,6 +43,8 @@ def _rows(i: int) -> dict:
         "composite": (i, f"k{i % 7}", i),
         "strkey": (f"code-{i:05d}", "v" * (i % 50)),
         "nokey": (i % 10, None if i % 3 else "x"),
+        "zerodate": (i, "0000-00-00 00:00:00" if i % 2 else "2024-05-06 07:08:09",
+                     "0000-00-00" if i % 3 else "2024-05-06", "0000-00-00 00:00:01.5" if i % 5 == 0 else None),
     }
 
 
@@ -94,6 +100,9 @@ def test_full_load_then_sync_keeps_every_type(stack, uniq):
             cur.execute(f"UPDATE {qt(schema, 'composite')} SET b = 'moved' WHERE a = 5")
             cur.execute(f"UPDATE {qt(schema, 'strkey')} SET v = NULL WHERE code < 'code-00100'")
             cur.execute(f"INSERT INTO {qt(schema, 'nokey')} VALUES (NULL, NULL), (1, 'dup'), (1, 'dup')")
+            cur.execute(f"INSERT INTO {qt(schema, 'zerodate')} VALUES (5000, '0000-00-00 00:00:00', '0000-00-00', "
+                        "'0000-00-00 00:00:00.25')")
+            cur.execute(f"UPDATE {qt(schema, 'zerodate')} SET z = '0000-00-00 00:00:00' WHERE id = 2")
         s = Syncer(task, sid, store, budget_events=300)
         for _ in range(100):
             r = s.run_window()
@@ -101,7 +110,7 @@ def test_full_load_then_sync_keeps_every_type(stack, uniq):
             if r.end == r.until:
                 break
         diffs = compare_task(task, store)
-        assert len(diffs) == 4
+        assert len(diffs) == 5
         assert all(d.equal for d in diffs), render(diffs)
     finally:
         store.reset_task(name)

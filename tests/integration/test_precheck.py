@@ -17,7 +17,7 @@ import yaml
 from dm_core.check import CHECKS, CheckReport, run_prechecks
 from dm_core.config.task import parse_task
 
-from .mariadb_fixture import start_mariadb
+from .mariadb_fixture import private_port, start_mariadb
 
 pytestmark = pytest.mark.integration
 
@@ -53,14 +53,14 @@ def servers(tmp_path_factory):
     base = tmp_path_factory.mktemp("precheck")
     started = []
     try:
-        good = start_mariadb(base, 3320, 20)
+        good = start_mariadb(base, private_port(0), 20)
         started.append(good)
-        nolog = start_mariadb(base, 3321, 21, ("--binlog-format=ROW", "--binlog-row-image=FULL",
+        nolog = start_mariadb(base, private_port(1), 21, ("--binlog-format=ROW", "--binlog-row-image=FULL",
                                                "--binlog-row-metadata=FULL"), log_bin=False)
         started.append(nolog)
-        mut = start_mariadb(base, 3322, 22)
+        mut = start_mariadb(base, private_port(2), 22)
         started.append(mut)
-        tgt = start_mariadb(base, 3323, 23)
+        tgt = start_mariadb(base, private_port(3), 23)
         started.append(tgt)
         good.sql(*SHOP, *_shard("shard_a", "varchar(20)"), *_ai("ai_1"),
                  "CREATE DATABASE nopk",

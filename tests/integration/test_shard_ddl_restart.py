@@ -27,7 +27,7 @@ import pytest
 
 from dm_core.db import Endpoint
 
-from .mariadb_fixture import free_port, start_mariadb
+from .mariadb_fixture import free_port, private_port, start_mariadb
 from .shard_helpers import (FAULT_EXIT, ROOT, SourceSpec, active_locks, assert_union, columns, converge, dml,
                             indexes, query, run, setup_shards, source_states, spawn, teardown)
 
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def logged_down(tmp_path_factory, stack):
     """A private downstream that logs every statement it receives (mysql.general_log)."""
-    port = free_port(range(3324, 3330))
+    port = free_port(private_port(i) for i in range(4, 10))
     db = start_mariadb(tmp_path_factory.mktemp("sdrs_down"), port, 60 + port % 10,
                        ("--general-log=1", "--log-output=TABLE"), log_bin=False)
     yield db.endpoint(name="down")

@@ -20,7 +20,7 @@ import pytest
 
 from dm_core.db import connect, qi, qt
 
-from .mariadb_fixture import free_port, start_mariadb
+from .mariadb_fixture import free_port, private_port, start_mariadb
 from .shard_helpers import SourceSpec, assert_union, converge, run, setup_shards, source_states, spawn
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,7 @@ UNICODE = ["naïve café", "数据迁移", "Ünïcödé ✓", "emoji 🚀🔥", 
 
 @pytest.fixture
 def chaos(stack, uniq, tmp_path):
-    down = start_mariadb(tmp_path / "down", free_port(range(3320, 3324)), 71, log_bin=False)
+    down = start_mariadb(tmp_path / "down", free_port(private_port(i) for i in range(0, 4)), 71, log_bin=False)
     p = f"cx{uniq}"
     specs = [SourceSpec(f"a-{uniq}", stack["up1"], [f"{p}_1", f"{p}_2"], ["t_1", "t_2"], 1),
              SourceSpec(f"b-{uniq}", stack["up2"], [f"{p}_1", f"{p}_2"], ["t_1"], 2),

@@ -148,7 +148,7 @@ def _dt2(y, mo, d, h, mi, s):
 def _run_lines(lines, buf):
     src = "def f(buf, p):\n" + "\n".join("    " + ln for ln in lines) + "\n    return v, p\n"
     ns = {"_ifb": int.from_bytes, "_DT": datetime.datetime, "_D": decimal.Decimal, "_dctx": decode._DEC_CTX,
-          "_utc": decode._UTC_CACHE, "_utc_miss": decode._utc_miss}
+          "_utc": decode._UTC_CACHE, "_utc_miss": decode._utc_miss, "_invalid_dt": decode.invalid_datetime}
     exec(src, ns)
     return ns["f"](buf, 0)
 
@@ -167,10 +167,13 @@ def test_datetime2_and_timestamp2_fractions(fsp, frac, micro):
         datetime.datetime.utcfromtimestamp(1709251198).replace(microsecond=micro), 4 + len(frac))
 
 
-def test_zero_and_invalid_datetime2_read_as_none():
-    assert _run_lines(decode.datetime2_lines("v", 0), _dt2(0, 0, 0, 0, 0, 0))[0] is None
-    assert _run_lines(decode.datetime2_lines("v", 6), _dt2(2020, 0, 10, 0, 0, 0) + b"\0\0\1")[0] is None
-    assert decode.read_date(b"\0\0\0", 0) is None
+def test_zero_and_invalid_dates_read_as_their_text():
+    """Written back as they were: NULL would break a NOT NULL column (DM's sharding case)."""
+    assert _run_lines(decode.datetime2_lines("v", 0), _dt2(0, 0, 0, 0, 0, 0))[0] == "0000-00-00 00:00:00"
+    assert _run_lines(decode.datetime2_lines("v", 0), _dt2(0, 0, 0, 0, 0, 1))[0] == "0000-00-00 00:00:01"
+    assert _run_lines(decode.datetime2_lines("v", 6), _dt2(2020, 0, 10, 0, 0, 0) + b"\0\0\1")[0] == \
+        "2020-00-10 00:00:00.000001"
+    assert decode.read_date(b"\0\0\0", 0) == "0000-00-00"
     assert decode.read_date((2024 << 9 | 2 << 5 | 29).to_bytes(3, "little"), 0) == datetime.date(2024, 2, 29)
 
 

@@ -1,11 +1,9 @@
 """DM source files: DM's template loads unchanged; errors carry SOURCE_INVALID and every problem."""
 
-import doctest
 import textwrap
 
 import pytest
 
-import dm_core.config.source
 from dm_core.config.problems import SourceConfigError
 from dm_core.config.source import load_source_file, parse_source
 from dm_core.errors import ErrorCode
@@ -49,12 +47,25 @@ filters:
 """
 
 
-def test_doctests():
-    assert doctest.testmod(dm_core.config.source).failed == 0
+@pytest.fixture(scope="module")
+def dm_source(tmp_path_factory):
+    """DM's template with its placeholder certificate paths pointing at real files."""
+    from ..tls_certs import make_certs
+
+    c = make_certs(tmp_path_factory.mktemp("certs"))
+    return DM_SOURCE.replace("/path/to/ca.pem", c["ca"]).replace("/path/to/cert.pem", c["client_cert"]) \
+        .replace("/path/to/key.pem", c["client_key"])
 
 
-def test_dm_source_template_loads():
-    src = parse_source(DM_SOURCE, "source.yaml")
+def test_dm_source_template_with_missing_certificate_files_names_each_key():
+    with pytest.raises(SourceConfigError) as e:
+        parse_source(DM_SOURCE, "source.yaml")
+    assert [p.key for p in e.value.problems] == ["from.security.ssl-ca", "from.security.ssl-cert", "from.security.ssl-key"]
+    assert "cannot read /path/to/ca.pem" in e.value.problems[0].message
+
+
+def test_dm_source_template_loads(dm_source):
+    src = parse_source(dm_source, "source.yaml")
     assert (src.source_id, src.host, src.port, src.user, src.password) == ("mysql-replica-01", "127.0.0.1", 3306, "root", "secret")
     assert (src.enable_gtid, src.enable_relay, src.flavor, src.server_id) == (False, False, "", None)
     assert src.filters[0].sql_pattern == ["alter table .* add column aaa int"]
@@ -62,8 +73,8 @@ def test_dm_source_template_loads():
     assert "secret" not in repr(src)
 
 
-def test_to_dict_is_flat_and_hides_the_password():
-    src = parse_source(DM_SOURCE)
+def test_to_dict_is_flat_and_hides_the_password(dm_source):
+    src = parse_source(dm_source)
     d = src.to_dict()
     assert (d["source-id"], d["host"], d["port"], d["user"]) == ("mysql-replica-01", "127.0.0.1", 3306, "root")
     assert "password" not in d and "secret" not in repr(d)

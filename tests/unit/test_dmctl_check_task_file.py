@@ -27,3 +27,25 @@ def test_check_task_names_every_broken_key(tmp_path, text, expected):
     for key, message in expected:
         assert key in r.stderr and message in r.stderr, (key, message, r.stderr)
     assert str(f) in r.stderr
+
+
+def test_check_task_warns_for_each_key_shardflow_does_not_act_on_before_contacting_servers(tmp_path):
+    f = tmp_path / "task.yaml"
+    f.write_text(textwrap.dedent("""\
+        name: warned
+        task-mode: all
+        collation_compatible: strict
+        target-database: {host: 127.0.0.1, port: 4000, user: root, password: ""}
+        mysql-instances:
+          - source-id: s1
+            loader: {import-mode: physical}
+            syncer: {queue-size: 4096}
+        """))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SHARDFLOW_STATE_DSN="postgresql://nobody@127.0.0.1:1/none")
+    r = subprocess.run([sys.executable, "-m", "dm_core.cli.dmctl", "check-task", str(f)], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert "task file" in r.stdout and "valid" in r.stdout
+    warned = [line for line in r.stderr.splitlines() if line.startswith("warning: ")]
+    assert [w.split(": ")[2] for w in warned] == [
+        "collation_compatible", "mysql-instances[0].loader.import-mode", "mysql-instances[0].syncer.queue-size"], r.stderr
+    assert all("(fix: " in w for w in warned)

@@ -1,11 +1,8 @@
 """Compactor: DM's merge rules per key, key-changing updates split, order of survivors."""
 
-import doctest
 
 import pytest
 
-import dm_core.sync.compactor
-import dm_core.sync.job
 from dm_core.state.store import Position
 from dm_core.sync.compactor import compact
 from dm_core.sync.job import RowJob, fold
@@ -153,8 +150,3 @@ def test_fold():
     assert fold("AbC  ") == "abc"
     assert fold("Éte") == fold("ete")
     assert fold(None) is None and fold(b"A ") == b"A "
-
-
-@pytest.mark.parametrize("module", [dm_core.sync.job, dm_core.sync.compactor])
-def test_doctests(module):
-    assert doctest.testmod(module).failed == 0

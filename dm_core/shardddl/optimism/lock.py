@@ -8,7 +8,9 @@ member with ``joined`` (it may already have every column the downstream has, so 
 column is dropped until it has reported).
 
 1. ``report(info)``: the member's schema after its DDL is computed (its tracked schema +
-   the DDL's changes; a CREATE TABLE gives a new member its own schema). Changes that can
+   the DDL's changes; a CREATE TABLE gives a new member its own schema). A DDL replayed
+   in the source's safe-mode range (``info.replay``) may predate the target, whose schema
+   every member starts from: its changes already in the tracked schema are left out. Changes that can
    never merge are *hard* conflicts and wait for a person: renaming a column (RENAME
    COLUMN, CHANGE a b), narrowing or changing a column's type, NULL → NOT NULL, table
    options and other statements, a change that does not fit the tracked schema.
@@ -109,6 +111,23 @@ def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
         if ch.op in ("other", "rename_index"):
             return f"`{ch.sql}` is not supported in optimistic mode"
     return ""
+
+
+def _in_effect(ch: Change, schema: TableSchema) -> bool:
+    """Whether ``schema`` already shows change ``ch`` (a DDL replayed from before the
+    target was created: its member's tracked schema, the target's, has it already)."""
+    if ch.op == "add_column":
+        return schema.column(ch.column.name) is not None
+    if ch.op == "drop_column":
+        return schema.column(ch.name) is None
+    if ch.op == "modify_column" and not ch.new_name:
+        old = schema.column(ch.name)
+        return old is not None and old.same_definition(ch.column)
+    if ch.op == "add_index":
+        return schema.index(ch.index.name) is not None
+    if ch.op == "drop_index":
+        return schema.index(ch.name) is None
+    return False
 
 
 class Lock:
@@ -241,6 +260,8 @@ class Lock:
                     changes.extend(statement_changes(d))
             except ShardDDLUnsupported as e:
                 conflict = str(e.message)
+            if info.replay:  # the member's tracked schema starts at the target's, created after some DDLs
+                changes = [ch for ch in changes if not _in_effect(ch, m.schema)]
             conflict = conflict or _hard_conflict(changes, m.schema)
             if not conflict:
                 try:

@@ -1,0 +1,292 @@
+"""dmctl start-task / stop-task / pause-task / resume-task, per task or per source (``-s``).
+
+DM's semantics: stop keeps checkpoints; start of a task whose full phase finished resumes
+sync from them (``--remove-meta`` starts over); pause and resume keep everything. The
+protocol -- generations, gates, fences -- is in dm_core/state/lifecycle.py; this module
+makes the transitions in the state store and ends or restarts the Airflow side through its
+REST API. Nothing here needs the target's password except start-task (which connects).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.state import lifecycle as lc
+
+_RUN_ENDS_AS = {"precheck": "failed", "full": "failed", "incremental": "success"}
+
+
+# ---- the Airflow side ----------------------------------------------------------------------
+def end_runs(api, name: str, note: str) -> list[str]:
+    """End every queued/running run of the task's DAGs (a few rounds: a run that is ending
+    may trigger the next phase meanwhile). Returns what was ended."""
+    ended = []
+    for _ in range(3):
+        found = False
+        for phase in lc.PHASES:
+            dag = lc.dag_id(name, phase)
+            for run in api.active_runs(dag):
+                found = True
+                api.end_run(dag, run["dag_run_id"], _RUN_ENDS_AS[phase], note)
+                ended.append(f"{dag} run {run['dag_run_id']} ({run['state']} → {_RUN_ENDS_AS[phase]})")
+        if not found:
+            break
+    return ended
+
+
+def stop_validation(api, name: str, note: str) -> list[str]:
+    """Pause the task's scheduled validation DAG and end its active runs: a stopped task's
+    downstream no longer follows the upstream, so a validation would report drift that is only
+    the stop. start-task unpauses it."""
+    dag = lc.dag_id(name, "validate")
+    api.set_paused(dag, True)  # a task file without it (404) is fine
+    ended = []
+    for run in api.active_runs(dag):
+        api.end_run(dag, run["dag_run_id"], "failed", note)
+        ended.append(f"{dag} run {run['dag_run_id']} ({run['state']} → failed)")
+    return [f"{dag} paused"] + ended
+
+
+def end_sensors(api, name: str, sources: list[str], note: str) -> list[str]:
+    """End the sync sensors of ``sources`` in the task's active incremental runs."""
+    dag = lc.dag_id(name, "incremental")
+    wanted = {lc.sensor_task_id(s) for s in sources}
+    ended = []
+    for run in api.active_runs(dag):
+        for ti in api.task_instances(dag, run["dag_run_id"]):
+            if ti["task_id"] in wanted and ti.get("state") not in _FINISHED:
+                api.end_task(dag, run["dag_run_id"], ti["task_id"], "success", note)
+                ended.append(f"{ti['task_id']} of {dag} run {run['dag_run_id']} ({ti.get('state')} → success)")
+    return ended
+
+
+_FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed"}
+
+
+def still_alive(api, store, name: str, sources: list[str], *, whole: bool) -> list[str]:
+    """What of the task (whole) or of ``sources`` has not ended yet, in words."""
+    left = []
+    if whole:
+        for phase in lc.PHASES:
+            dag = lc.dag_id(name, phase)
+            left += [f"{dag} run {r['dag_run_id']} is {r['state']}" for r in api.active_runs(dag)]
+    else:
+        dag = lc.dag_id(name, "incremental")
+        wanted = {lc.sensor_task_id(s) for s in sources}
+        for run in api.active_runs(dag):
+            left += [f"{ti['task_id']} of {dag} run {run['dag_run_id']} is {ti.get('state')}"
+                     for ti in api.task_instances(dag, run["dag_run_id"])
+                     if ti["task_id"] in wanted and ti.get("state") not in _FINISHED]
+    left += [f"a poke of source {s} has not exited yet (it holds the source's fence)"
+             for s in sorted(store.held_sources(name, sources))]
+    return left
+
+
+def wait_ended(api, store, name: str, sources: list[str], timeout: float, *, whole: bool, note: str) -> list[str]:
+    """Wait until the runs (whole) or the sources' sensors ended and every poke exited; ends
+    what appears meanwhile (a phase that triggered the next one). Returns what is left."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = still_alive(api, store, name, sources, whole=whole)
+        if not left or time.monotonic() > deadline:
+            return left
+        if whole:
+            end_runs(api, name, note)
+        else:
+            end_sensors(api, name, sources, note)
+        time.sleep(1)
+
+
+# ---- commands ------------------------------------------------------------------------------
+def _task(store, name: str):
+    """(info, task parsed without expanding ${ENV}) of a registered task."""
+    from dm_core.config.task import parse_task
+
+    info = store.task_info(name)
+    if info is None:
+        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} is not known")
+    return info, parse_task(info["config_text"], f"<task {name}>", expand_env=False)
+
+
+def _sources(task, given: list[str] | None) -> list[str]:
+    ids = [i.source_id for i in task.mysql_instances]
+    unknown = [s for s in given or () if s not in ids]
+    if unknown:
+        raise ErrorCode.CONFIG_INVALID.error(
+            f"task {task.name} has no source {', '.join(unknown)}",
+            workaround=f"Use one of its sources: {', '.join(ids)} (`dmctl query-status {task.name}` lists them).")
+    return list(given) if given else ids
+
+
+def cmd_stop_task(a, open_store, api_factory) -> int:
+    with open_store() as store:
+        info, task = _task(store, a.task)
+        sources = _sources(task, a.source)
+        all_ids = [i.source_id for i in task.mysql_instances]
+        if info["status"] == lc.STOPPED:
+            print(f"task {task.name}: already stopped; ending anything of it still running in Airflow")
+            whole = True
+        else:
+            store.request_sources(task.name, sources, lc.STOPPED, all_sources=all_ids)
+            states = {s["source_id"]: s for s in store.all_source_states(task.name)}
+            whole = all(states.get(s, {}).get("requested") == lc.STOPPED for s in all_ids)
+            if whole:
+                store.stop_task(task.name)
+        what = "the task" if whole else f"source(s) {', '.join(sources)}"
+        note = f"dmctl stop-task: {what} stopped"
+        try:
+            api = api_factory()
+            ended = end_runs(api, task.name, note) + stop_validation(api, task.name, note) if whole \
+                else end_sensors(api, task.name, sources, note)
+        except ShardflowError as e:
+            print(f"task {task.name}: {what} stopped in the state store, but Airflow could not be told: {e}\n"
+                  f"its runs end by themselves at their next poke once Airflow runs", file=sys.stderr)
+            return 1
+        for line in ended:
+            print(f"ended {line}")
+        if not a.no_wait:
+            left = wait_ended(api, store, task.name, sources if not whole else all_ids, a.timeout, whole=whole,
+                              note=note)
+            if left:
+                print(f"task {task.name}: {what} stopped, but after {a.timeout:.0f}s these have not ended:\n  "
+                      + "\n  ".join(left), file=sys.stderr)
+                return 1
+    kept = "checkpoints, watermarks, loaded chunks and shard DDL locks are kept"
+    again = (f"`dmctl start-task FILE` resumes from them" if whole
+             else f"`dmctl start-task -s {' -s '.join(sources)} FILE` starts {'it' if len(sources) == 1 else 'them'} again")
+    print(f"task {task.name}: {'stopped' if whole else what + ' stopped'}"
+          f"{' (not waiting for the runs to end)' if a.no_wait else ''}; "
+          f"{kept}; {again}")
+    return 0
+
+
+def cmd_pause_resume(a, open_store, pause: bool) -> int:
+    with open_store() as store:
+        info, task = _task(store, a.task)
+        sources = _sources(task, a.source)
+        if info["status"] == lc.STOPPED:
+            print(f"task {task.name} is stopped: there is nothing to {'pause' if pause else 'resume'}; "
+                  f"`dmctl start-task FILE` starts it from its checkpoints", file=sys.stderr)
+            return 1
+        states = {s["source_id"]: s for s in store.all_source_states(task.name)}
+        stopped = [s for s in sources if states.get(s, {}).get("requested") == lc.STOPPED]
+        if stopped:
+            print(f"task {task.name}: source(s) {', '.join(stopped)} stopped (stop-task -s): "
+                  f"`dmctl start-task -s SOURCE FILE` starts them", file=sys.stderr)
+            return 1
+        erred = [s for s in sources if states.get(s, {}).get("stage") == "paused" and states[s].get("error")]
+        status = store.request_sources(task.name, sources, lc.PAUSED if pause else lc.RUNNING,
+                                       all_sources=[i.source_id for i in task.mysql_instances],
+                                       clear_error=not pause)
+    who = f"source(s) {', '.join(sources)}" if a.source else "every source"
+    if pause:
+        print(f"task {task.name}: {who} paused (task {status}); replication stops at the end of the window "
+              f"in progress; checkpoints and shard DDL locks are kept; `dmctl resume-task` resumes")
+    else:
+        print(f"task {task.name}: {who} resumed (task {status}); they continue from their checkpoints at the next poke")
+        for s in erred:
+            print(f"  source {s} was paused on an error: it retries the failed statement once and pauses again "
+                  f"with the same report if it fails again ({states[s]['error'].splitlines()[0]})")
+    return 0
+
+
+def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) -> int:
+    """``on_loaded(task)``: called once the file parsed (dmctl prints its warnings there)."""
+    from dm_core.config.task import load_task_file
+    from dm_core.sources import source_endpoint
+
+    task = load_task_file(a.file)  # an invalid file (or a missing ${ENV}) raises here: nothing is started
+    if on_loaded is not None:
+        on_loaded(task)
+    text = Path(a.file).read_text()
+    all_ids = [i.source_id for i in task.mysql_instances]
+    api = api_factory()
+    with open_store() as store:
+        only = _sources(task, a.source) if a.source else None
+        for sid in all_ids:
+            source_endpoint(store, sid)  # every source must be registered
+        info = store.task_info(task.name)
+        if info is not None and info["status"] != lc.STOPPED:
+            active = [f"{lc.dag_id(task.name, p)} run {r['dag_run_id']} ({r['state']})"
+                      for p in lc.PHASES for r in api.active_runs(lc.dag_id(task.name, p))]
+            if only:
+                return _start_sources(api, store, task, only, active)
+            if active:
+                print(f"task {task.name} is already {info['status']} ({'; '.join(active)}): nothing done. "
+                      f"`dmctl stop-task {task.name}` first to start it again"
+                      f"{', or `dmctl resume-task ' + task.name + '`' if info['status'] == lc.PAUSED else ''}",
+                      file=sys.stderr)
+                return 1
+            print(f"task {task.name} was {info['status']}, but no run of its DAGs is active in Airflow (left by a "
+                  f"crash or a killed scheduler?): starting it again")
+        # runs left behind (stop --no-wait, a crash, a killed scheduler) must not hold the new start back
+        note = "dmctl start-task: ended to make way for a new start"
+        for line in end_runs(api, task.name, note):
+            print(f"ended {line}")
+        left = wait_ended(api, store, task.name, all_ids, a.timeout, whole=True, note=note)
+        if left:
+            print(f"task {task.name}: not started: after {a.timeout:.0f}s these of an earlier start have not "
+                  f"ended:\n  " + "\n  ".join(left), file=sys.stderr)
+            return 1
+        dest = tasks_dir / f"{task.name}.yaml"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if Path(a.file).resolve() != dest.resolve():
+            shutil.copyfile(a.file, dest)
+        if a.remove_meta:
+            from dm_core.full.phase import forget
+
+            store.reset_task(task.name)
+            forget(task, store)  # chunk plans, downstream markers, staging leftovers
+        generation = store.start_task(task.name, text)
+        if only:
+            store.request_sources(task.name, [s for s in all_ids if s not in only], lc.STOPPED, all_sources=all_ids)
+        resume = lc.resume_point(task, store.all_source_states(task.name))
+    ids = {p: lc.dag_id(task.name, p) for p in ("precheck", "full", "incremental", "shard_ddl_unlock", "validate")}
+    wanted = [ids["precheck"]] + ([ids["full"]] if task.task_mode != "incremental" else []) \
+        + ([ids["incremental"]] if task.task_mode in ("all", "incremental") else []) \
+        + ([ids["shard_ddl_unlock"]] if task.shard_mode else []) + [ids["validate"]]
+    missing = _wait_dags(api, wanted, a.wait_dags)
+    if missing:
+        errs = [e for e in api.import_errors() if task.name in e.get("stack_trace", "")]
+        hint = ("\n" + errs[0]["stack_trace"][-1500:]) if errs else ""
+        print(f"task {task.name}: Airflow has not loaded {', '.join(missing)} after {a.wait_dags}s "
+              f"(is the dag-processor running on {dest.parent}?){hint}", file=sys.stderr)
+        return 1
+    for d in wanted:
+        api.set_paused(d, False)
+    run = api.trigger(ids["precheck"], {"chain": True, "generation": generation})
+    path = {"fresh": "precheck → full → incremental" if task.task_mode == "all" else "precheck → " + task.task_mode,
+            "full": "precheck → full (only chunks not loaded yet) → incremental",
+            "incremental": "precheck → incremental from the checkpoints (the full phase had finished: no new dump)"}
+    print(f"task {task.name}: started (#{generation}: {path[resume] if task.task_mode == 'all' else path['fresh']}); "
+          f"run {run.get('dag_run_id')} of {ids['precheck']}")
+    return 0
+
+
+def _start_sources(api, store, task, sources: list[str], active: list[str]) -> int:
+    """start-task -s on a running task: start the named stopped sources again."""
+    all_ids = [i.source_id for i in task.mysql_instances]
+    store.request_sources(task.name, sources, lc.RUNNING, all_sources=all_ids, clear_error=True)
+    dag = lc.dag_id(task.name, "incremental")
+    runs = api.active_runs(dag) or api.runs(dag, 1)
+    if not runs:
+        print(f"task {task.name}: source(s) {', '.join(sources)} will sync when the incremental phase starts")
+        return 0
+    run_id = runs[-1]["dag_run_id"]
+    api.clear_tasks(dag, run_id, [lc.sensor_task_id(s) for s in sources])
+    print(f"task {task.name}: source(s) {', '.join(sources)} started again in {dag} run {run_id}; "
+          f"they resume from their checkpoints")
+    return 0
+
+
+def _wait_dags(api, wanted: list[str], timeout: float) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        missing = [d for d in wanted if api.dag(d) is None]
+        if not missing or time.monotonic() > deadline:
+            return missing
+        time.sleep(2)

@@ -1,0 +1,110 @@
+"""What a person wants to know about each task at a glance (the Migrations page in the
+Airflow UI renders it; it is plain data, so anything else can too).
+
+Per task: status, phase (from the latest DAG runs), per-source stage, checkpoint, lag,
+rows/s and their recent history (the sensors record each window), the error of a paused
+source, shard DDL locks with who is waited for, the last validation, and the *actions*
+a user may take. An action is "trigger DAG X with conf Y": the page renders each as a
+button, so new operations (start/stop/pause per source, re-sync ...) are new entries of
+:func:`actions`, not new page code.
+
+Nothing here reads a password: source rows of the store carry them, so only source states
+are read, and the task file is parsed for names only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+SYNCED_LAG_SECONDS = 10.0   # a syncing source this close to its upstream counts as synced
+
+
+@dataclass
+class Action:
+    label: str
+    dag_id: str
+    conf: dict = field(default_factory=dict)
+    confirm: str = ""            # question shown before triggering ('' = none)
+    kind: str = "normal"         # normal | danger
+
+
+def phase(status: str, runs: dict, sources: list[dict]) -> str:
+    """The task's phase from its status, the newest run state of each DAG and source stages."""
+    if status == "stopped":
+        return "stopped"
+    for p, label in (("incremental", "sync"), ("full", "full load"), ("precheck", "precheck")):
+        st = runs.get(p)
+        if st in ("failed", "upstream_failed"):
+            return f"{label} failed"
+        if st in ("running", "queued"):
+            if p == "incremental" and status == "paused":
+                return "paused"
+            if p == "incremental" and any(s["stage"] == "paused" for s in sources):
+                return "sync (a source is paused)"
+            return label
+        if st == "success" and p == "incremental":
+            return "stopped"
+        if st == "success":
+            return f"{label} done"
+    return "not started"
+
+
+def synced(sources: list[dict]) -> bool:
+    return bool(sources) and all(s["stage"] == "sync" and s["lag_seconds"] is not None
+                                 and s["lag_seconds"] <= SYNCED_LAG_SECONDS for s in sources)
+
+
+def actions(name: str, shard_mode: str | None, locks: list[dict]) -> list[Action]:
+    """The buttons of a task: validate now, and per active shard DDL lock, unlock it."""
+    out = [Action("Validate now", f"dm_{name}_validate", {}, f"Run a validation of task {name} on Spark now?")]
+    if shard_mode:
+        for lk in locks:
+            if lk.get("owner") or lk.get("waiting_for"):
+                out.append(Action(f"Unlock {lk['lock_id']} (owner runs the DDL)", f"dm_{name}_shard_ddl_unlock",
+                                  {"lock_id": lk["lock_id"], "owner": "", "action": "exec", "force_remove": False},
+                                  f"Release lock {lk['lock_id']}: its owner runs the DDL downstream now, the sources "
+                                  "that have not reached it skip it later. Continue?", "danger"))
+    return out
+
+
+def _source(s: dict) -> dict:
+    return {"source": s["source_id"], "stage": s["stage"],
+            "checkpoint": f"({s['binlog_file']}, {s['binlog_pos']})" if s.get("binlog_file") else None,
+            "lag_seconds": s.get("lag_seconds"), "rows_per_second": s.get("rows_per_second"),
+            "applied_rows": s.get("applied_rows"), "error": s.get("error"), "error_statement": s.get("error_stmt"),
+            "updated_at": s.get("updated_at")}
+
+
+def task_overview(store, name: str, runs: dict) -> dict:
+    """Everything the page shows for one task. ``runs``: DAG kind → state of its newest run."""
+    from dm_core.config.task import parse_task
+    from dm_core.shardddl import admin
+    from dm_core.validate.result import from_dict, summary_line
+
+    text, status = store.get_task(name) or ("", "unknown")
+    try:
+        task = parse_task(text, f"<task {name}>")
+        mode, shard_mode, error = task.task_mode, task.shard_mode, None
+    except Exception as e:  # e.g. an env var the page's process lacks: still show the state
+        mode, shard_mode, error = "?", None, f"task file does not load here: {str(e).splitlines()[0]}"
+    sources = [_source(s) for s in store.all_source_states(name)]
+    locks = [admin.summary(lk) for lk in admin.list_locks(store, name, active_only=True)]
+    v = store.validation(name, finished=True)     # a run in progress has nothing to show yet
+    newest = store.validation(name)
+    running = newest["run_id"] if newest and newest.get("finished_at") is None else None
+    last = None
+    if v:
+        r = from_dict(v)
+        last = {"run_id": r.run_id, "status": r.status, "mode": r.mode, "engine": r.engine, "started_at": r.started_at,
+                "finished_at": r.finished_at, "summary": summary_line(r),
+                "tables": [{"target": t.target, "status": t.status, "upstream_rows": t.upstream_rows,
+                            "downstream_rows": t.downstream_rows, "chunks": t.chunks, "seconds": t.seconds,
+                            "filtered": t.filtered, "error": t.error,
+                            "differences": [asdict(d) for d in t.differences[:20]],
+                            "more": t.differing_rows() - min(20, len(t.differences)),
+                            "pending": [asdict(d) for d in t.pending[:20]]} for t in r.tables]}
+    return {"task": name, "status": status, "task_mode": mode, "shard_mode": shard_mode, "config_error": error,
+            "phase": phase(status, runs, sources), "synced": synced(sources), "runs": runs,
+            "sources": sources, "windows": store.windows(name), "locks": locks, "validation": last,
+            "validation_running": running,
+            "actions": [asdict(a) for a in actions(name, shard_mode, locks)]}

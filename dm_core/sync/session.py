@@ -1,0 +1,226 @@
+"""One source's sync as a long-lived process runs it: windows back to back, the source's fence
+held for the whole life of the process, what the UI reads recorded at a steady pace.
+
+The Airflow sensor (plugins/shardflow_airflow/sensors.py) keeps one ``SyncSession`` per task
+process and calls ``step`` on every poke; tests and the bench call it the same way. A process
+that dies loses nothing: every window commits its checkpoint, and the fence (a Postgres session
+lock) is released when the process's connection closes (dm_core/state/lifecycle.py, 4).
+
+Time bounds of one source (each a parameter, documented in the README's operations guide):
+
+- ``step_seconds``: the longest one ``step`` syncs before it returns (windows keep going as long as
+  the source is behind, up to this bound); the caller checks in with Airflow between steps.
+- a window reads at most ``window_seconds`` of binlog (the syncer's budget) before it commits.
+- ``rest_seconds``: how long a step waits before returning when there is nothing to do (paused,
+  waiting on a shard DDL lock, or another process holds the fence) so an idle source does not
+  hammer the state store; a caught-up source returns at once and the caller's poke interval paces
+  the next look at the binlog.
+- ``record_seconds``: windows are recorded (rows/s, lag: the chart on the Migrations page) and
+  mirrored (Variable, XCom) at most this often, aggregated, plus at once when the source's state
+  changes (paused, waiting, resumed).
+
+Errors (the rule: nothing is retried in silence). A permanent error (dm_core/classify.py) pauses the
+source inside the window, at the exact statement. A transient one (lost connection, server
+gone, lock timeouts, TiDB busy) ends the window at its last checkpoint; the step says so in the
+task log and retries after ``min(60, 2**n)`` seconds, up to ``TRANSIENT_RETRIES`` times in a
+row (about 4 minutes), then pauses the source with the last error (``SYNC_RETRIES_EXHAUSTED``).
+Any other exception (a bug, an answer nobody foresaw) pauses at once (``SYNC_FAILED``) with
+the exception in the report. A paused source waits for `dmctl resume-task` (or `binlog
+skip|replace`); the next success resets the count.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from dm_core.state import lifecycle
+
+log = logging.getLogger(__name__)
+
+# Seconds between two steps of a caught-up source (the sensor's poke interval): the idle part of its lag.
+POKE_INTERVAL = 0.5
+# Transient errors in a row before the source pauses (backoff min(60, 2**n) s between them).
+TRANSIENT_RETRIES = 8
+
+
+@dataclass
+class StepOutcome:
+    """What one step did: ``state`` is sync | caught_up | paused | waiting | fenced | stopped |
+    another task state (a gate's reason), ``messages`` the lines the task log should show."""
+
+    state: str
+    messages: list[tuple[int, str]] = field(default_factory=list)   # (logging level, text)
+    last: object = None             # the last WindowResult, if a window ran
+    record: bool = False            # time to mirror what the UI reads
+
+    def say(self, level: int, text: str) -> None:
+        self.messages.append((level, text))
+
+
+class SyncSession:
+    """Windows of one (task, source), run by one process until the source is stopped."""
+
+    def __init__(self, task, source_id: str, store, *, generation: int | None = None,
+                 step_seconds: float = 10.0, window_seconds: float = 30.0, rest_seconds: float = 2.0,
+                 record_seconds: float = 5.0, transient_retries: int = TRANSIENT_RETRIES, clock=time.monotonic,
+                 sleep=time.sleep):
+        self.task, self.source_id, self.store, self.generation = task, source_id, store, generation
+        self.step_seconds, self.window_seconds = step_seconds, window_seconds
+        self.rest_seconds, self.record_seconds = rest_seconds, record_seconds
+        self.transient_retries = transient_retries
+        self._clock, self._sleep = clock, sleep
+        self._syncer = None
+        self._fenced = False
+        self._last_state: str | None = None
+        self._next_record = 0.0
+        self._acc_rows, self._acc_seconds, self._acc_lag = 0, 0.0, None
+        self.failures = 0     # transient errors in a row
+
+    def step(self) -> StepOutcome:
+        name, sid = self.task.name, self.source_id
+        gate = lifecycle.gate(self.store.task_info(name), self.store.source_state(name, sid), self.generation)
+        if gate.state == lifecycle.STOPPED:
+            out = StepOutcome(lifecycle.STOPPED)
+            out.say(logging.INFO, f"source {sid} ends its sync: {gate.reason}")
+            self._flush_record(out)
+            return out
+        if gate.state == lifecycle.RUNNING and not self._fenced:
+            self._fenced = self.store.hold_source(name, sid)
+            if not self._fenced:
+                out = StepOutcome("fenced")
+                out.say(logging.WARNING, f"source {sid}: another process still syncs this source (one being "
+                                         "stopped or killed); this one waits for it")
+                return self._rest(out)
+        if gate.state != lifecycle.RUNNING:
+            out = StepOutcome(gate.state)
+            out.say(logging.INFO, f"source {sid} waits: {gate.reason}")
+            return self._rest(out)
+        return self._sync()
+
+    def _sync(self) -> StepOutcome:
+        from dm_core.sync.syncer import Syncer
+
+        name, sid = self.task.name, self.source_id
+        if self._syncer is None:
+            self._syncer = Syncer(self.task, sid, self.store, budget_seconds=self.window_seconds,
+                                  generation=self.generation)
+        deadline = self._clock() + self.step_seconds
+        out = StepOutcome("sync")
+        while True:
+            try:
+                res = self._syncer.run_window()
+            except Exception as e:  # noqa: BLE001 - every error ends in a retry or a pause, said in the log
+                return self._failed(e, out)
+            self.failures = 0
+            out.last = res
+            if res.state == lifecycle.STOPPED:
+                out.state = lifecycle.STOPPED
+                out.say(logging.INFO, f"task {name} is stopped (or started again): source {sid} ends its sync")
+                self._flush_record(out)
+                return out
+            if res.state == "paused" and res.paused:
+                out.state = "paused"
+                out.say(logging.ERROR, f"source {sid} is paused: {res.paused}\nwhat to do: fix it, then "
+                                       f"`dmctl binlog skip {name}` / `dmctl binlog replace {name} \"SQL\"` / "
+                                       f"`dmctl resume-task {name} -s {sid}`")
+                return self._rest(out)
+            if res.state != "sync":
+                out.state = res.state
+                out.say(logging.INFO, f"task {name} is {res.state}: source {sid} waits")
+                return self._rest(out)
+            self._accumulate(res)
+            if res.rows or res.ddls or res.shard:
+                out.say(logging.INFO, res.summary())
+            if res.waiting:
+                out.state = "waiting"
+                out.say(logging.WARNING, f"source {sid} waits on a shard DDL lock: {res.waiting}\nsee `dmctl "
+                                         f"shard-ddl-lock {name}`; a lock stuck for good is released with "
+                                         "`dmctl shard-ddl-lock unlock LOCK_ID`")
+                return self._rest(out)
+            if res.end == res.until and not res.stopped_early:
+                out.state = "caught_up"
+                break
+            if self._clock() >= deadline:
+                break
+        self._finish(out)
+        return out
+
+    # ---- errors ------------------------------------------------------------------------
+    def _failed(self, e: Exception, out: StepOutcome) -> StepOutcome:
+        from dm_core.errors import ErrorCode, ShardflowError
+        from dm_core.classify import TRANSIENT, classify, errno_of
+
+        sid = self.source_id
+        self._syncer = None  # its connections may be broken: the next step builds a new one
+        transient = (isinstance(e, ShardflowError) and e.code is not None and not e.code.terminal) or \
+            (not isinstance(e, ShardflowError) and errno_of(e) is not None and classify(errno_of(e)) == TRANSIENT) or \
+            _is_store_outage(e)
+        if transient and self.failures < self.transient_retries:
+            self.failures += 1
+            wait = min(60.0, 2.0 ** self.failures)
+            out.state = "retrying"
+            out.say(logging.WARNING, f"source {sid}: transient error (attempt {self.failures} of {self.transient_retries}), "
+                                     f"retrying from the last checkpoint in {wait:.0f}s: {_one_line(e)}")
+            self._finish(out)
+            self._sleep(wait)
+            return out
+        if _is_store_outage(e):
+            raise e  # nothing can be recorded without the state store: Airflow's retry takes over
+        if transient:
+            err = ErrorCode.SYNC_RETRIES_EXHAUSTED.error(
+                f"source {sid} failed {self.failures + 1} times in a row with transient errors; the last: {_one_line(e)}")
+        else:
+            err = ErrorCode.SYNC_FAILED.error(f"source {sid} stopped on an unexpected error: {type(e).__name__}: "
+                                              f"{_one_line(e)}")
+            log.exception("source %s: unexpected error", sid)
+        self.failures = 0
+        st = self.store.source_state(self.task.name, sid)
+        at = f"({st['binlog_file']}, {st['binlog_pos']})" if st.get("binlog_file") else None
+        self.store.update_source_state(self.task.name, sid, stage="paused", error=str(err),
+                                       error_code=err.code.number, error_stmt=None, error_pos=at)
+        out.state = "paused"
+        out.say(logging.ERROR, f"source {sid} is paused: {err} (at binlog position {at})\nwhat to do: fix it, then "
+                               f"`dmctl resume-task {self.task.name} -s {sid}`")
+        return self._rest(out)
+
+    # ---- pacing and what the UI reads -------------------------------------------------
+    def _rest(self, out: StepOutcome) -> StepOutcome:
+        self._finish(out)
+        self._sleep(self.rest_seconds)
+        return out
+
+    def _finish(self, out: StepOutcome) -> None:
+        """Say a state once (a paused source would repeat its error every step otherwise) and
+        record at once when it changes, else every ``record_seconds``."""
+        kind = "running" if out.state in ("sync", "caught_up") else out.state
+        changed = kind != self._last_state
+        if not changed and kind not in ("running", "retrying"):
+            out.messages = []
+        self._last_state = kind
+        if changed or self._clock() >= self._next_record:
+            self._flush_record(out)
+
+    def _accumulate(self, res) -> None:
+        self._acc_rows += res.rows
+        self._acc_seconds += res.seconds
+        if res.lag_seconds is not None:
+            self._acc_lag = res.lag_seconds  # the newest: what the source is behind now
+
+    def _flush_record(self, out: StepOutcome) -> None:
+        if self._acc_seconds or self._acc_rows:
+            self.store.record_window(self.task.name, self.source_id, self._acc_rows, round(self._acc_seconds, 3),
+                                     self._acc_lag)
+        self._acc_rows, self._acc_seconds, self._acc_lag = 0, 0.0, None
+        self._next_record = self._clock() + self.record_seconds
+        out.record = True
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:500] or type(e).__name__
+
+
+def _is_store_outage(e: BaseException) -> bool:
+    """The state store (Postgres) cannot be reached: psycopg's OperationalError."""
+    return type(e).__module__.startswith("psycopg") and type(e).__name__ == "OperationalError"

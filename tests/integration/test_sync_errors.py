@@ -1,0 +1,142 @@
+"""Downstream errors while syncing, on real servers: a permanent one pauses the source at the
+exact transaction with its statement, position and the server's error, and `binlog skip`,
+`binlog replace` and `resume-task` act on it; a transient one is retried with backoff and
+converges, or pauses the source once the retries are spent. Nothing is retried in silence."""
+
+import pytest
+
+from dm_core.config.task import parse_task
+from dm_core.db import connect, qi, qt
+from dm_core.full.phase import finish, prepare
+from dm_core.state import StateStore
+from dm_core.sync.session import SyncSession
+
+from .helpers import drop_schemas, register, target_database
+
+pytestmark = pytest.mark.integration
+
+
+def run(ep, *stmts):
+    conn = connect(ep)
+    try:
+        with conn.cursor() as cur:
+            for s in stmts:
+                cur.execute(s)
+    finally:
+        conn.close()
+
+
+def rows(ep, schema, table) -> list[tuple]:
+    conn = connect(ep)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT id, name FROM {qt(schema, table)} ORDER BY id")
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def plain(stack, uniq):
+    """One source, schema er<uniq> -> ter<uniq>, table t (id, name varchar(20)); synced."""
+    up, down = stack["up1"], stack["down"]
+    db, tdb, name, sid = f"er{uniq}", f"ter{uniq}", f"er{uniq}", f"er-{uniq}"
+    run(up, f"CREATE DATABASE {qi(db)}", f"CREATE TABLE {qt(db, 't')} (id int PRIMARY KEY, name varchar(20))")
+    target = {**target_database(down), "session": {"innodb_lock_wait_timeout": 1}}
+    text = (f"name: {name}\ntask-mode: all\ntarget-database: {target}\n"
+            f"mysql-instances:\n  - source-id: {sid}\n    block-allow-list: ba\n    route-rules: [rs]\n"
+            f"routes:\n  rs: {{schema-pattern: {db}, target-schema: {tdb}}}\n"
+            f"block-allow-list:\n  ba: {{do-dbs: [{db}]}}\n")
+    task = parse_task(text, "errors.yaml")
+    store = StateStore()
+    register(store, {sid: up}, name, text)
+    prepare(task, store)
+    run(down, f"CREATE DATABASE IF NOT EXISTS {qi(tdb)}",
+        f"CREATE TABLE IF NOT EXISTS {qt(tdb, 't')} (id int PRIMARY KEY, name varchar(20))")
+    finish(task, store)
+    sess = SyncSession(task, sid, store, sleep=lambda s: None, transient_retries=2)
+    yield task, store, sid, db, tdb, sess
+    store.reset_task(name)
+    store.close()
+    drop_schemas(up, [db])
+    drop_schemas(down, [tdb])
+
+
+def steps(sess, want, n=20):
+    for _ in range(n):
+        out = sess.step()
+        if out.state == want:
+            return out
+    pytest.fail(f"never {want!r}: last {out.state!r} {out.messages}")
+
+
+def test_a_permanent_error_pauses_at_the_transaction_and_skip_replace_resume_act_on_it(plain, stack):
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    t = qt(db, "t")
+    run(down, f"ALTER TABLE {qt(tdb, 't')} MODIFY name varchar(5)")  # the downstream drifted: too narrow
+    run(up, f"INSERT INTO {t} VALUES (1, 'ok')", f"INSERT INTO {t} VALUES (2, 'fine')",
+        f"INSERT INTO {t} VALUES (3, 'far too long for it')",
+        f"INSERT INTO {t} VALUES (4, 'after')")
+    out = steps(sess, "paused")
+    st = store.source_state(task.name, sid)
+    assert "1406" in st["error"] and "Data too long" in st["error"] and "50011" in st["error"], st["error"]
+    assert st["error_stmt"] == f"INSERT `{tdb}`.`t` WHERE (`id`) = (3)", st["error_stmt"]
+    assert st["error_pos"] and st["error_pos"] in out.messages[0][1]
+    got = rows(down, tdb, "t")
+    # the transactions before it are applied; a later one may be too (another worker of the same
+    # batch committed it), which the replay from the pause point in safe mode makes exact
+    assert got[:2] == [(1, "ok"), (2, "fine")] and 3 not in [r[0] for r in got], got
+
+    # resume without a fix: tried once more, paused again with the same report
+    store.request_sources(task.name, [sid], "running", all_sources=[sid], clear_error=True)
+    steps(sess, "paused")
+    again = store.source_state(task.name, sid)
+    assert (again["error_pos"], again["error_stmt"]) == (st["error_pos"], st["error_stmt"])
+
+    # skip drops exactly that transaction
+    store.add_command(task.name, sid, "skip", {})
+    steps(sess, "caught_up")
+    assert rows(down, tdb, "t") == [(1, "ok"), (2, "fine"), (4, "after")]
+
+    # replace runs the operator's SQL in its place
+    run(up, f"INSERT INTO {t} VALUES (5, 'also much too long')", f"INSERT INTO {t} VALUES (6, 'last')")
+    steps(sess, "paused")
+    store.add_command(task.name, sid, "replace", {"sql": f"INSERT INTO {qt(tdb, 't')} VALUES (5, 'short')"})
+    steps(sess, "caught_up")
+    assert rows(down, tdb, "t") == [(1, "ok"), (2, "fine"), (4, "after"), (5, "short"), (6, "last")]
+    assert store.source_state(task.name, sid)["error"] is None
+
+
+def test_a_transient_error_is_retried_with_backoff_and_converges_or_pauses(plain, stack):
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    run(up, f"INSERT INTO {qt(db, 't')} VALUES (1, 'a')")
+    steps(sess, "caught_up")
+    locker = connect(down)  # holds the downstream row: every write to it waits 1 s and times out (1205)
+    try:
+        with locker.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute(f"SELECT * FROM {qt(tdb, 't')} WHERE id = 1 FOR UPDATE")
+        run(up, f"UPDATE {qt(db, 't')} SET name = 'b' WHERE id = 1")
+        out = sess.step()
+        assert out.state == "retrying" and "transient error (attempt 1 of 2)" in out.messages[0][1], out.messages
+        assert "1205" in out.messages[0][1]
+        assert store.source_state(task.name, sid)["error"] is None, "a retry is not a pause"
+        locker.rollback()
+        steps(sess, "caught_up")
+        assert rows(down, tdb, "t") == [(1, "b")] and sess.failures == 0
+
+        with locker.cursor() as cur:  # the lock never goes away: the retries are spent, then a pause
+            cur.execute("BEGIN")
+            cur.execute(f"SELECT * FROM {qt(tdb, 't')} WHERE id = 1 FOR UPDATE")
+        run(up, f"UPDATE {qt(db, 't')} SET name = 'c' WHERE id = 1")
+        assert [sess.step().state for _ in range(3)] == ["retrying", "retrying", "paused"]
+        st = store.source_state(task.name, sid)
+        assert "50012" in st["error"] and "1205" in st["error"] and "3 times in a row" in st["error"], st["error"]
+    finally:
+        locker.rollback()
+        locker.close()
+    store.request_sources(task.name, [sid], "running", all_sources=[sid], clear_error=True)
+    steps(sess, "caught_up")
+    assert rows(down, tdb, "t") == [(1, "c")]
