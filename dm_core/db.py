@@ -45,7 +45,7 @@ def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = Tru
         raise _unreachable(ep, e, downstream) from None
 
 
-def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool = True):
+def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool = True, local_infile: bool = False):
     """Open a mysqlclient (MySQLdb) connection, for the DML executors.
 
     Why a second driver: the executors run beside the binlog reader in one process, and
@@ -54,6 +54,9 @@ def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool =
     works. Same charset, timeouts, session variables and error wrapping as ``connect``;
     bytes go as ``_binary'...'`` literals like pymysql's. Its errors are
     ``MySQLdb.MySQLError`` (``args[0]`` is the server's error code, as with pymysql).
+    ``local_infile``: allow ``LOAD DATA LOCAL INFILE`` (the full load's write path,
+    dm_core/full/load_data.py); it lets the server ask for any client file, so only
+    connections that run that statement enable it.
     """
     import MySQLdb
 
@@ -62,7 +65,7 @@ def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool =
         return MySQLdb.connect(
             host=ep.host, port=int(ep.port), user=ep.user, password=ep.password, charset="utf8mb4",
             autocommit=True, connect_timeout=10, read_timeout=read_timeout, write_timeout=read_timeout,
-            local_infile=False, binary_prefix=True, **kw, **mysqlclient_ssl(ep.tls))
+            local_infile=local_infile, binary_prefix=True, **kw, **mysqlclient_ssl(ep.tls))
     except MySQLdb.OperationalError as e:
         raise _unreachable(ep, e, downstream) from None
 

@@ -3,13 +3,16 @@ target tables in key chunks, applying routing / column mapping / extract columns
 expressions. Each chunk lands exactly once and is recorded after it is committed, so a
 killed job, rerun, loads only the rest (dm_core/full/loader.py and chunk_writer.py say how).
 
-Write paths (``--write-mode``): ``staging`` (default) keeps rows in the JVM -- Spark's JDBC
+Write paths (``--write-mode``): ``load`` (default) writes each row once -- Spark hands the
+chunk's rows to a Python executor as Arrow batches (``mapInArrow``) which streams them into
+the target with ``LOAD DATA LOCAL INFILE ... REPLACE|IGNORE`` and the chunk marker in one
+transaction (dm_core/full/load_data.py). ``staging`` keeps rows in the JVM -- Spark's JDBC
 writer with rewriteBatchedStatements fills a per-chunk staging table downstream, then one
-server-side ``REPLACE|INSERT IGNORE|INSERT INTO target SELECT`` merges it; ``rows`` ships rows
-to Python executors and writes them with pymysql executemany (like the earlier path).
-Measured on one table of 6 columns, local[2], 2 cores, every server local, same data, same
-run, load phase (without the ~9 s of spark-submit start): 500k rows -- earlier path 30-32k
-rows/s, rows 30-32k, staging 45-51k; 2M rows -- earlier 46k, rows 43k, staging 81k.
+server-side ``REPLACE|INSERT IGNORE|INSERT INTO target SELECT`` merges it (every row written
+twice); ``rows`` ships rows to Python executors and writes them with pymysql executemany.
+``load`` falls back to ``staging`` when the downstream refuses LOAD DATA LOCAL
+(``local_infile`` off, as MySQL 8 ships) and, on TiDB, for keyless tables (TiDB may commit
+a LOAD DATA in pieces, and only a key makes a replayed piece harmless).
 The first chunk of a job pays ~4 s of JVM warm-up (JIT, codegen, driver classes).
 
 Concurrency: ``loaders.pool-size`` of a source = how many of its tables load at once; inside
@@ -45,7 +48,8 @@ def _parse_arguments(argv=None):
     p.add_argument("--chunk-rows", type=int, default=None,
                    help="rows per chunk (default: the instance's mydumper `rows`, else $SHARDFLOW_CHUNK_ROWS, else 200000)")
     p.add_argument("--write-batch", type=int, default=10_000, help="rows per JDBC batch / executemany call")
-    p.add_argument("--write-mode", choices=("staging", "rows"), default=os.environ.get("SHARDFLOW_WRITE_MODE", "staging"))
+    p.add_argument("--write-mode", choices=("load", "staging", "rows"),
+                   default=os.environ.get("SHARDFLOW_WRITE_MODE", "load"))
     p.add_argument("--report", help="write a JSON report (chunks skipped / adopted / loaded per table) to this file")
     return p.parse_args(argv)
 
@@ -126,6 +130,63 @@ def _rows_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
     return write
 
 
+def _load_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types):
+    """Runs on an executor (--write-mode load): the chunk's Arrow batches through one LOAD DATA
+    plus the marker, one transaction (dm_core/full/load_data.py)."""
+
+    def write(batches):
+        if PROJECT_ROOT not in sys.path:  # executors import dm_core from the project
+            sys.path.insert(0, PROJECT_ROOT)
+        import pyarrow as pa
+
+        from dm_core.db import connect_native
+        from dm_core.full import chunk_writer, faults, load_data
+        from dm_core.full.extract import lenient
+
+        conn = connect_native(target_ep, local_infile=True)
+        try:
+            conn.autocommit(False)
+            if drifted:
+                lenient(conn)
+
+            def marker(rows):
+                faults.hit("full.before_chunk_merge")
+                with conn.cursor() as cur:
+                    cur.execute(chunk_writer.marker_sql(meta),
+                                (plan_id, chunk_id, task_name, st.source_id, f"{st.schema}.{st.table}", rows))
+
+            sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types)
+            try:
+                n = load_data.load_chunk(conn, sql, batches, marker, duplicates_fail=verb == "INSERT")
+            except Exception as e:
+                code = (getattr(e, "args", ()) or (None,))[0]
+                if code in chunk_writer.RETRYABLE:  # the driver reads the chunk again
+                    raise RuntimeError(f"{RETRY_MARK} {e}") from None
+                raise
+        finally:
+            conn.close()
+        yield pa.record_batch({"rows": pa.array([n], pa.int64())})
+
+    return write
+
+
+RETRY_MARK = "[shardflow: retry chunk]"
+
+
+def load_data_allowed(target_ep) -> tuple[bool, bool]:
+    """(the downstream takes LOAD DATA LOCAL, it is TiDB)."""
+    from dm_core.db import as_str, connect
+
+    down = connect(target_ep, downstream=True)
+    try:
+        with down.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.local_infile, VERSION()")
+            on, version = cur.fetchone()
+    finally:
+        down.close()
+    return str(as_str(on)).upper() in ("1", "ON"), "tidb" in as_str(version).lower()
+
+
 def _lander(spark, task, st, up_ep, target_ep, args):
     """``land(plan_id, chunk) -> rows`` for dm_core.full.loader: read, transform, write, merge."""
     from dm_core.db import connect, qt
@@ -137,11 +198,16 @@ def _lander(spark, task, st, up_ep, target_ep, args):
     meta = task.meta_schema
     dump_where = task.instance(st.source_id).mydumper.where
 
+    mode = args.write_mode
+    if mode == "load" and (not args.load_data_ok or (args.tidb and not st.key)):
+        mode = "staging"
+
     def land(plan_id, chunk):
         # DDL may run upstream while the load runs: each chunk reads the columns the
         # upstream and the target have at that moment, and is read again if the table
-        # changed under it (dm_core/full/phase.py says why the result converges).
-        for attempt in range(3):
+        # changed under it (dm_core/full/phase.py says why the result converges). A chunk
+        # whose LOAD DATA deadlocked with another shard's chunk (rolled back) is read again.
+        for attempt in range(4):
             shape = chunk_shape(task, st, up_ep, target_ep)
             if shape.table is None:
                 log.warning("%s chunk %d: the upstream table is gone (dropped during the load); nothing to load",
@@ -150,6 +216,11 @@ def _lander(spark, task, st, up_ep, target_ep, args):
             try:
                 return _land(plan_id, chunk, shape)
             except Exception as e:
+                if attempt < 3 and RETRY_MARK in str(e):
+                    log.warning("%s chunk %d: deadlock or lock wait timeout downstream (rolled back); loading it again",
+                                st.name, chunk.chunk_id)
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
                 if attempt < 2 and chunk_shape(task, st, up_ep, target_ep).signature != shape.signature:
                     log.warning("%s chunk %d: the upstream table changed while it was read; reading it again",
                                 st.name, chunk.chunk_id)
@@ -162,7 +233,14 @@ def _lander(spark, task, st, up_ep, target_ep, args):
         df = spark.read.jdbc(_jdbc_url(up_ep), chunk_query(now, chunk.where, dump_where),
                              properties=_props(up_ep, fetchsize="10000"))
         df = _transformed(df, now, task)
-        if args.write_mode == "rows":
+        if mode == "load":
+            t0 = time.monotonic()
+            fn = _load_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, shape.drifted,
+                              dict(zip(now.columns, now.column_types or [])))
+            n = sum(r["rows"] for r in df.mapInArrow(fn, "rows long").collect())
+            log.info("%s chunk %d: %d rows loaded in %.2fs", st.name, chunk.chunk_id, n, time.monotonic() - t0)
+            return n
+        if mode == "rows":
             fn = _rows_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, args.write_batch)
             return sum(df.rdd.mapPartitions(fn).collect())
         staging = chunk_writer.staging_name(plan_id, chunk.chunk_id)
@@ -249,6 +327,10 @@ def _run(args) -> int:
         raise SystemExit(f"task {args.task!r} is not registered in the state store; run the full DAG's prepare step first")
     task = parse_task(got[0], f"<state store: {args.task}>")
     target_ep = target_endpoint(task)
+    args.load_data_ok, args.tidb = load_data_allowed(target_ep) if args.write_mode == "load" else (False, False)
+    if args.write_mode == "load" and not args.load_data_ok:
+        log.warning("the downstream refuses LOAD DATA LOCAL INFILE (local_infile is OFF): loading through staging "
+                    "tables, which writes every row twice; SET GLOBAL local_infile = ON downstream for the faster path")
     down = connect(target_ep, downstream=True)
     try:
         chunk_writer.ensure_meta(down, task.meta_schema)

@@ -122,7 +122,7 @@ def drop_staging(conn, meta_schema: str, staging: str) -> None:
         cur.execute(f"DROP TABLE IF EXISTS {qt(meta_schema, staging)}")
 
 
-def _marker_sql(meta_schema: str) -> str:
+def marker_sql(meta_schema: str) -> str:
     return (f"INSERT INTO {qt(meta_schema, MARKER_TABLE)} (plan_id, chunk_id, task, source_id, table_name, loaded_rows) "
             "VALUES (%s, %s, %s, %s, %s, %s)")
 
@@ -141,7 +141,7 @@ def merge(conn, meta_schema: str, staging: str, st, columns: list[str], sql_verb
                 n = int(cur.fetchone()[0])
                 cur.execute(f"{sql_verb} INTO {qt(st.target_schema, st.target_table)} ({cols}) "
                             f"SELECT {cols} FROM {qt(meta_schema, staging)}")
-                cur.execute(_marker_sql(meta_schema), (plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n))
+                cur.execute(marker_sql(meta_schema), (plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n))
             conn.commit()
             return n
         except BaseException as e:
@@ -170,7 +170,7 @@ def write_rows(conn, meta_schema: str, st, columns: list[str], sql_verb: str, pl
             if buf:
                 cur.executemany(sql, buf)
                 n += len(buf)
-            cur.execute(_marker_sql(meta_schema), (plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n))
+            cur.execute(marker_sql(meta_schema), (plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n))
         conn.commit()
     except BaseException:
         conn.rollback()

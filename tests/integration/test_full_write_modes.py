@@ -1,7 +1,8 @@
-"""Both write paths of the full load land the same rows, and how fast each is.
+"""The three write paths of the full load land the same rows, and how fast each is.
 
-``staging`` (default: Spark JDBC into a per-chunk staging table, merged server-side) and
-``rows`` (pymysql executemany from Python executors) must give identical targets. With
+``load`` (default: Arrow batches streamed through LOAD DATA LOCAL INFILE), ``staging``
+(Spark JDBC into a per-chunk staging table, merged server-side) and ``rows`` (pymysql
+executemany from Python executors) must give identical targets. With
 SHARDFLOW_FULL_BENCH_ROWS=N the same test loads N rows (6 columns, the bench's shape) with
 each path, alternating, SHARDFLOW_FULL_BENCH_ROUNDS times (default 1), and prints rows/s:
 ``SHARDFLOW_FULL_BENCH_ROWS=500000`` reproduces the issue-4 figures (the earlier path's
@@ -27,19 +28,21 @@ FILL = """INSERT INTO {t} SELECT seq, (seq * 7919) % 1000003, IF(seq % 5 = 0, NU
   FROM {s}.seq_1_to_{n}"""
 
 
-def test_staging_and_rows_paths_land_the_same_rows(stack, uniq, tmp_path, capsys):
+def test_load_staging_and_rows_paths_land_the_same_rows(stack, uniq, tmp_path, capsys):
     schema, tdb, name, sid = f"wm{uniq}", f"wmt{uniq}", f"wm{uniq}", f"wm-{uniq}"
     up, down = stack["up1"], stack["down"]
     execute(up, f"CREATE DATABASE {schema}",
             f"CREATE TABLE {schema}.t (id int NOT NULL PRIMARY KEY, k int NOT NULL, name varchar(64) NULL, "
             "amount decimal(12,2) NOT NULL, created_at datetime NOT NULL, note varchar(120) NOT NULL)",
-            FILL.format(t=f"{schema}.t", s=schema, n=ROWS))
+            FILL.format(t=f"{schema}.t", s=schema, n=ROWS),
+            # values LOAD DATA's text format must escape or mark: tab, newline, backslash, \N, NULL
+            f"UPDATE {schema}.t SET note = CONCAT('a\tb\nc\\\\N', note) WHERE id % 7 = 0")
     text = task_yaml(name, down, [(sid, schema)], tdb)
     store = StateStore()
     figures = []
     try:
         for rnd in range(ROUNDS):
-            for mode in ("rows", "staging"):
+            for mode in ("load", "rows", "staging"):
                 drop(down, tdb)
                 task = register(store, name, text, {sid: up})
                 prepare(task, store)

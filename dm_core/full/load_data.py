@@ -1,0 +1,216 @@
+"""The full load's write-once path: a chunk's rows streamed into the target with
+``LOAD DATA LOCAL INFILE``, the chunk marker in the same transaction.
+
+Why: the staging path (chunk_writer.py) writes every row twice downstream (the staging
+table, then ``INSERT ... SELECT``); ``LOAD DATA`` is the cheapest way a MySQL-protocol
+server takes rows (one statement, the server parses plain text) and writes each row once.
+
+Protocol for one chunk, on a Spark executor (spark_jobs/full_load.py hands the chunk's Arrow
+batches over with ``mapInArrow``):
+
+1. open a downstream connection with autocommit off and ``local_infile`` on;
+2. a named pipe in a private temporary directory; a thread runs ``LOAD DATA LOCAL INFILE
+   <pipe> REPLACE|IGNORE INTO TABLE target`` while this thread encodes each Arrow batch as
+   tab-separated text (:func:`encode`, vectorised in Arrow) and writes it into the pipe, so
+   reading upstream, encoding and the server's insert overlap;
+3. the marker row ``(plan_id, chunk_id, rows)`` (chunk_writer.MARKER_TABLE), then commit.
+
+Restart at any point: before 3 commits nothing of the chunk is in the target (InnoDB's
+LOAD DATA is transactional; a killed connection rolls it back), after it the marker is
+there and the rerun adopts the chunk (loader.py). So keyless tables stay exactly-once.
+A server that commits LOAD DATA in pieces of its own (TiDB before 7.x split it into
+20k-row transactions) loses that for keyless tables: spark_jobs/full_load.py keeps such
+tables on the staging path; keyed tables stay exact through REPLACE (a replayed row is
+replaced by itself) and safe-mode replay after the high watermark.
+
+Text format: fields end with a tab, lines with a newline, ``\\`` escapes; NULL is ``\\N``.
+Strings and bytes go as their bytes with ``\\``, tab and newline escaped (so a value ``\\N``
+stays text), numbers and decimals as Arrow formats them (exact: decimals keep their scale,
+floats their shortest round-trip form), booleans as 0/1. The statement reads the text as
+``CHARACTER SET utf8mb4`` (Arrow strings are UTF-8): the server converts it to each column's
+own character set (a latin1 column gets latin1), and binary columns take the bytes as they
+are (checked on MariaDB 10.11 with every byte value, invalid UTF-8 included).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+
+from dm_core.db import qi, qt
+
+VERBS = {"REPLACE": "REPLACE", "INSERT IGNORE": "IGNORE", "INSERT": ""}
+
+
+def encode(batch):
+    """One Arrow RecordBatch as LOAD DATA text (a pyarrow Buffer, every row newline-ended).
+
+    >>> import pyarrow as pa
+    >>> b = pa.record_batch({"id": [1, None], "s": ["a\\tb\\\\N", None], "ok": [True, False]})
+    >>> bytes(encode(b))
+    b'1\\ta\\\\tb\\\\\\\\N\\t1\\n\\\\N\\t\\\\N\\t0\\n'
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    binary = pa.binary()
+    cols = []
+    for col in batch.columns:
+        t = col.type
+        if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+            col = col.cast(pa.binary())  # a chunk's batch is far below 2 GB
+            t = col.type
+        if pa.types.is_string(t) or pa.types.is_binary(t):
+            col = _escaped(col.cast(binary))
+        else:
+            if pa.types.is_boolean(t):
+                col = col.cast(pa.int8())
+            col = col.cast(pa.string()).cast(binary)
+        cols.append(pc.fill_null(col, pa.scalar(b"\\N", binary)))
+    if not cols or not batch.num_rows:
+        return pa.py_buffer(b"")
+    rows = pc.binary_join_element_wise(*cols, pa.scalar(b"\t", binary))
+    rows = pc.binary_join_element_wise(rows, pa.scalar(b"\n", binary), pa.scalar(b"", binary))
+    return _values(rows)
+
+
+def _escaped(col):
+    """``\\``, tab and newline escaped; a column without any of them (the usual case) as is."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    data = col.buffers()[2]
+    if data is None:
+        return col
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if not ((raw == 92) | (raw == 9) | (raw == 10)).any():
+        return col
+    for a, b in ((b"\\", b"\\\\"), (b"\t", b"\\t"), (b"\n", b"\\n")):
+        col = pc.replace_substring(col, a, b)
+    return col
+
+
+def _values(arr):
+    """The concatenated values of a null-free binary array, without copying."""
+    import numpy as np
+
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + len(arr) + 1]
+    return bufs[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+
+
+def statement(target_schema: str, target_table: str, columns: list[str], sql_verb: str,
+              types: dict[str, str] | None = None) -> str:
+    """The LOAD DATA statement; the pipe's path is its only parameter. ``types``: upstream
+    data types by column; a BIT column arrives as its unsigned value (extract.py) and is
+    assigned through a variable, since LOAD DATA would store the digits' bytes.
+
+    >>> statement("db", "t", ["id", "v"], "REPLACE")[:60]
+    'LOAD DATA LOCAL INFILE %s REPLACE INTO TABLE `db`.`t` CHARAC'
+    >>> statement("db", "t", ["id", "b"], "INSERT", {"b": "bit"})[-51:]
+    '(`id`, @`sf_1`) SET `b` = CAST(@`sf_1` AS UNSIGNED)'
+    """
+    word = VERBS[sql_verb]
+    types = types or {}
+    fields, sets = [], []
+    for i, c in enumerate(columns):
+        if types.get(c) == "bit":
+            var = f"@{qi(f'sf_{i}')}"
+            fields.append(var)
+            sets.append(f"{qi(c)} = CAST({var} AS UNSIGNED)")
+        else:
+            fields.append(qi(c))
+    return (f"LOAD DATA LOCAL INFILE %s {word + ' ' if word else ''}INTO TABLE {qt(target_schema, target_table)} "
+            "CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' "
+            f"({', '.join(fields)})" + (f" SET {', '.join(sets)}" if sets else ""))
+
+
+def load_chunk(conn, sql: str, batches, before_commit=lambda rows: None, *, duplicates_fail: bool = False) -> int:
+    """Stream ``batches`` through one LOAD DATA statement on ``conn`` (autocommit off,
+    local_infile on); returns the rows sent. ``before_commit(rows)`` runs in the same
+    transaction after the rows (the chunk marker); then commit. Any failure rolls back.
+
+    ``duplicates_fail`` (on-duplicate-logical ``error``): a LOCAL load without REPLACE or
+    IGNORE skips duplicate rows with a warning instead of failing (the server cannot stop the
+    client's stream), so the statement's first duplicate-key warning is raised as the error
+    an INSERT would have given."""
+    tmp = tempfile.mkdtemp(prefix="sf-load-")
+    pipe = os.path.join(tmp, "rows.tsv")
+    os.mkfifo(pipe, 0o600)
+    outcome: dict = {}
+
+    def run_statement():
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, (pipe,))
+        except BaseException as e:  # reported to the writing thread below
+            outcome["error"] = e
+
+    loader = threading.Thread(target=run_statement, name="load-data", daemon=True)
+    loader.start()
+    rows = 0
+    try:
+        fd = _open_writer(pipe, loader)
+        if fd is not None:
+            with os.fdopen(fd, "wb", buffering=0) as out:
+                for batch in batches:
+                    out.write(encode(batch))
+                    rows += batch.num_rows
+        loader.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        if duplicates_fail:
+            _raise_duplicate(conn)
+        before_commit(rows)
+        conn.commit()
+    except BaseException:
+        if loader.is_alive():  # the writer failed: an EOF ends the statement, the rollback undoes it
+            loader.join(timeout=60)
+        try:
+            conn.rollback()
+        except Exception:
+            pass
+        if "error" in outcome:
+            raise outcome["error"] from None
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+def _raise_duplicate(conn) -> None:
+    with conn.cursor() as cur:
+        cur.execute("SHOW WARNINGS")
+        for _level, code, message in cur.fetchall():
+            if int(code) == DUP_ENTRY:
+                raise DuplicateRow(DUP_ENTRY, message if isinstance(message, str) else message.decode())
+
+
+DUP_ENTRY = 1062
+
+
+class DuplicateRow(Exception):
+    """A duplicate key in a load that must not skip it; ``args`` as the drivers' errors."""
+
+
+def _open_writer(pipe: str, loader: threading.Thread):
+    """Open the pipe for writing once the client library opened it for reading; None if the
+    statement ended before it asked for the file (it failed: the caller raises its error)."""
+    import errno
+    import time
+
+    while True:
+        try:
+            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise
+            if not loader.is_alive():
+                return None
+            time.sleep(0.002)
+            continue
+        os.set_blocking(fd, True)
+        return fd
