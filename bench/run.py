@@ -28,8 +28,8 @@ def _parse_arguments(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--rule-rows", type=int, default=500_000,
                    help="row changes run through the task rules, 2 sources x 4 schemas x 4 tables (default 500,000)")
-    p.add_argument("--full-rows", type=int, default=2_000_000,
-                   help="rows of the full-copy data set, spread over 2 sources x 2 schemas x 2 tables (default 2,000,000)")
+    p.add_argument("--full-rows", type=int, default=10_000_000,
+                   help="rows of the full-copy data set, spread over 2 sources x 2 schemas x 2 tables (default 10,000,000; 2,000,000 is the quick size)")
     p.add_argument("--inc-events", type=int, default=50_000,
                    help="single-row transactions of the incremental workload (default 50,000)")
     p.add_argument("--only", choices=("rules", "full", "incremental", "lag"), help="run one part only")

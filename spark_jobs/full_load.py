@@ -38,7 +38,7 @@ time.tzset()
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PROJECT_ROOT)
 
-JDBC_JAR = os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
+from spark_jobs.spark_session import create_session  # noqa: E402 (after the path above)
 log = logging.getLogger("shardflow.full_load")
 
 
@@ -52,22 +52,6 @@ def _parse_arguments(argv=None):
                    default=os.environ.get("SHARDFLOW_WRITE_MODE", "load"))
     p.add_argument("--report", help="write a JSON report (chunks skipped / adopted / loaded per table) to this file")
     return p.parse_args(argv)
-
-
-def _create_spark_session(app: str):
-    from pyspark.sql import SparkSession
-
-    b = (SparkSession.builder.appName(app)
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-         .config("spark.executorEnv.TZ", "UTC")
-         .config("spark.sql.readSideCharPadding", "false")  # CHAR(n) values as stored, not blank-padded
-         .config("spark.scheduler.mode", "FAIR")
-         .config("spark.ui.enabled", "false"))
-    if "spark.jars" not in (os.environ.get("PYSPARK_SUBMIT_ARGS") or ""):
-        b = b.config("spark.jars", JDBC_JAR)
-    return b.getOrCreate()
 
 
 def _jdbc_url(ep, *, write: bool = False, lenient: bool = False) -> str:
@@ -109,13 +93,9 @@ def _transformed(df, st, task):
 
 
 def _rows_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, batch):
-    """Runs on an executor (--write-mode rows): the chunk's rows + marker, one transaction.
-    Executors import dm_core from PROJECT_ROOT: on a cluster whose workers lack the project,
-    ship it with --py-files (the staging path runs no Python on executors at all)."""
+    """Runs on an executor (--write-mode rows): the chunk's rows + marker, one transaction."""
 
     def write(rows):
-        if PROJECT_ROOT not in sys.path:  # executors import dm_core from the project
-            sys.path.insert(0, PROJECT_ROOT)
         from dm_core.db import connect
         from dm_core.full.chunk_writer import write_rows
 
@@ -135,8 +115,6 @@ def _load_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
     plus the marker, one transaction (dm_core/full/load_data.py)."""
 
     def write(batches):
-        if PROJECT_ROOT not in sys.path:  # executors import dm_core from the project
-            sys.path.insert(0, PROJECT_ROOT)
         import pyarrow as pa
 
         from dm_core.db import connect_native
@@ -336,7 +314,7 @@ def _run(args) -> int:
         chunk_writer.ensure_meta(down, task.meta_schema)
     finally:
         down.close()
-    spark = _create_spark_session(f"shardflow-full-{task.name}")
+    spark = create_session(f"shardflow-full-{task.name}")
     per_source = []  # (source id, pool-size, [(table, endpoint, chunk rows)])
     for inst in task.mysql_instances:
         ep = source_endpoint(store, inst.source_id)

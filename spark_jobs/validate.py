@@ -38,7 +38,7 @@ time.tzset()
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PROJECT_ROOT)
 
-JDBC_JAR = os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
+from spark_jobs.spark_session import create_session  # noqa: E402 (after the path above)
 log = logging.getLogger("shardflow.validate")
 _MASK = (1 << 64) - 1
 
@@ -53,22 +53,6 @@ def _parse_arguments(argv=None):
     return p.parse_args(argv)
 
 
-def _create_spark_session(app: str):
-    from pyspark.sql import SparkSession
-
-    b = (SparkSession.builder.appName(app)
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-         .config("spark.executorEnv.TZ", "UTC")
-         .config("spark.sql.readSideCharPadding", "false")
-         .config("spark.scheduler.mode", "FAIR")
-         .config("spark.ui.enabled", "false"))
-    if "spark.jars" not in (os.environ.get("PYSPARK_SUBMIT_ARGS") or ""):
-        b = b.config("spark.jars", JDBC_JAR)
-    return b.getOrCreate()
-
-
 def _jdbc_url(ep) -> str:
     # jdbc:mysql:// so Spark's MySQL dialect quotes identifiers with backticks (FIELD-NOTES).
     return (f"jdbc:mysql://{ep.host}:{ep.port}/?tinyInt1isBit=false&useUnicode=true&characterEncoding=utf8"
@@ -79,8 +63,6 @@ def _records(maker):
     """Executor side: Spark rows of one chunk → validation records."""
 
     def fn(rows):
-        if PROJECT_ROOT not in sys.path:
-            sys.path.insert(0, PROJECT_ROOT)
         for r in rows:
             yield maker.record(tuple(r))
 
@@ -204,7 +186,7 @@ def _run(args) -> int:
             for c in [*conns.values(), down]:
                 c.close()
         chunks = _plan_chunks(task, store, plans, args.chunk_rows)
-        spark = _create_spark_session(f"shardflow-validate-{task.name}")
+        spark = create_session(f"shardflow-validate-{task.name}")
         last_flush = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, settings.worker_count), thread_name_prefix="validate") as ex:
             futs = {ex.submit(_validate_table, spark, task, store.dsn, p, chunks[p.name], settings): p for p in plans}
