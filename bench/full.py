@@ -23,6 +23,7 @@ Engines, each timed from nothing downstream to every row committed downstream:
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import shutil
@@ -272,7 +273,7 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, timeout: float = 3600
            "--conf", "spark.ui.enabled=false",
            "--conf", f"spark.pyspark.python={env['PYSPARK_PYTHON']}",
            "--conf", f"spark.pyspark.driver.python={env['PYSPARK_DRIVER_PYTHON']}",
-           str(ROOT / "spark_jobs" / "full_load.py"), "--task", TASK_NAME]
+           str(ROOT / "spark_jobs" / "full_load.py"), "--task", TASK_NAME, "--report", str(work_dir() / "full-report.json")]
     with StateStore(stack.state_dsn) as store:
         register(store, {sid: ep for (sid, _), ep in zip(SOURCES, stack.ups)}, TASK_NAME, text)
         with TreeRSS() as rss:
@@ -288,7 +289,10 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, timeout: float = 3600
         for sid, _ in SOURCES:
             store.disable_source(sid)
     got = query(stack.down, f"SELECT COUNT(*) FROM {qt(TARGET_DB, 't')}")[0][0]
+    report = json.loads((work_dir() / "full-report.json").read_text())
     return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3),
+                   load_seconds=report["seconds"], write_mode=report["write_mode"],
+                   executor_stage_seconds=report.get("stages", {}),
                    spark_seconds=round(t2 - t1, 3), finish_seconds=round(seconds - (t2 - t0), 3),
                    rows_recorded_by_chunks=loaded, rows_ok=_check_rows("shardflow", got, rows),
                    spark_log=str(logf),

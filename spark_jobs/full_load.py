@@ -135,7 +135,7 @@ def _load_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
 
             sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types)
             try:
-                n = load_data.load_chunk(conn, sql, batches, marker, duplicates_fail=verb == "INSERT")
+                stats = load_data.load_chunk(conn, sql, batches, marker, duplicates_fail=verb == "INSERT")
             except Exception as e:
                 code = (getattr(e, "args", ()) or (None,))[0]
                 if code in chunk_writer.RETRYABLE:  # the driver reads the chunk again
@@ -143,7 +143,7 @@ def _load_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
                 raise
         finally:
             conn.close()
-        yield pa.record_batch({"rows": pa.array([n], pa.int64())})
+        yield pa.record_batch({k: [v] for k, v in vars(stats).items()})
 
     return write
 
@@ -163,6 +163,22 @@ def load_data_allowed(target_ep) -> tuple[bool, bool]:
     finally:
         down.close()
     return str(as_str(on)).upper() in ("1", "ON"), "tidb" in as_str(version).lower()
+
+
+class _Stages:
+    """Executor seconds per stage of the load path, summed over every chunk (the report's
+    ``stages``: where the time went)."""
+
+    def __init__(self):
+        self.lock, self.total = threading.Lock(), {}
+
+    def add(self, got: dict) -> None:
+        with self.lock:
+            for k, v in got.items():
+                self.total[k] = self.total.get(k, 0) + v
+
+
+stages = _Stages()
 
 
 def _lander(spark, task, st, up_ep, target_ep, args):
@@ -215,9 +231,12 @@ def _lander(spark, task, st, up_ep, target_ep, args):
             t0 = time.monotonic()
             fn = _load_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, shape.drifted,
                               dict(zip(now.columns, now.column_types or [])))
-            n = sum(r["rows"] for r in df.mapInArrow(fn, "rows long").collect())
-            log.info("%s chunk %d: %d rows loaded in %.2fs", st.name, chunk.chunk_id, n, time.monotonic() - t0)
-            return n
+            (got,) = df.mapInArrow(fn, "rows long, read double, encode double, write double, finish double").collect()
+            stages.add(got.asDict())
+            log.info("%s chunk %d: %d rows loaded in %.2fs (executor: read %.2fs, encode %.2fs, write %.2fs, "
+                     "commit %.2fs)", st.name, chunk.chunk_id, got["rows"], time.monotonic() - t0, got["read"],
+                     got["encode"], got["write"], got["finish"])
+            return got["rows"]
         if mode == "rows":
             fn = _rows_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, args.write_batch)
             return sum(df.rdd.mapPartitions(fn).collect())
@@ -357,6 +376,7 @@ def _run(args) -> int:
         with open(args.report, "w") as f:
             json.dump({"task": task.name, "write_mode": args.write_mode, "seconds": round(seconds, 3), "rows": rows,
                        "pool_peak": {sid: p.peak for sid, p in peaks.items()},
+                       "stages": {k: round(v, 3) for k, v in stages.total.items()},
                        "tables": {r.name: vars(r) for r in results}}, f, indent=1, default=str)
     spark.stop()
     store.close()

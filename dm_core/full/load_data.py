@@ -38,6 +38,8 @@ import os
 import shutil
 import tempfile
 import threading
+import time
+from dataclasses import dataclass
 
 from dm_core.db import qi, qt
 
@@ -128,9 +130,27 @@ def statement(target_schema: str, target_table: str, columns: list[str], sql_ver
             f"({', '.join(fields)})" + (f" SET {', '.join(sets)}" if sets else ""))
 
 
-def load_chunk(conn, sql: str, batches, before_commit=lambda rows: None, *, duplicates_fail: bool = False) -> int:
+@dataclass
+class LoadStats:
+    """Where one chunk's time went, seen from the executor's Python (the bench sums these).
+
+    ``read``: waiting for the next Arrow batch -- the JVM reading the upstream over JDBC,
+    applying routing/column mapping and converting to Arrow; ``encode``: Arrow to LOAD DATA
+    text; ``write``: blocked writing into the pipe, i.e. the downstream ingesting slower than
+    rows come; ``finish``: the statement's end, the marker and the commit.
+    """
+
+    rows: int = 0
+    read: float = 0.0
+    encode: float = 0.0
+    write: float = 0.0
+    finish: float = 0.0
+
+
+def load_chunk(conn, sql: str, batches, before_commit=lambda rows: None, *,
+               duplicates_fail: bool = False) -> LoadStats:
     """Stream ``batches`` through one LOAD DATA statement on ``conn`` (autocommit off,
-    local_infile on); returns the rows sent. ``before_commit(rows)`` runs in the same
+    local_infile on); returns the rows sent and timings. ``before_commit(rows)`` runs in the same
     transaction after the rows (the chunk marker); then commit. Any failure rolls back.
 
     ``duplicates_fail`` (on-duplicate-logical ``error``): a LOCAL load without REPLACE or
@@ -151,21 +171,34 @@ def load_chunk(conn, sql: str, batches, before_commit=lambda rows: None, *, dupl
 
     loader = threading.Thread(target=run_statement, name="load-data", daemon=True)
     loader.start()
-    rows = 0
+    stats = LoadStats()
+    clock = time.perf_counter
     try:
         fd = _open_writer(pipe, loader)
         if fd is not None:
-            with os.fdopen(fd, "wb", buffering=0) as out:
-                for batch in batches:
-                    out.write(encode(batch))
-                    rows += batch.num_rows
+            with os.fdopen(fd, "wb") as out:
+                batches = iter(batches)
+                while True:
+                    t0 = clock()
+                    batch = next(batches, None)
+                    t1 = clock()
+                    if batch is None:
+                        break
+                    text = encode(batch)
+                    t2 = clock()
+                    out.write(text)
+                    stats.read, stats.encode, stats.write = stats.read + t1 - t0, stats.encode + t2 - t1, \
+                        stats.write + clock() - t2
+                    stats.rows += batch.num_rows
+        t0 = clock()
         loader.join()
         if "error" in outcome:
             raise outcome["error"]
         if duplicates_fail:
             _raise_duplicate(conn)
-        before_commit(rows)
+        before_commit(stats.rows)
         conn.commit()
+        stats.finish = clock() - t0
     except BaseException:
         if loader.is_alive():  # the writer failed: an EOF ends the statement, the rollback undoes it
             loader.join(timeout=60)
@@ -178,7 +211,7 @@ def load_chunk(conn, sql: str, batches, before_commit=lambda rows: None, *, dupl
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return rows
+    return stats
 
 
 def _raise_duplicate(conn) -> None:

@@ -63,3 +63,34 @@ def test_load_staging_and_rows_paths_land_the_same_rows(stack, uniq, tmp_path, c
         store.close()
         drop(up, schema)
         drop(down, tdb)
+
+
+def test_downstream_without_local_infile_loads_through_staging(stack, uniq, tmp_path):
+    """MySQL 8 ships with local_infile OFF: the job says so, names the fix, and still loads
+    every row (through staging tables) instead of failing."""
+    schema, tdb, name, sid = f"wl{uniq}", f"wlt{uniq}", f"wl{uniq}", f"wl-{uniq}"
+    up, down = stack["up1"], stack["down"]
+    execute(up, f"CREATE DATABASE {schema}",
+            f"CREATE TABLE {schema}.t (id int NOT NULL PRIMARY KEY, k int NOT NULL, name varchar(64) NULL, "
+            "amount decimal(12,2) NOT NULL, created_at datetime NOT NULL, note varchar(120) NOT NULL)",
+            FILL.format(t=f"{schema}.t", s=schema, n=2000))
+    text = task_yaml(name, down, [(sid, schema)], tdb)
+    store = StateStore()
+    (was,) = execute(down, "SELECT @@GLOBAL.local_infile")[0]
+    try:
+        task = register(store, name, text, {sid: up})
+        prepare(task, store)
+        execute(down, "SET GLOBAL local_infile = OFF")
+        r = run_load(name, "--chunk-rows", "500")
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+        log = r.stdout + r.stderr
+        assert "refuses LOAD DATA LOCAL INFILE" in log and "SET GLOBAL local_infile = ON" in log, log[-3000:]
+        assert "rows staged in" in log, "the chunks went through staging tables"
+        diffs = compare_task(task, store)
+        assert diffs and all(d.equal for d in diffs), render(diffs)
+    finally:
+        execute(down, f"SET GLOBAL local_infile = {int(was)}")
+        cleanup(store, name, text)
+        store.close()
+        drop(up, schema)
+        drop(down, tdb)
