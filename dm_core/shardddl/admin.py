@@ -24,13 +24,13 @@ MODES = ("pessimistic", "optimistic")
 
 def list_locks(store, task_name: str, *, active_only: bool = False) -> list[dict]:
     """Every lock of the task (both modes), with ``waiting_since`` for the ones not idle."""
+    out = [lk for mode in MODES for lk in ops_for(mode).list_locks(store, task_name, active_only=active_only)]
+    # read after the locks: a lock that left idle between the two reads has its time by now
+    # (read before, a lock seen waiting could lack it)
     since = pg.waiting_since(store, task_name)
-    out = []
-    for mode in MODES:
-        for lk in ops_for(mode).list_locks(store, task_name, active_only=active_only):
-            ts = since.get(lk["lock_id"]) if lk["status"] != "idle" else None
-            lk["waiting_since"] = ts.isoformat(timespec="seconds") if ts is not None else None
-            out.append(lk)
+    for lk in out:
+        ts = since.get(lk["lock_id"]) if lk["status"] != "idle" else None
+        lk["waiting_since"] = ts.isoformat(timespec="seconds") if ts is not None else None
     return sorted(out, key=lambda lk: lk["lock_id"])
 
 
