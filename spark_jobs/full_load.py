@@ -110,40 +110,79 @@ def _rows_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
     return write
 
 
-def _load_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types):
-    """Runs on an executor (--write-mode load): the chunk's Arrow batches through one LOAD DATA
-    plus the marker, one transaction (dm_core/full/load_data.py)."""
+def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, items,
+                 encoder=None):
+    """On an executor: ``items`` through one LOAD DATA into the target plus the chunk's marker,
+    one transaction (dm_core/full/load_data.py). Returns the stage timings as a dict."""
+    from dm_core.db import connect_native
+    from dm_core.full import chunk_writer, faults, load_data
+    from dm_core.full.extract import lenient
+
+    conn = connect_native(target_ep, local_infile=True)
+    try:
+        conn.autocommit(False)
+        if drifted:
+            lenient(conn)
+
+        def marker(rows):
+            faults.hit("full.before_chunk_merge")
+            with conn.cursor() as cur:
+                cur.execute(chunk_writer.marker_sql(meta),
+                            (plan_id, chunk_id, task_name, st.source_id, f"{st.schema}.{st.table}", rows))
+
+        sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types)
+        try:
+            stats = load_data.load_chunk(conn, sql, items, marker, encoder=encoder, duplicates_fail=verb == "INSERT")
+        except Exception as e:
+            code = (getattr(e, "args", ()) or (None,))[0]
+            if code in chunk_writer.RETRYABLE:  # the driver reads the chunk again
+                raise RuntimeError(f"{RETRY_MARK} {e}") from None
+            raise
+    finally:
+        conn.close()
+    return vars(stats)
+
+
+def _arrow_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types):
+    """mapInArrow function (the JDBC path): the chunk's Arrow batches, encoded on the executor."""
 
     def write(batches):
         import pyarrow as pa
 
+        got = _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, batches)
+        yield pa.record_batch({k: [v] for k, v in got.items()})
+
+    return write
+
+
+def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types):
+    """mapPartitions function (the text path): the executor reads the chunk's ready lines from
+    the upstream (dm_core/full/text_rows.py) and pipes them into LOAD DATA untouched."""
+
+    def write(_):
+        import MySQLdb.cursors
+
         from dm_core.db import connect_native
-        from dm_core.full import chunk_writer, faults, load_data
-        from dm_core.full.extract import lenient
 
-        conn = connect_native(target_ep, local_infile=True)
+        up = connect_native(up_ep, downstream=False)
         try:
-            conn.autocommit(False)
-            if drifted:
-                lenient(conn)
+            cur = up.cursor(MySQLdb.cursors.SSCursor)
+            cur.execute(query)
 
-            def marker(rows):
-                faults.hit("full.before_chunk_merge")
-                with conn.cursor() as cur:
-                    cur.execute(chunk_writer.marker_sql(meta),
-                                (plan_id, chunk_id, task_name, st.source_id, f"{st.schema}.{st.table}", rows))
+            def blocks():
+                while True:
+                    rows = cur.fetchmany(10_000)
+                    if not rows:
+                        return
+                    yield rows
 
-            sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types)
-            try:
-                stats = load_data.load_chunk(conn, sql, batches, marker, duplicates_fail=verb == "INSERT")
-            except Exception as e:
-                code = (getattr(e, "args", ()) or (None,))[0]
-                if code in chunk_writer.RETRYABLE:  # the driver reads the chunk again
-                    raise RuntimeError(f"{RETRY_MARK} {e}") from None
-                raise
+            def lines(rows):
+                return b"\n".join([r[0] for r in rows]) + b"\n", len(rows)
+
+            yield _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
+                               blocks(), lines)
         finally:
-            conn.close()
-        yield pa.record_batch({k: [v] for k, v in vars(stats).items()})
+            up.close()
 
     return write
 
@@ -184,7 +223,7 @@ stages = _Stages()
 def _lander(spark, task, st, up_ep, target_ep, args):
     """``land(plan_id, chunk) -> rows`` for dm_core.full.loader: read, transform, write, merge."""
     from dm_core.db import connect, qt
-    from dm_core.full import chunk_writer, faults
+    from dm_core.full import chunk_writer, faults, text_rows
     from dm_core.full.extract import chunk_query, lenient
     from dm_core.full.phase import chunk_shape
 
@@ -221,22 +260,51 @@ def _lander(spark, task, st, up_ep, target_ep, args):
                     continue
                 raise _concise(e) from None
 
+    checked = {}  # shape signature -> partition id check done (once per table definition)
+    check_lock = threading.Lock()
+
+    def _line_query(now, chunk, signature):
+        """The chunk's text-path query, or None (a column the text path cannot carry)."""
+        plan = task.rules_for(st.source_id).column_mapper.plan(now.schema, now.table, now.columns)
+        transforms = plan.transforms if plan else []
+        up = connect(up_ep)
+        try:
+            with check_lock:
+                if signature not in checked:
+                    checked[signature] = text_rows.partition_id_violation(up, now, transforms)
+            if checked[signature]:
+                raise ValueError(checked[signature])
+            return text_rows.line_query(now, transforms, up.literal, chunk.where, dump_where)
+        finally:
+            up.close()
+
+    def _report(chunk, t0, got):
+        stages.add(got)
+        log.info("%s chunk %d: %d rows loaded in %.2fs (executor: read %.2fs, encode %.2fs, write %.2fs, "
+                 "commit %.2fs)", st.name, chunk.chunk_id, got["rows"], time.monotonic() - t0, got["read"],
+                 got["encode"], got["write"], got["finish"])
+        return got["rows"]
+
     def _land(plan_id, chunk, shape):
         spark.sparkContext.setJobDescription(f"{st.name} chunk {chunk.chunk_id}")
         now = shape.table
+        types = dict(zip(now.columns, now.column_types or []))
+        query = _line_query(now, chunk, shape.signature) if mode == "load" else None
+        if query is not None:
+            t0 = time.monotonic()
+            fn = _text_writer(up_ep, query, target_ep, meta, st, text_rows.columns_of(now), verb, plan_id,
+                              chunk.chunk_id, task.name, shape.drifted, types)
+            (got,) = spark.sparkContext.parallelize([chunk.chunk_id], 1).mapPartitions(fn).collect()
+            return _report(chunk, t0, got)
         df = spark.read.jdbc(_jdbc_url(up_ep), chunk_query(now, chunk.where, dump_where),
                              properties=_props(up_ep, fetchsize="10000"))
         df = _transformed(df, now, task)
         if mode == "load":
             t0 = time.monotonic()
-            fn = _load_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, shape.drifted,
-                              dict(zip(now.columns, now.column_types or [])))
+            fn = _arrow_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, shape.drifted,
+                               types)
             (got,) = df.mapInArrow(fn, "rows long, read double, encode double, write double, finish double").collect()
-            stages.add(got.asDict())
-            log.info("%s chunk %d: %d rows loaded in %.2fs (executor: read %.2fs, encode %.2fs, write %.2fs, "
-                     "commit %.2fs)", st.name, chunk.chunk_id, got["rows"], time.monotonic() - t0, got["read"],
-                     got["encode"], got["write"], got["finish"])
-            return got["rows"]
+            return _report(chunk, t0, got.asDict())
         if mode == "rows":
             fn = _rows_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, args.write_batch)
             return sum(df.rdd.mapPartitions(fn).collect())

@@ -134,9 +134,9 @@ def statement(target_schema: str, target_table: str, columns: list[str], sql_ver
 class LoadStats:
     """Where one chunk's time went, seen from the executor's Python (the bench sums these).
 
-    ``read``: waiting for the next Arrow batch -- the JVM reading the upstream over JDBC,
-    applying routing/column mapping and converting to Arrow; ``encode``: Arrow to LOAD DATA
-    text; ``write``: blocked writing into the pipe, i.e. the downstream ingesting slower than
+    ``read``: waiting for the next rows -- the upstream server producing and sending them
+    (text path), or the JVM reading them over JDBC, applying column mapping and converting to
+    Arrow (Arrow path); ``encode``: making LOAD DATA text of them; ``write``: blocked writing into the pipe, i.e. the downstream ingesting slower than
     rows come; ``finish``: the statement's end, the marker and the commit.
     """
 
@@ -147,16 +147,19 @@ class LoadStats:
     finish: float = 0.0
 
 
-def load_chunk(conn, sql: str, batches, before_commit=lambda rows: None, *,
+def load_chunk(conn, sql: str, items, before_commit=lambda rows: None, *, encoder=None,
                duplicates_fail: bool = False) -> LoadStats:
-    """Stream ``batches`` through one LOAD DATA statement on ``conn`` (autocommit off,
-    local_infile on); returns the rows sent and timings. ``before_commit(rows)`` runs in the same
-    transaction after the rows (the chunk marker); then commit. Any failure rolls back.
+    """Stream ``items`` through one LOAD DATA statement on ``conn`` (autocommit off,
+    local_infile on); returns the rows sent and timings. ``encoder(item) -> (text, rows)``
+    turns an item into LOAD DATA text (default: an Arrow RecordBatch through :func:`encode`).
+    ``before_commit(rows)`` runs in the same transaction after the rows (the chunk marker);
+    then commit. Any failure rolls back.
 
     ``duplicates_fail`` (on-duplicate-logical ``error``): a LOCAL load without REPLACE or
     IGNORE skips duplicate rows with a warning instead of failing (the server cannot stop the
     client's stream), so the statement's first duplicate-key warning is raised as the error
     an INSERT would have given."""
+    encoder = encoder or (lambda batch: (encode(batch), batch.num_rows))
     tmp = tempfile.mkdtemp(prefix="sf-load-")
     pipe = os.path.join(tmp, "rows.tsv")
     os.mkfifo(pipe, 0o600)
@@ -177,19 +180,19 @@ def load_chunk(conn, sql: str, batches, before_commit=lambda rows: None, *,
         fd = _open_writer(pipe, loader)
         if fd is not None:
             with os.fdopen(fd, "wb") as out:
-                batches = iter(batches)
+                items = iter(items)
                 while True:
                     t0 = clock()
-                    batch = next(batches, None)
+                    item = next(items, None)
                     t1 = clock()
-                    if batch is None:
+                    if item is None:
                         break
-                    text = encode(batch)
+                    text, n = encoder(item)
                     t2 = clock()
                     out.write(text)
                     stats.read, stats.encode, stats.write = stats.read + t1 - t0, stats.encode + t2 - t1, \
                         stats.write + clock() - t2
-                    stats.rows += batch.num_rows
+                    stats.rows += n
         t0 = clock()
         loader.join()
         if "error" in outcome:
