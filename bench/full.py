@@ -15,9 +15,15 @@ Engines, each timed from nothing downstream to every row committed downstream:
 - shardflow: the task's full phase as the full DAG runs it: ``prepare`` (low watermarks +
   merged target table), ``spark-submit spark_jobs/full_load.py --task`` on local[2],
   ``finish``. Unlike the baselines it also merges the 8 tables into one and rewrites ids
-  (``partition id``): that is the job it exists for.
+  (``partition id``): that is the job it exists for. On MariaDB that job has a floor of its
+  own: every insert into a table with an AUTO_INCREMENT column latches the table's root page,
+  so one merged table takes rows on one core however many chunks load (the full load gives
+  such a table one chunk at a time, spooled: dm_core/full/load_data.py).
+- shardflow_copy: the same phase doing the baselines' job -- the 8 tables copied as 8 tables,
+  no routing or column mapping -- so its ratios compare like with like.
 
-``ratios``: shardflow rows/s ÷ the baseline's rows/s (1.0 = as fast; > 1 faster).
+``ratios``: shardflow rows/s ÷ the baseline's rows/s (1.0 = as fast; > 1 faster);
+``copy_*``: the same for shardflow_copy.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from bench.common import (
     finish, guarded, python_env, query, ratio, run_logged, work_dir,
 )
 from dm_core.db import Endpoint, connect, qt
+from spark_jobs.spark_session import DRIVER_JAVA_OPTIONS
 
 log = logging.getLogger("bench.full")
 
@@ -140,6 +147,30 @@ def seed(stack: Stack, rows: int) -> dict:
 def _reset_downstream(stack: Stack) -> None:
     drop_schemas(stack.down, PREFIX + "_")
     execute(stack.down, f"DROP DATABASE IF EXISTS {bench_schema(TARGET_DB)}")
+    _settle(stack.down)
+
+
+def _settle(ep: Endpoint, limit_s: float = 120) -> None:
+    """Let the downstream finish the previous engine's work (dirty pages of the gigabyte it
+    wrote, purge of what was dropped) before the next one is timed: every engine starts
+    from a quiet server. Flushes eagerly while it waits, then restores the setting."""
+    pct = query(ep, "SELECT @@GLOBAL.innodb_max_dirty_pages_pct")[0][0]
+    execute(ep, "SET GLOBAL innodb_max_dirty_pages_pct = 0")
+    try:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            status = dict(query(ep, "SHOW GLOBAL STATUS WHERE Variable_name IN "
+                                    "('Innodb_buffer_pool_pages_dirty', 'Innodb_buffer_pool_pages_total')"))
+            history = query(ep, "SELECT `count` FROM information_schema.innodb_metrics "
+                                "WHERE name = 'trx_rseg_history_len'")
+            dirty = int(status.get("Innodb_buffer_pool_pages_dirty", 0))
+            if dirty * 100 <= int(status.get("Innodb_buffer_pool_pages_total", 1)) and (not history
+                                                                                      or history[0][0] < 1000):
+                return
+            time.sleep(0.5)
+        log.warning("the downstream was still busy after %.0fs (dirty pages, purge); timing anyway", limit_s)
+    finally:
+        execute(ep, f"SET GLOBAL innodb_max_dirty_pages_pct = {float(pct)}")
 
 
 def _downstream_rows(stack: Stack, shards: list[Shard]) -> int:
@@ -250,32 +281,46 @@ def _parse_task():
         raise Skipped(f"the task parser is not available yet (dm_core/config/task.py parse_task): {e}") from None
 
 
-def task_yaml(stack: Stack) -> str:
+def task_yaml(stack: Stack, name: str = TASK_NAME, merged: bool = True) -> str:
+    """The bench's task: every shard merged into TARGET_DB.t with partition id, or (``merged``
+    false) each table copied under its own name, as the baselines do."""
+    import yaml
+
     from tests.integration.helpers import shard_task_yaml
 
-    return shard_task_yaml(TASK_NAME, stack.down, [(sid, i) for i, (sid, _) in enumerate(SOURCES, 1)],
+    text = shard_task_yaml(name, stack.down, [(sid, i) for i, (sid, _) in enumerate(SOURCES, 1)],
                            PREFIX, TARGET_DB, mode="full")
+    if merged:
+        return text
+    task = yaml.safe_load(text)
+    for key in ("routes", "column-mappings"):
+        task.pop(key)
+    for inst in task["mysql-instances"]:
+        inst.pop("route-rules")
+        inst.pop("column-mapping-rules")
+    return yaml.safe_dump(task, sort_keys=False)
 
 
-def run_shardflow(stack: Stack, rows: int, nbytes: int, *, timeout: float = 3600) -> dict:
+def run_shardflow(stack: Stack, rows: int, nbytes: int, *, merged: bool = True, timeout: float = 3600) -> dict:
     parse_task = _parse_task()
     from dm_core.full.phase import finish as finish_phase, prepare
     from dm_core.state import StateStore
     from tests.integration.helpers import register
 
     _reset_downstream(stack)
-    text = task_yaml(stack)
-    task = parse_task(text, f"<bench {TASK_NAME}>")
+    name = TASK_NAME if merged else TASK_NAME + "_copy"
+    text = task_yaml(stack, name, merged)
+    task = parse_task(text, f"<bench {name}>")
     logf = work_dir() / "spark-full.log"
     logf.unlink(missing_ok=True)
     env = python_env()
     cmd = [str(VENV_BIN / "spark-submit"), "--master", os.environ.get("SHARDFLOW_BENCH_MASTER", "local[2]"), "--jars", JDBC_JAR,
-           "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.ui.enabled=false", "--conf", f"spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}",
            "--conf", f"spark.pyspark.python={env['PYSPARK_PYTHON']}",
            "--conf", f"spark.pyspark.driver.python={env['PYSPARK_DRIVER_PYTHON']}",
-           str(ROOT / "spark_jobs" / "full_load.py"), "--task", TASK_NAME, "--report", str(work_dir() / "full-report.json")]
+           str(ROOT / "spark_jobs" / "full_load.py"), "--task", name, "--report", str(work_dir() / "full-report.json")]
     with StateStore(stack.state_dsn) as store:
-        register(store, {sid: ep for (sid, _), ep in zip(SOURCES, stack.ups)}, TASK_NAME, text)
+        register(store, {sid: ep for (sid, _), ep in zip(SOURCES, stack.ups)}, name, text)
         with TreeRSS() as rss:
             t0 = time.monotonic()
             prepare(task, store)
@@ -285,10 +330,11 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, timeout: float = 3600
             out = finish_phase(task, store)
             seconds = time.monotonic() - t0
         loaded = sum(v["rows_loaded"] for v in out.values())
-        store.set_task_status(TASK_NAME, "stopped")  # leave nothing registered that looks live
+        store.set_task_status(name, "stopped")  # leave nothing registered that looks live
         for sid, _ in SOURCES:
             store.disable_source(sid)
-    got = query(stack.down, f"SELECT COUNT(*) FROM {qt(TARGET_DB, 't')}")[0][0]
+    got = (query(stack.down, f"SELECT COUNT(*) FROM {qt(TARGET_DB, 't')}")[0][0] if merged
+           else _downstream_rows(stack, layout(stack, rows)))
     report = json.loads((work_dir() / "full-report.json").read_text())
     return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3),
                    load_seconds=report["seconds"], write_mode=report["write_mode"],
@@ -296,8 +342,10 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, timeout: float = 3600
                    spark_seconds=round(t2 - t1, 3), finish_seconds=round(seconds - (t2 - t0), 3),
                    rows_recorded_by_chunks=loaded, rows_ok=_check_rows("shardflow", got, rows),
                    spark_log=str(logf),
-                   how="prepare() + spark-submit --master local[2] spark_jobs/full_load.py + finish(), routed into "
-                       f"{TARGET_DB}.t with partition id; peak RSS of spark-submit's process tree (JVM + Python workers)")
+                   how="prepare() + spark-submit --master local[2] spark_jobs/full_load.py + finish(), "
+                       + (f"routed into {TARGET_DB}.t with partition id" if merged
+                          else "each table copied as itself (the baselines' job)")
+                       + "; peak RSS of spark-submit's process tree (JVM + Python workers)")
 
 
 # ---- the part ---------------------------------------------------------------------------------
@@ -308,16 +356,20 @@ def run(stack: Stack, rows: int) -> dict:
         "mydumper_myloader": guarded("baseline A: mydumper + myloader", run_mydumper, stack, rows, data["bytes"]),
         "outfile_load_data": guarded("baseline B: INTO OUTFILE + LOAD DATA INFILE", run_outfile, stack, rows, data["bytes"]),
         "shardflow": guarded("shardflow: Spark full phase", run_shardflow, stack, rows, data["bytes"]),
+        "shardflow_copy": guarded("shardflow: Spark full phase, tables copied as themselves", run_shardflow, stack,
+                                  rows, data["bytes"], merged=False),
     }
     try:
         _reset_downstream(stack)
     except Exception as e:  # the figures are taken; leftovers are dropped by the next run
         log.warning("could not drop the downstream copies: %s", e)
-    sf = res["shardflow"].get("rows_per_s")
+    sf, copy = res["shardflow"].get("rows_per_s"), res["shardflow_copy"].get("rows_per_s")
     return {
         "data": {**data, "layout": "2 sources x 2 schemas x 2 tables, 6 columns",
                  "upstream_tables": [f"{sid}:{s}.{t}" for sid, ss in SOURCES for s in ss for t in TABLES]},
         "results": res,
         "ratios": {"vs_myloader": ratio(sf, res["mydumper_myloader"].get("rows_per_s")),
-                   "vs_raw_limit": ratio(sf, res["outfile_load_data"].get("rows_per_s"))},
+                   "vs_raw_limit": ratio(sf, res["outfile_load_data"].get("rows_per_s")),
+                   "copy_vs_myloader": ratio(copy, res["mydumper_myloader"].get("rows_per_s")),
+                   "copy_vs_raw_limit": ratio(copy, res["outfile_load_data"].get("rows_per_s"))},
     }

@@ -73,13 +73,18 @@ def render_full(out: dict) -> str:
     d = out["data"]
     cols = ["seconds", "rows_per_s", "mb_per_s", "peak_rss_mb", "note"]
     names = {"mydumper_myloader": "mydumper + myloader", "outfile_load_data": "INTO OUTFILE + LOAD DATA (raw limit)",
-             "shardflow": "shardflow (Spark full phase)"}
+             "shardflow": "shardflow (merge 8 -> 1, partition id)",
+             "shardflow_copy": "shardflow (copy 8 -> 8, as baselines)"}
     rows = [_row(names[k], r, cols) for k, r in out["results"].items()]
-    sf = out["results"]["shardflow"]
     extra = ""
-    if not sf.get("error"):
-        extra = (f"\nshardflow breakdown: prepare {fmt(sf['prepare_seconds'], 2)}s, spark-submit "
-                 f"{fmt(sf['spark_seconds'], 2)}s, finish {fmt(sf['finish_seconds'], 2)}s")
+    for key in ("shardflow", "shardflow_copy"):
+        sf = out["results"].get(key) or {"error": "not run"}
+        if not sf.get("error"):
+            st = sf.get("executor_stage_seconds") or {}
+            extra += (f"\n{names[key]}: prepare {fmt(sf['prepare_seconds'], 2)}s, spark-submit "
+                      f"{fmt(sf['spark_seconds'], 2)}s (load {fmt(sf['load_seconds'], 2)}s), finish "
+                      f"{fmt(sf['finish_seconds'], 2)}s; executor seconds: "
+                      + ", ".join(f"{k} {fmt(v, 1)}" for k, v in st.items() if k != "rows"))
     return (f"FULL COPY: {d['rows']:,} rows ({d['layout']}), {d['bytes'] / 1e6:.1f} MB as text\n"
             + table(["engine", "s", "rows/s", "MB/s", "peak RSS MB", "note"], rows) + extra
             + "\n" + _ratios(out["ratios"]))

@@ -31,6 +31,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 os.environ["TZ"] = "UTC"  # Python datetimes from Spark use the process zone: keep wall clocks
@@ -50,6 +51,9 @@ def _parse_arguments(argv=None):
     p.add_argument("--write-batch", type=int, default=10_000, help="rows per JDBC batch / executemany call")
     p.add_argument("--write-mode", choices=("load", "staging", "rows"),
                    default=os.environ.get("SHARDFLOW_WRITE_MODE", "load"))
+    p.add_argument("--write-turns", choices=("auto", "on", "off"), default=os.environ.get("SHARDFLOW_WRITE_TURNS", "auto"),
+                   help="one chunk at a time loads into a table, spooled first (auto: MariaDB downstream and an "
+                        "AUTO_INCREMENT column, where concurrent loads into one table contend; dm_core/full/load_data.py)")
     p.add_argument("--report", help="write a JSON report (chunks skipped / adopted / loaded per table) to this file")
     return p.parse_args(argv)
 
@@ -111,7 +115,7 @@ def _rows_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
 
 
 def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, items,
-                 encoder=None):
+                 encoder=None, turn=None):
     """On an executor: ``items`` through one LOAD DATA into the target plus the chunk's marker,
     one transaction (dm_core/full/load_data.py). Returns the stage timings as a dict."""
     from dm_core.db import connect_native
@@ -132,7 +136,8 @@ def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
 
         sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types)
         try:
-            stats = load_data.load_chunk(conn, sql, items, marker, encoder=encoder, duplicates_fail=verb == "INSERT")
+            stats = load_data.load_chunk(conn, sql, items, marker, encoder=encoder, duplicates_fail=verb == "INSERT",
+                                         turn=turn)
         except Exception as e:
             code = (getattr(e, "args", ()) or (None,))[0]
             if code in chunk_writer.RETRYABLE:  # the driver reads the chunk again
@@ -143,19 +148,21 @@ def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
     return vars(stats)
 
 
-def _arrow_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types):
+def _arrow_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, turn):
     """mapInArrow function (the JDBC path): the chunk's Arrow batches, encoded on the executor."""
 
     def write(batches):
         import pyarrow as pa
 
-        got = _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, batches)
+        got = _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, batches,
+                           turn=turn)
         yield pa.record_batch({k: [v] for k, v in got.items()})
 
     return write
 
 
-def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types):
+def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
+                 turn):
     """mapPartitions function (the text path): the executor reads the chunk's ready lines from
     the upstream (dm_core/full/text_rows.py) and pipes them into LOAD DATA untouched."""
 
@@ -182,7 +189,7 @@ def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chun
                 return b"\n".join([r[0] for r in rows]) + b"\n", len(rows)
 
             yield _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
-                               blocks(), lines)
+                               blocks(), lines, turn=turn)
         finally:
             up.close()
 
@@ -192,8 +199,8 @@ def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chun
 RETRY_MARK = "[shardflow: retry chunk]"
 
 
-def load_data_allowed(target_ep) -> tuple[bool, bool]:
-    """(the downstream takes LOAD DATA LOCAL, it is TiDB)."""
+def load_data_allowed(target_ep) -> tuple[bool, bool, bool]:
+    """(the downstream takes LOAD DATA LOCAL, it is TiDB, it is MariaDB)."""
     from dm_core.db import as_str, connect
 
     down = connect(target_ep, downstream=True)
@@ -203,7 +210,46 @@ def load_data_allowed(target_ep) -> tuple[bool, bool]:
             on, version = cur.fetchone()
     finally:
         down.close()
-    return str(as_str(on)).upper() in ("1", "ON"), "tidb" in as_str(version).lower()
+    version = as_str(version).lower()
+    return str(as_str(on)).upper() in ("1", "ON"), "tidb" in version, "mariadb" in version
+
+
+class _Turns:
+    """Which target tables load one chunk at a time (``--write-turns``): under ``auto``, those
+    that can have two chunks in flight (several source tables routed into them, or several
+    chunks of one table at once) on a MariaDB downstream, with an AUTO_INCREMENT column --
+    asked downstream once per table. Any other table streams its chunks without spooling."""
+
+    def __init__(self, setting: str, mariadb: bool, shared: set):
+        self.setting, self.mariadb, self.shared = setting, mariadb, shared
+        self.lock, self.known = threading.Lock(), {}
+
+    def of(self, target_ep, schema: str, table: str) -> str | None:
+        from dm_core.full.load_data import turn_name
+
+        if self.setting == "off" or (self.setting == "auto" and (not self.mariadb or (schema, table) not in self.shared)):
+            return None
+        with self.lock:
+            if (schema, table) not in self.known:
+                self.known[schema, table] = self.setting == "on" or _has_auto_increment(target_ep, schema, table)
+                if self.known[schema, table]:
+                    log.info("%s.%s loads one chunk at a time, each spooled first (%s)", schema, table,
+                             "--write-turns on" if self.setting == "on"
+                             else "MariaDB and an AUTO_INCREMENT column: concurrent loads into it contend")
+            return turn_name(schema, table) if self.known[schema, table] else None
+
+
+def _has_auto_increment(target_ep, schema: str, table: str) -> bool:
+    from dm_core.db import connect
+
+    down = connect(target_ep, downstream=True)
+    try:
+        with down.cursor() as cur:
+            cur.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+                        "AND extra LIKE %s LIMIT 1", (schema, table, "%auto_increment%"))
+            return cur.fetchone() is not None
+    finally:
+        down.close()
 
 
 class _Stages:
@@ -283,8 +329,9 @@ def _lander(spark, task, st, up_ep, target_ep, args):
     def _report(chunk, t0, got):
         stages.add(got)
         log.info("%s chunk %d: %d rows loaded in %.2fs (executor: read %.2fs, encode %.2fs, write %.2fs, "
-                 "commit %.2fs)", st.name, chunk.chunk_id, got["rows"], time.monotonic() - t0, got["read"],
-                 got["encode"], got["write"], got["finish"])
+                 "wait for the table's turn %.2fs, load %.2fs, commit %.2fs)", st.name, chunk.chunk_id, got["rows"],
+                 time.monotonic() - t0, got["read"], got["encode"], got["write"], got["wait"], got["load"],
+                 got["finish"])
         return got["rows"]
 
     def _land(plan_id, chunk, shape):
@@ -292,10 +339,11 @@ def _lander(spark, task, st, up_ep, target_ep, args):
         now = shape.table
         types = dict(zip(now.columns, now.column_types or []))
         query = _line_query(now, chunk, shape.signature) if mode == "load" else None
+        turn = args.turns.of(target_ep, st.target_schema, st.target_table) if mode == "load" else None
         if query is not None:
             t0 = time.monotonic()
             fn = _text_writer(up_ep, query, target_ep, meta, st, text_rows.columns_of(now), verb, plan_id,
-                              chunk.chunk_id, task.name, shape.drifted, types)
+                              chunk.chunk_id, task.name, shape.drifted, types, turn)
             (got,) = spark.sparkContext.parallelize([chunk.chunk_id], 1).mapPartitions(fn).collect()
             return _report(chunk, t0, got)
         df = spark.read.jdbc(_jdbc_url(up_ep), chunk_query(now, chunk.where, dump_where),
@@ -304,8 +352,9 @@ def _lander(spark, task, st, up_ep, target_ep, args):
         if mode == "load":
             t0 = time.monotonic()
             fn = _arrow_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, shape.drifted,
-                               types)
-            (got,) = df.mapInArrow(fn, "rows long, read double, encode double, write double, finish double").collect()
+                               types, turn)
+            (got,) = df.mapInArrow(fn, "rows long, read double, encode double, write double, wait double, load double, "
+                                       "finish double").collect()
             return _report(chunk, t0, got.asDict())
         if mode == "rows":
             fn = _rows_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, args.write_batch)
@@ -394,7 +443,8 @@ def _run(args) -> int:
         raise SystemExit(f"task {args.task!r} is not registered in the state store; run the full DAG's prepare step first")
     task = parse_task(got[0], f"<state store: {args.task}>")
     target_ep = target_endpoint(task)
-    args.load_data_ok, args.tidb = load_data_allowed(target_ep) if args.write_mode == "load" else (False, False)
+    args.load_data_ok, args.tidb, mariadb = (load_data_allowed(target_ep) if args.write_mode == "load"
+                                             else (False, False, False))
     if args.write_mode == "load" and not args.load_data_ok:
         log.warning("the downstream refuses LOAD DATA LOCAL INFILE (local_infile is OFF): loading through staging "
                     "tables, which writes every row twice; SET GLOBAL local_infile = ON downstream for the faster path")
@@ -416,6 +466,8 @@ def _run(args) -> int:
         per_source.append((inst.source_id, max(1, int(inst.loader.pool_size)), [(st, ep, rows) for st in tables]))
     tables_at_once = max(1, sum(min(pool, len(jobs)) for _, pool, jobs in per_source))
     per_table = max(1, spark.sparkContext.defaultParallelism // tables_at_once)
+    routed = Counter((st.target_schema, st.target_table) for _, _, jobs in per_source for st, _, _ in jobs)
+    args.turns = _Turns(args.write_turns, mariadb, {t for t, n in routed.items() if n > 1 or per_table > 1})
     peaks = {sid: _Peak() for sid, _, _ in per_source}
 
     def one(st, ep, chunk_rows) -> TableResult:

@@ -15,6 +15,15 @@ batches over with ``mapInArrow``):
    reading upstream, encoding and the server's insert overlap;
 3. the marker row ``(plan_id, chunk_id, rows)`` (chunk_writer.MARKER_TABLE), then commit.
 
+One writer per table (``turn``): on MariaDB every row inserted into a table with an
+AUTO_INCREMENT column latches the clustered index's root page (the counter is persisted
+there), so two LOADs into one such table mostly wait for each other -- measured: two
+streams into one table took twice the server CPU of one stream for the same rows, and a
+merged shard table always has many chunks in flight. For such tables the executor first
+spools its chunk into a local file (reading upstream while another chunk loads), then takes
+the table's turn -- a named lock downstream (``GET_LOCK``), so it holds across executors
+and machines and ends with the connection -- and the server reads the file at full speed.
+
 Restart at any point: before 3 commits nothing of the chunk is in the target (InnoDB's
 LOAD DATA is transactional; a killed connection rolls it back), after it the marker is
 there and the rerun adopts the chunk (loader.py). So keyless tables stay exactly-once.
@@ -136,19 +145,24 @@ class LoadStats:
 
     ``read``: waiting for the next rows -- the upstream server producing and sending them
     (text path), or the JVM reading them over JDBC, applying column mapping and converting to
-    Arrow (Arrow path); ``encode``: making LOAD DATA text of them; ``write``: blocked writing into the pipe, i.e. the downstream ingesting slower than
-    rows come; ``finish``: the statement's end, the marker and the commit.
+    Arrow (Arrow path); ``encode``: making LOAD DATA text of them; ``write``: blocked
+    writing into the pipe, i.e. the downstream ingesting slower than rows come (or, spooled,
+    writing the local file); ``wait``: waiting for the table's turn; ``load``: the LOAD
+    statement reading the spooled file; ``finish``: the statement's end, the marker and the
+    commit.
     """
 
     rows: int = 0
     read: float = 0.0
     encode: float = 0.0
     write: float = 0.0
+    wait: float = 0.0
+    load: float = 0.0
     finish: float = 0.0
 
 
 def load_chunk(conn, sql: str, items, before_commit=lambda rows: None, *, encoder=None,
-               duplicates_fail: bool = False) -> LoadStats:
+               duplicates_fail: bool = False, turn: str | None = None) -> LoadStats:
     """Stream ``items`` through one LOAD DATA statement on ``conn`` (autocommit off,
     local_infile on); returns the rows sent and timings. ``encoder(item) -> (text, rows)``
     turns an item into LOAD DATA text (default: an Arrow RecordBatch through :func:`encode`).
@@ -158,8 +172,13 @@ def load_chunk(conn, sql: str, items, before_commit=lambda rows: None, *, encode
     ``duplicates_fail`` (on-duplicate-logical ``error``): a LOCAL load without REPLACE or
     IGNORE skips duplicate rows with a warning instead of failing (the server cannot stop the
     client's stream), so the statement's first duplicate-key warning is raised as the error
-    an INSERT would have given."""
+    an INSERT would have given.
+
+    ``turn``: the name of the table's write turn (:func:`turn_name`); the chunk is spooled
+    to a local file, then loaded while holding the turn (the module says why)."""
     encoder = encoder or (lambda batch: (encode(batch), batch.num_rows))
+    if turn is not None:
+        return _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, turn)
     tmp = tempfile.mkdtemp(prefix="sf-load-")
     pipe = os.path.join(tmp, "rows.tsv")
     os.mkfifo(pipe, 0o600)
@@ -213,6 +232,76 @@ def load_chunk(conn, sql: str, items, before_commit=lambda rows: None, *, encode
             raise outcome["error"] from None
         raise
     finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return stats
+
+
+TURN_TIMEOUT_S = 24 * 3600  # a turn is held for one chunk's LOAD; a dead holder's ends with its connection
+
+
+def turn_name(schema: str, table: str) -> str:
+    """The named lock that gives one chunk at a time its turn to load into a table (lock
+    names are at most 64 characters, so the table is hashed).
+
+    >>> turn_name("db", "t")
+    'shardflow-load-17bb61500f74c5b21e145135d30ff6f8'
+    """
+    import hashlib
+
+    return "shardflow-load-" + hashlib.sha1(f"{schema}.{table}".encode()).hexdigest()[:32]
+
+
+def _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, turn) -> LoadStats:
+    stats = LoadStats()
+    clock = time.perf_counter
+    tmp = tempfile.mkdtemp(prefix="sf-load-")
+    path = os.path.join(tmp, "rows.tsv")
+    held = False
+    try:
+        with open(path, "wb", buffering=1 << 20) as out:
+            items = iter(items)
+            while True:
+                t0 = clock()
+                item = next(items, None)
+                t1 = clock()
+                if item is None:
+                    break
+                text, n = encoder(item)
+                t2 = clock()
+                out.write(text)
+                stats.read, stats.encode, stats.write = stats.read + t1 - t0, stats.encode + t2 - t1, \
+                    stats.write + clock() - t2
+                stats.rows += n
+        t0 = clock()
+        with conn.cursor() as cur:
+            cur.execute("SELECT GET_LOCK(%s, %s)", (turn, TURN_TIMEOUT_S))
+            got = cur.fetchone()[0]
+        if got != 1:
+            raise RuntimeError(f"could not take the write turn {turn} downstream within {TURN_TIMEOUT_S}s (GET_LOCK "
+                               f"returned {got}); another load into the same table holds it")
+        held = True
+        t1 = clock()
+        with conn.cursor() as cur:
+            cur.execute(sql, (path,))
+        t2 = clock()
+        if duplicates_fail:
+            _raise_duplicate(conn)
+        before_commit(stats.rows)
+        conn.commit()
+        stats.wait, stats.load, stats.finish = t1 - t0, t2 - t1, clock() - t2
+    except BaseException:
+        try:
+            conn.rollback()
+        except Exception:
+            pass
+        raise
+    finally:
+        if held:
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT RELEASE_LOCK(%s)", (turn,))
+            except Exception:
+                pass  # the connection is closing anyway, which releases it
         shutil.rmtree(tmp, ignore_errors=True)
     return stats
 

@@ -79,8 +79,7 @@ def build_dags(task_file: Path) -> dict:
                 application_args=["--task", task.name], conn_id="spark_default",
                 spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
                 name=f"shardflow-full-{task.name}",
-                conf={"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable,
-                      "spark.pyspark.driver.python": sys.executable},
+                conf=runtime.submit_conf(sys.executable),
             )
             fin = FullFinishOperator(task_id="finish", task_file=path)
             prep >> load >> fin
@@ -142,8 +141,7 @@ def _validate_dag(task, dag_id: str, common: dict):
             application_args=["--task", task.name, "--run-id", "{{ run_id }}", "--mode", "{{ params.mode }}"],
             conn_id="spark_default", spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
             name=f"shardflow-validate-{task.name}",
-            conf={"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable,
-                  "spark.pyspark.driver.python": sys.executable},
+            conf=runtime.submit_conf(sys.executable),
             retries=2, retry_delay=datetime.timedelta(seconds=30),   # a rerun overwrites the run's result
         )
         spark >> ValidationPublishOperator(task_id="publish", task_name=task.name, run_id="{{ run_id }}", retries=0)

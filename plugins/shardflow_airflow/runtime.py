@@ -48,6 +48,14 @@ def spark_submit_binary() -> str:
     return str(here) if here.exists() else (shutil.which("spark-submit") or "spark-submit")
 
 
+def submit_conf(python: str) -> dict[str, str]:
+    """The ``--conf`` of every shardflow spark-submit. The driver JVM compiles with C1 only
+    (spark_jobs/spark_session.py's DRIVER_JAVA_OPTIONS says why); it must be given at submit
+    time, since a running JVM ignores it."""
+    return {"spark.ui.enabled": "false", "spark.pyspark.python": python, "spark.pyspark.driver.python": python,
+            "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:TieredStopAtLevel=1"}
+
+
 def jdbc_jar() -> str:
     return os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
 

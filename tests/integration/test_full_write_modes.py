@@ -94,3 +94,71 @@ def test_downstream_without_local_infile_loads_through_staging(stack, uniq, tmp_
         store.close()
         drop(up, schema)
         drop(down, tdb)
+
+
+def test_shards_merged_into_an_auto_increment_table_load_one_chunk_at_a_time(stack, uniq, tmp_path):
+    """On MariaDB, concurrent loads into one AUTO_INCREMENT table contend on its root page, so
+    a merged target takes one chunk at a time (spooled first), under a downstream named lock:
+    while another connection holds that turn nothing lands; once it is released every row of
+    both shards does, and the report shows the time spent waiting."""
+    import subprocess
+    import time
+
+    from dm_core.full.load_data import turn_name
+
+    from .test_full_support import spark_env, submit_cmd
+
+    a, b, tdb, name = f"ta{uniq}", f"tb{uniq}", f"tat{uniq}", f"ta{uniq}"
+    up, down = stack["up1"], stack["down"]
+    for schema, first in ((a, 0), (b, 5000)):
+        execute(up, f"CREATE DATABASE {schema}",
+                f"CREATE TABLE {schema}.t (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, k int NOT NULL, "
+                "name varchar(64) NULL, amount decimal(12,2) NOT NULL, created_at datetime NOT NULL, "
+                "note varchar(120) NOT NULL)",
+                FILL.format(t=f"{schema}.t", s=schema, n=3000),
+                f"UPDATE {schema}.t SET id = id + {first}")
+    text = task_yaml(name, down, [(f"ta-{uniq}", a), (f"tb-{uniq}", b)], tdb)
+    store = StateStore()
+    holder = None
+    try:
+        task = register(store, name, text, {f"ta-{uniq}": up, f"tb-{uniq}": up})
+        prepare(task, store)
+        from dm_core.db import connect
+
+        holder = connect(down)
+        with holder.cursor() as cur:
+            cur.execute("SELECT GET_LOCK(%s, 5)", (turn_name(tdb, "t"),))
+            assert cur.fetchone()[0] == 1
+        report = tmp_path / "report.json"
+        log = tmp_path / "spark.log"
+        with open(log, "w") as out:
+            job = subprocess.Popen(submit_cmd(name, "--chunk-rows", "1000", "--report", str(report)),
+                                   env=spark_env(), stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 300
+            waiting = []
+            while not waiting and time.monotonic() < deadline and job.poll() is None:
+                waiting = execute(down, "SELECT id FROM information_schema.processlist WHERE info LIKE %s",
+                                  args=("SELECT GET_LOCK(%",))
+                time.sleep(0.5)
+            assert waiting, "no chunk asked for the table's turn:\n" + log.read_text()[-3000:]
+            assert execute(down, f"SELECT COUNT(*) FROM {tdb}.t")[0][0] == 0, "rows landed without the turn"
+            holder.close()
+            holder = None
+            assert job.wait(timeout=600) == 0, log.read_text()[-5000:]
+        finally:
+            if job.poll() is None:
+                job.kill()
+        text_log = log.read_text()
+        assert f"{tdb}.t loads one chunk at a time" in text_log, text_log[-3000:]
+        rep = read_report(report)
+        assert rep["rows"] == 6000 and rep["stages"]["wait"] > 0, rep
+        diffs = compare_task(task, store)
+        assert diffs and all(d.equal for d in diffs), render(diffs)
+    finally:
+        if holder is not None:
+            holder.close()
+        cleanup(store, name, text)
+        store.close()
+        drop(up, a, b)
+        drop(down, tdb)
