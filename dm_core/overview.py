@@ -5,8 +5,7 @@ Per task: status, phase (from the latest DAG runs), per-source stage, checkpoint
 rows/s and their recent history (the sensors record each window), the error of a paused
 source, shard DDL locks with who is waited for, the last validation, and the *actions*
 a user may take. An action is "trigger DAG X with conf Y": the page renders each as a
-button, so new operations (start/stop/pause per source, re-sync ...) are new entries of
-:func:`actions`, not new page code.
+button, so new operations are new entries of :func:`actions`, not new page code.
 
 Nothing here reads a password: source rows of the store carry them, so only source states
 are read, and the task file is parsed for names only.
@@ -54,9 +53,32 @@ def synced(sources: list[dict]) -> bool:
                                  and s["lag_seconds"] <= SYNCED_LAG_SECONDS for s in sources)
 
 
-def actions(name: str, shard_mode: str | None, locks: list[dict]) -> list[Action]:
-    """The buttons of a task: validate now, and per active shard DDL lock, unlock it."""
+def actions(name: str, shard_mode: str | None, locks: list[dict], status: str = "", sources: list[dict] = ()) \
+        -> list[Action]:
+    """The buttons of a task: validate now; pause / resume / stop / start by the task's status
+    (the operations DAG shardflow_operate_task); skip the statement a source is paused on
+    (shardflow_handle_error); per active shard DDL lock, unlock it."""
     out = [Action("Validate now", f"dm_{name}_validate", {}, f"Run a validation of task {name} on Spark now?")]
+    op = "shardflow_operate_task"
+
+    def lifecycle(action: str, label: str, confirm: str, kind: str = "normal") -> Action:
+        return Action(label, op, {"task": name, "action": action, "sources": [], "remove_meta": False}, confirm, kind)
+
+    if status == "running":
+        out.append(lifecycle("pause", "Pause", f"Pause task {name}? Its sources stop applying and keep their place."))
+    if status == "paused":
+        out.append(lifecycle("resume", "Resume", f"Resume task {name} from where it paused?"))
+    if status in ("running", "paused"):
+        out.append(lifecycle("stop", "Stop", f"Stop task {name}? Its DAG runs end; a start resumes from the "
+                                              "checkpoints.", "danger"))
+    if status == "stopped":
+        out.append(lifecycle("start", "Start", f"Start task {name} again from its checkpoints?"))
+    for s in sources:
+        if s.get("stage") == "paused" and s.get("error"):
+            out.append(Action(f"Skip the statement {s['source']} is paused on", "shardflow_handle_error",
+                              {"task": name, "source": s["source"], "op": "skip", "statements": ""},
+                              f"Skip the statement source {s['source']} stopped at (it is not applied downstream)? "
+                              "To run other SQL instead, trigger shardflow_handle_error with op replace.", "danger"))
     if shard_mode:
         for lk in locks:
             if lk.get("owner") or lk.get("waiting_for"):
@@ -107,4 +129,4 @@ def task_overview(store, name: str, runs: dict) -> dict:
             "phase": phase(status, runs, sources), "synced": synced(sources), "runs": runs,
             "sources": sources, "windows": store.windows(name), "locks": locks, "validation": last,
             "validation_running": running,
-            "actions": [asdict(a) for a in actions(name, shard_mode, locks)]}
+            "actions": [asdict(a) for a in actions(name, shard_mode, locks, status, sources)]}

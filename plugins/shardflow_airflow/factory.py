@@ -35,6 +35,19 @@ def task_files() -> list[Path]:
     return sorted(p for p in d.glob("*.y*ml") if p.suffix in (".yaml", ".yml")) if d.is_dir() else []
 
 
+def task_names() -> list[str]:
+    """Names of the tasks whose files load (naming one needs no credentials)."""
+    from dm_core.config.task import load_task_file
+
+    out = []
+    for p in task_files():
+        try:
+            out.append(load_task_file(p, expand_env=False).name)
+        except Exception:  # noqa: BLE001 - reported by dags/shardflow_task_errors.py
+            continue
+    return out
+
+
 def dag_ids(name: str) -> dict[str, str]:
     from dm_core.state.lifecycle import dag_id
 

@@ -25,7 +25,9 @@ PARSE = textwrap.dedent("""\
                       "tasks": {d: sorted(t.task_id for t in bag.dags[d].tasks) for d in bag.dags},
                       "docs": {d: bag.dags[d].doc_md for d in bag.dags},
                       "schedules": {d: getattr(bag.dags[d].timetable, "expression", None) for d in bag.dags},
-                      "starts": {d: str(bag.dags[d].start_date) for d in bag.dags}}))
+                      "starts": {d: str(bag.dags[d].start_date) for d in bag.dags},
+                      "params": {d: {k: bag.dags[d].params.get_param(k).schema for k in bag.dags[d].params}
+                                 for d in bag.dags}}, default=str))
 """)
 
 
@@ -54,7 +56,12 @@ def test_valid_and_broken_task_files(tmp_path):
         """))
     out = _parse(tasks, tmp_path)
     assert out["dags"] == ["dm_demo_full", "dm_demo_incremental", "dm_demo_precheck", "dm_demo_shard_ddl_unlock",
-                           "dm_demo_validate"]
+                           "dm_demo_validate", "shardflow_add_task", "shardflow_handle_error", "shardflow_operate_task",
+                           "shardflow_register_source"]
+    # the operations DAGs' forms offer the tasks that load (a broken file's is not among them)
+    operate = out["params"]["shardflow_operate_task"]
+    assert operate["task"]["examples"] == ["demo"] and operate["action"]["enum"] == ["start", "pause", "resume", "stop"]
+    assert set(out["params"]["shardflow_register_source"]) == {"source_yaml", "password_connection"}
     assert out["tasks"]["dm_demo_validate"] == ["publish", "spark_validate"]
     assert out["tasks"]["dm_demo_incremental"] == ["coordinate_shard_ddl", "sync_mysql_replica_01",
                                                    "sync_mysql_replica_02"]

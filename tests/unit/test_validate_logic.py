@@ -255,3 +255,24 @@ def test_synced_and_actions():
     acts = actions("t", "pessimistic", [{"lock_id": "L1", "owner": "s1", "waiting_for": ["s2"]}])
     assert [(a.dag_id, a.conf.get("lock_id")) for a in acts] == [("dm_t_validate", None), ("dm_t_shard_ddl_unlock", "L1")]
     assert [a.dag_id for a in actions("t", None, [])] == ["dm_t_validate"]
+
+
+LIFECYCLE = [  # task status, source stages/errors -> the operations offered besides validate
+    ("running", [("s1", "sync", None)], [("operate", "pause"), ("operate", "stop")]),
+    ("paused", [("s1", "paused", None)], [("operate", "resume"), ("operate", "stop")]),
+    ("stopped", [], [("operate", "start")]),
+    ("running", [("s1", "sync", None), ("s2", "paused", "1054 Unknown column")],
+     [("operate", "pause"), ("operate", "stop"), ("handle_error", "s2")]),
+    ("unknown", [], []),
+]
+
+
+@pytest.mark.parametrize("status, sources, expected", LIFECYCLE)
+def test_lifecycle_actions_follow_the_task_status(status, sources, expected):
+    srcs = [{"source": s, "stage": st, "error": e} for s, st, e in sources]
+    got = []
+    for a in actions("t", None, [], status, srcs)[1:]:
+        kind = a.dag_id.removeprefix("shardflow_").removesuffix("_task")
+        got.append((kind, a.conf["action"] if kind == "operate" else a.conf["source"]))
+        assert a.conf["task"] == "t"
+    assert got == expected
