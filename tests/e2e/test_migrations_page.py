@@ -1,6 +1,10 @@
 """The Migrations page in a real browser (Debian's Chromium driven by Playwright) against
 `airflow standalone`, on a sharded task that really runs (Spark full load, binlog sync):
 
+- the sources are registered and the task added and started only through Airflow's REST API,
+  as the trigger form does: the operations DAGs with Params, the sources' passwords in Airflow
+  Connections; a task file with a password in the clear is refused, naming the field;
+- pause and resume through shardflow_operate_task;
 - log in through Airflow's own login form and open the page from Airflow's nav (/plugin/migrations);
 - the task is there, synced, with both sources, their lag and recent windows;
 - corrupt one downstream row and delete another: the *scheduled* validation (cron every
@@ -27,7 +31,7 @@ from dm_core.validate.result import from_dict
 
 from ..integration.helpers import drop_schemas, make_shards, shard_task_yaml
 from ..integration.shard_helpers import run as _run
-from .test_migration_through_airflow import _api, _source_file, _wait_for, airflow, dmctl  # noqa: F401 - fixture
+from .test_migration_through_airflow import _api, _wait_for, airflow, dmctl  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +43,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 def _task_file(tmp_path: Path, name: str, stack, sources: dict, prefix: str, tdb: str) -> Path:
     data = yaml.safe_load(shard_task_yaml(name, stack["down"], [(s, i + 1) for i, s in enumerate(sources)], prefix, tdb))
+    data["target-database"]["password"] = "${SHARDFLOW_STACK_PASSWORD}"   # the Airflow workers' environment has it
     data["validators"] = {"every-minute": {"mode": "full", "schedule": "* * * * *", "row-error-delay": "3m",
                                            "check-interval": "2s"}}
     for inst in data["mysql-instances"]:
@@ -46,6 +51,33 @@ def _task_file(tmp_path: Path, name: str, stack, sources: dict, prefix: str, tdb
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(data, sort_keys=False))
     return p
+
+
+def _run_dag(api, dag_id: str, conf: dict, timeout: float = 600) -> tuple[str, str]:
+    """Trigger ``dag_id`` with ``conf`` (what the UI's trigger form posts) and wait for the run:
+    (its state, its one task's log)."""
+    run_id = api.trigger(dag_id, conf)["dag_run_id"]
+    run = _wait_for(lambda: (r := api.run(dag_id, run_id)) and r["state"] in ("success", "failed") and r, timeout,
+                    f"the {dag_id} run")
+    from urllib.parse import quote
+
+    tis = api.task_instances(dag_id, run_id)
+    log = api._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/"
+                           f"{tis[0]['task_id']}/logs/{max(1, tis[0].get('try_number') or 1)}?full_content=true")
+    return run["state"], json.dumps(log)
+
+
+def _register_through_airflow(api, sources: dict) -> None:
+    """Each source's password in an Airflow Connection, the source file without it, the
+    register DAG run."""
+    for sid, ep in sources.items():
+        api._call("DELETE", f"/api/v2/connections/{sid}")
+        api._call("POST", "/api/v2/connections", {"connection_id": sid, "conn_type": "mysql", "host": ep.host,
+                                                   "port": ep.port, "login": ep.user, "password": ep.password})
+        text = yaml.safe_dump({"source-id": sid, "enable-gtid": False, "from": {"host": ep.host, "port": ep.port}})
+        state, log = _run_dag(api, "shardflow_register_source", {"source_yaml": text, "password_connection": sid})
+        assert state == "success" and f"source {sid}: created ({ep.user}@{ep.host}:{ep.port})" in log, log[-3000:]
+        assert ep.password not in log
 
 
 class Browser:
@@ -101,7 +133,6 @@ def test_migrations_page_shows_the_task_and_the_scheduled_validation_names_damag
     make_shards(stack["up2"], schemas[:1], ["t_1", "t_2"], rows=200)
     sources = {f"pa-{uniq}": stack["up1"], f"pb-{uniq}": stack["up2"]}
     e1, e2 = list(sources)
-    files = [_source_file(tmp_path, sid, ep) for sid, ep in sources.items()]
     task_file = _task_file(tmp_path, name, stack, sources, prefix, tdb)
     installed = ROOT / "config" / "tasks" / f"{name}.yaml"
     api = _api(stack)
@@ -111,15 +142,31 @@ def test_migrations_page_shows_the_task_and_the_scheduled_validation_names_damag
     pw = sync_playwright().start()
     browser = None
     try:
-        dmctl(stack, "operate-source", "create", *files)
-        dmctl(stack, "start-task", str(task_file), "--remove-meta")
+        _register_through_airflow(api, sources)
+        # a task file whose target password is readable in the run's conf is refused, naming the field
+        clear = yaml.safe_load(task_file.read_text())
+        clear["target-database"]["password"] = stack["down"].password
+        state, log = _run_dag(api, "shardflow_add_task", {"task_yaml": yaml.safe_dump(clear), "start": True})
+        assert state == "failed" and "target-database.password is in the clear" in log, log[-3000:]
+        assert stack["down"].password not in log and not installed.exists()
+        state, log = _run_dag(api, "shardflow_add_task", {"task_yaml": task_file.read_text(), "start": True,
+                                                          "remove_meta": True})
+        assert state == "success" and f"task {name}: started" in log, log[-3000:]
         api.set_paused(validate_dag, True)      # spare the CPU until there is something to validate
-        r = dmctl(stack, "query-status", name, "--wait-synced", "900", check=False)
-        assert r.returncode == 0, r.stdout + r.stderr
 
         browser = Browser(pw, stack["env"]["SHARDFLOW_AIRFLOW_URL"], password)
         text = browser.section(name, lambda t: "synced" in t and e1 in t and e2 in t and "phase: sync" in t,
-                               "the task synced with both sources")
+                               "the task synced with both sources", timeout=900)
+        # pause and resume from the operations DAG: the page's buttons trigger the same
+        assert "Pause" in text and "Stop" in text
+        from dm_core.state import StateStore
+
+        for action, status in (("pause", "paused"), ("resume", "running")):
+            state, log = _run_dag(api, "shardflow_operate_task", {"task": name, "action": action, "sources": []})
+            assert state == "success", log[-3000:]
+            with StateStore(stack["state_dsn"]) as store:
+                assert store.task_info(name)["status"] == status
+        browser.section(name, lambda t: "synced" in t and "Pause" in t, "the task synced again after resume")
         for sid in (e1, e2):
             row = browser.frame().inner_text(f"section[data-task='{name}'] tr[data-source='{sid}']")
             lag = browser.frame().inner_text(f"section[data-task='{name}'] tr[data-source='{sid}'] td.lag")
@@ -185,7 +232,7 @@ def test_migrations_page_shows_the_task_and_the_scheduled_validation_names_damag
         browser.page.screenshot(path=str(SHOT), type="jpeg", quality=60)
 
         # its Unlock button triggers the unlock DAG, which releases the lock
-        button = f"section[data-task='{name}'] button.danger"
+        button = f"section[data-task='{name}'] button.danger[data-dag='dm_{name}_shard_ddl_unlock']"
         browser.frame().click(button)                       # asks for a second click
         assert "Click again" in browser.frame().inner_text(button)
         browser.frame().click(button)
@@ -197,6 +244,20 @@ def test_migrations_page_shows_the_task_and_the_scheduled_validation_names_damag
         browser.section(name, lambda t: "late_col" not in t.split("Shard DDL locks", 1)[-1].split("Last validation")[0]
                         or "none" in t.split("Shard DDL locks", 1)[-1].split("Last validation")[0],
                         "the lock gone after the unlock", timeout=300)
+
+        # its Stop button stops the task through shardflow_operate_task; then the page offers Start
+        stop = f"section[data-task='{name}'] button[data-dag='shardflow_operate_task'][data-conf*='stop']"
+        browser.frame().click(stop)
+        browser.frame().click(stop)
+        browser.frame().wait_for_selector("#msg .ok:has-text('shardflow_operate_task')", timeout=120_000)
+        run = _wait_for(lambda: next((r for r in api.runs("shardflow_operate_task", 3)
+                                      if r.get("conf", {}).get("action") == "stop" and r["conf"].get("task") == name
+                                      and r.get("state") in ("success", "failed")), None), 300, "the stop run")
+        assert run["state"] == "success"
+        with StateStore(stack["state_dsn"]) as store:
+            assert store.task_info(name)["status"] == "stopped"
+        assert not api.active_runs(f"dm_{name}_incremental")
+        browser.section(name, lambda t: "Start" in t and "phase: stopped" in t, "the task stopped, with Start")
     finally:
         if browser is not None:
             browser.close()
@@ -205,8 +266,10 @@ def test_migrations_page_shows_the_task_and_the_scheduled_validation_names_damag
             api.set_paused(validate_dag, True)
         except Exception:
             pass
-        dmctl(stack, "stop-task", name, check=False)
+        dmctl(stack, "stop-task", name, check=False)     # if the test failed before its own stop
         installed.unlink(missing_ok=True)
+        for sid in sources:
+            api._call("DELETE", f"/api/v2/connections/{sid}")
         drop_schemas(stack["up1"], schemas)
         drop_schemas(stack["up2"], schemas)
         drop_schemas(stack["down"], [tdb])
