@@ -70,6 +70,10 @@ class ErrorCode(enum.Enum):
     DML_REJECTED = (50011, "sync", True, "The downstream rejected the transaction for good (the error names why): fix the downstream table or data, then `dmctl resume-task TASK -s SOURCE`; or `dmctl binlog skip TASK -s SOURCE` to drop the transaction, or `dmctl binlog replace TASK -s SOURCE \"SQL\"` to run other SQL in its place.")
     SYNC_RETRIES_EXHAUSTED = (50012, "sync", True, "A transient error did not go away within the retries: fix what it names (server down, network, locks), then `dmctl resume-task TASK -s SOURCE`.")
     SYNC_FAILED = (50013, "sync", True, "An unexpected error stopped the source (a shardflow bug or an unforeseen server answer): read the task log, then `dmctl resume-task TASK -s SOURCE`; report it if it comes back.")
+    RESYNC_BUSY = (70001, "resync", False, "Another re-sync of the task is running: wait for it (dm_<task>_resync in Airflow), then trigger again.")
+    RESYNC_HOLD_TIMEOUT = (70002, "resync", False, "A source did not hold its sync in time: read its sync task log in dm_<task>_incremental, then trigger the re-sync again.")
+    RESYNC_INVALID = (70003, "resync", True, "Name target tables of the task as schema.table (the validation result lists them), or choose what=last_validation.")
+    RESYNC_LOST_HOLD = (70004, "resync", False, "The re-sync lost its hold on the sync (it stalled past the lease): rows it rewrote are replayed in safe mode; trigger it again to finish.")
     AIRFLOW_API = (60001, "airflow", False, "Check that Airflow is up (`make airflow-up`) and SHARDFLOW_AIRFLOW_URL / credentials are right.")
 
     def __init__(self, number: int, klass: str, terminal: bool, workaround: str):

@@ -47,7 +47,7 @@ TRANSIENT_RETRIES = 8
 
 @dataclass
 class StepOutcome:
-    """What one step did: ``state`` is sync | caught_up | paused | waiting | fenced | stopped |
+    """What one step did: ``state`` is sync | caught_up | paused | waiting | fenced | held | stopped |
     another task state (a gate's reason), ``messages`` the lines the task log should show."""
 
     state: str
@@ -97,7 +97,34 @@ class SyncSession:
             out = StepOutcome(gate.state)
             out.say(logging.INFO, f"source {sid} waits: {gate.reason}")
             return self._rest(out)
+        held = self._held()
+        if held is not None:
+            return self._rest(held)
         return self._sync()
+
+    def _held(self) -> StepOutcome | None:
+        """A re-sync holds the task (dm_core/resync/hold.py): between two windows, say at which
+        checkpoint this source stands and apply nothing until the hold ends. A hold whose
+        lease ran out (its re-sync died) is broken here and the source goes on."""
+        from dm_core.resync import hold
+
+        name, sid = self.task.name, self.source_id
+        h = hold.active(self.store, name)
+        if h is None:
+            return None
+        if h.expired:
+            if hold.break_expired(self.store, name, h.run_id):
+                log.warning("source %s: re-sync run %s stopped renewing its hold; sync resumes in safe mode",
+                            sid, h.run_id)
+            return None
+        st = self.store.source_state(name, sid)
+        at = f"({st['binlog_file']}, {st['binlog_pos']})" if st.get("binlog_file") else "no checkpoint"
+        if sid not in h.acks:
+            hold.ack(self.store, name, h.run_id, sid, at)
+        out = StepOutcome("held")
+        out.say(logging.INFO, f"source {sid} holds at its checkpoint {at} while re-sync run {h.run_id} rewrites "
+                              "rows downstream; it resumes, in safe mode over the rewritten rows, when the re-sync ends")
+        return out
 
     def _sync(self) -> StepOutcome:
         from dm_core.sync.syncer import Syncer

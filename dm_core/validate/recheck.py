@@ -132,7 +132,7 @@ def recheck(plan, diffs: list[Diff], up_conns: dict, down_conn, waiter: SyncWait
     return Outcome(confirmed, resolved, [pending[k] for k in pending])
 
 
-def _pred(cols: list[str], values: list[tuple]) -> tuple[str, list]:
+def key_predicate(cols: list[str], values: list[tuple]) -> tuple[str, list]:
     """WHERE text + parameters selecting rows whose ``cols`` equal one of ``values``."""
     if len(cols) == 1 and all(v[0] is not None for v in values):
         return f"{qi(cols[0])} IN ({', '.join(['%s'] * len(values))})", [v[0] for v in values]
@@ -140,12 +140,12 @@ def _pred(cols: list[str], values: list[tuple]) -> tuple[str, list]:
     return " OR ".join([one] * len(values)), [x for v in values for x in v]
 
 
-def _select(conn, schema: str, table: str, columns: list[str], cols: list[str], values: list[tuple],
+def select_by_key(conn, schema: str, table: str, columns: list[str], cols: list[str], values: list[tuple],
             batch: int) -> list[tuple]:
     out = []
     uniq = list(dict.fromkeys(values))
     for i in range(0, len(uniq), max(1, batch)):
-        where, params = _pred(cols, uniq[i:i + batch])
+        where, params = key_predicate(cols, uniq[i:i + batch])
         with conn.cursor() as cur:
             cur.execute(f"SELECT {', '.join(qi(c) for c in columns)} FROM {qt(schema, table)} WHERE {where}", params)
             out += list(cur.fetchall())
@@ -157,7 +157,7 @@ def read_downstream(plan, diffs: list[Diff], conn, batch: int) -> dict[tuple, li
         return {}
     values = [(d.up or d.down).raw_key for d in diffs]
     out: dict[tuple, list[Record]] = {}
-    for raw in _select(conn, plan.schema, plan.table, plan.columns, plan.key, values, batch):
+    for raw in select_by_key(conn, plan.schema, plan.table, plan.columns, plan.key, values, batch):
         r = plan.down_maker.record(raw)
         out.setdefault(r.key, []).append(r)
     return out
@@ -181,7 +181,7 @@ def read_upstream(plan, diffs: list[Diff], up_conns: dict, batch: int) -> dict[t
             continue
         cols, values = wanted[shard.origin]
         st = shard.table
-        for raw in _select(up_conns[st.source_id], st.schema, st.table, st.columns, cols, values, batch):
+        for raw in select_by_key(up_conns[st.source_id], st.schema, st.table, st.columns, cols, values, batch):
             r = shard.maker.record(raw)
             out.setdefault(r.key, []).append(r)
     return out

@@ -102,6 +102,11 @@ class Shaper:
                 self._pick.append((2, self.defaults.get(c)))
         self._ext = tuple(self.extract.values())
 
+    def supplied(self) -> list[int]:
+        """Positions of the target columns this shard has a value for (its own or an extract
+        column); the others take the downstream's default when its rows are written."""
+        return [i for i, (kind, _) in enumerate(self._pick) if kind != 2]
+
     def shape(self, raw: tuple) -> tuple:
         mapped = self.mapping.map_row(list(raw)) if self.mapping is not None else raw
         out = []
