@@ -53,12 +53,18 @@ def synced(sources: list[dict]) -> bool:
                                  and s["lag_seconds"] <= SYNCED_LAG_SECONDS for s in sources)
 
 
-def actions(name: str, shard_mode: str | None, locks: list[dict], status: str = "", sources: list[dict] = ()) \
-        -> list[Action]:
-    """The buttons of a task: validate now; pause / resume / stop / start by the task's status
-    (the operations DAG shardflow_operate_task); skip the statement a source is paused on
-    (shardflow_handle_error); per active shard DDL lock, unlock it."""
+def actions(name: str, shard_mode: str | None, locks: list[dict], status: str = "", sources: list[dict] = (),
+            validation: str = "") -> list[Action]:
+    """The buttons of a task: validate now; re-sync what the last validation found when it
+    found differences (``validation``: its status); pause / resume / stop / start by the task's
+    status (the operations DAG shardflow_operate_task); skip the statement a source is paused
+    on (shardflow_handle_error); per active shard DDL lock, unlock it."""
     out = [Action("Validate now", f"dm_{name}_validate", {}, f"Run a validation of task {name} on Spark now?")]
+    if validation in ("different", "pending") and status != "stopped":
+        out.append(Action("Re-sync what validation found", f"dm_{name}_resync",
+                          {"what": "last_validation", "tables": [], "validation_run": ""},
+                          f"Rewrite the rows the last validation of task {name} named from the upstream shards? Sync "
+                          "holds at its checkpoint while they are written, then resumes in safe mode."))
     op = "shardflow_operate_task"
 
     def lifecycle(action: str, label: str, confirm: str, kind: str = "normal") -> Action:
@@ -129,4 +135,5 @@ def task_overview(store, name: str, runs: dict) -> dict:
             "phase": phase(status, runs, sources), "synced": synced(sources), "runs": runs,
             "sources": sources, "windows": store.windows(name), "locks": locks, "validation": last,
             "validation_running": running,
-            "actions": [asdict(a) for a in actions(name, shard_mode, locks, status, sources)]}
+            "actions": [asdict(a) for a in actions(name, shard_mode, locks, status, sources,
+                                                   last["status"] if last else "")]}

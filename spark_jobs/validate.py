@@ -48,6 +48,8 @@ def _parse_arguments(argv=None):
     p.add_argument("--task", required=True, help="task name (its file is registered in the state store)")
     p.add_argument("--run-id", required=True, help="id the result is stored under (the DAG run id)")
     p.add_argument("--mode", choices=("full", "fast", ""), default="", help="override the task file's mode")
+    p.add_argument("--tables", default="", help="only these target tables (schema.table, comma separated): the "
+                   "re-sync's comparison; empty: every table of the task")
     p.add_argument("--chunk-rows", type=int, default=int(os.environ.get("SHARDFLOW_VALIDATE_CHUNK_ROWS", 200_000)),
                    help="rows per key chunk read by one Spark task")
     return p.parse_args(argv)
@@ -182,6 +184,12 @@ def _run(args) -> int:
         down = connect(target_endpoint(task), downstream=True)
         try:
             plans = plan_task(task, conns, down, mode=mode)
+            only = [t.strip() for t in args.tables.split(",") if t.strip()]
+            if only:
+                unknown = sorted(set(only) - {p.name for p in plans})
+                if unknown:
+                    raise ValueError(f"--tables: {', '.join(unknown)} not a target table of task {task.name}")
+                plans = [p for p in plans if p.name in only]
         finally:
             for c in [*conns.values(), down]:
                 c.close()

@@ -41,13 +41,15 @@ def end_runs(api, name: str, note: str) -> list[str]:
 def stop_validation(api, name: str, note: str) -> list[str]:
     """Pause the task's scheduled validation DAG and end its active runs: a stopped task's
     downstream no longer follows the upstream, so a validation would report drift that is only
-    the stop. start-task unpauses it."""
+    the stop. start-task unpauses it. A re-sync run ends too (its hold then lapses:
+    dm_core/resync/hold.py)."""
     dag = lc.dag_id(name, "validate")
     api.set_paused(dag, True)  # a task file without it (404) is fine
     ended = []
-    for run in api.active_runs(dag):
-        api.end_run(dag, run["dag_run_id"], "failed", note)
-        ended.append(f"{dag} run {run['dag_run_id']} ({run['state']} → failed)")
+    for d in (dag, lc.dag_id(name, "resync")):
+        for run in api.active_runs(d):
+            api.end_run(d, run["dag_run_id"], "failed", note)
+            ended.append(f"{d} run {run['dag_run_id']} ({run['state']} → failed)")
     return [f"{dag} paused"] + ended
 
 
@@ -245,10 +247,11 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         if only:
             store.request_sources(task.name, [s for s in all_ids if s not in only], lc.STOPPED, all_sources=all_ids)
         resume = lc.resume_point(task, store.all_source_states(task.name))
-    ids = {p: lc.dag_id(task.name, p) for p in ("precheck", "full", "incremental", "shard_ddl_unlock", "validate")}
+    ids = {p: lc.dag_id(task.name, p) for p in ("precheck", "full", "incremental", "shard_ddl_unlock", "validate",
+                                                 "resync")}
     wanted = [ids["precheck"]] + ([ids["full"]] if task.task_mode != "incremental" else []) \
         + ([ids["incremental"]] if task.task_mode in ("all", "incremental") else []) \
-        + ([ids["shard_ddl_unlock"]] if task.shard_mode else []) + [ids["validate"]]
+        + ([ids["shard_ddl_unlock"]] if task.shard_mode else []) + [ids["validate"], ids["resync"]]
     missing = _wait_dags(api, wanted, a.wait_dags)
     if missing:
         errs = [e for e in api.import_errors() if task.name in e.get("stack_trace", "")]

@@ -140,7 +140,7 @@ KEYS: dict[tuple[str, str], Key] = {
     # the settings of the scheduled validation DAG dm_<task>_validate (README: "Scheduled validation")
     **{("ValidatorConfig", k): Key(WORKS) for k in (
         "mode", "worker-count", "check-interval", "row-error-delay", "meta-flush-interval", "batch-query-size",
-        "max-pending-row-size", "max-pending-row-count", "start-time", "schedule")},
+        "max-pending-row-size", "max-pending-row-count", "start-time", "schedule", "repair")},
     ("ValidatorConfig", "validate-interval"): _warn(
         "is not used: validation compares chunks of tables on a schedule, it does not batch binlog rows"),
     **{("_RawSource", k): v for k, v in {

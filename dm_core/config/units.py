@@ -237,6 +237,7 @@ class ValidatorConfig:
     max_pending_row_count: int = 10000      # differing rows kept (named) per table
     start_time: str = ""                    # no scheduled run before this time
     schedule: str = ""                      # shardflow: cron or preset (@hourly) of dm_<task>_validate
+    repair: bool = False                    # shardflow: a run that finds differences triggers dm_<task>_resync
 
 
 def size_bytes(text: str) -> int:

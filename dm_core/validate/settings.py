@@ -23,6 +23,7 @@ class ValidationSettings:
     enabled: bool = False               # some instance sets mode full/fast
     schedule: str | None = None         # cron / preset of dm_<task>_validate
     start: dt.datetime | None = None    # no scheduled run before this
+    repair: bool = False                # differences found trigger dm_<task>_resync (dm_core/resync)
     worker_count: int = 4               # tables at once
     meta_flush_interval: float = 300.0  # seconds between partial results written to the store
     max_pending_row_count: int = 10000
@@ -40,7 +41,7 @@ def settings_for(task) -> ValidationSettings:
     return ValidationSettings(
         mode=v.mode if chosen else "full", enabled=chosen is not None,
         schedule=(v.schedule or None) if chosen else None,
-        start=start_time(v.start_time) if v.start_time else None,
+        start=start_time(v.start_time) if v.start_time else None, repair=bool(v.repair) if chosen else False,
         worker_count=v.worker_count, meta_flush_interval=v.meta_flush_interval,
         max_pending_row_count=v.max_pending_row_count, max_pending_row_size=size_bytes(v.max_pending_row_size),
         recheck=Settings(row_error_delay=v.row_error_delay, check_interval=v.check_interval,

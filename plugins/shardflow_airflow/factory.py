@@ -10,7 +10,11 @@
                            (shard-mode only) resolve a stuck lock from the UI: Params
                            lock_id, owner, action, force_remove (= `dmctl shard-ddl-lock unlock`)
     dm_<task>_validate     Spark validation ─▶ publish (log, XCom, Variable); scheduled by the
-                           task file's validators (`schedule`, `start-time`), Param `mode`
+                           task file's validators (`schedule`, `start-time`), Param `mode`;
+                           with `repair: true`, differences trigger dm_<task>_resync
+    dm_<task>_resync       choose ─▶ (Spark comparison of named tables) ─▶ repair under the sync
+                           hold (dm_core/resync) ─▶ trigger the validation again; Params what,
+                           tables, validation_run
 
 Triggering the precheck DAG runs the whole migration in order; each DAG can also be
 triggered alone (conf {"chain": false} stops the chain after that phase). dmctl start-task
@@ -51,7 +55,7 @@ def task_names() -> list[str]:
 def dag_ids(name: str) -> dict[str, str]:
     from dm_core.state.lifecycle import dag_id
 
-    return {p: dag_id(name, p) for p in ("precheck", "full", "incremental", "shard_ddl_unlock", "validate")}
+    return {p: dag_id(name, p) for p in ("precheck", "full", "incremental", "shard_ddl_unlock", "validate", "resync")}
 
 
 def build_dags(task_file: Path) -> dict:
@@ -130,11 +134,12 @@ def build_dags(task_file: Path) -> dict:
             ShardDDLUnlockOperator(task_id="unlock", lock_id="{{ params.lock_id }}", lock_owner="{{ params.owner }}",
                                    action="{{ params.action }}", force_remove="{{ params.force_remove }}")
         dags[ids["shard_ddl_unlock"]] = d
-    dags[ids["validate"]] = _validate_dag(task, ids["validate"], common)
+    dags[ids["validate"]] = _validate_dag(task, ids["validate"], common, ids["resync"])
+    dags[ids["resync"]] = _resync_dag(task, path, ids["resync"], common, ids["validate"])
     return dags
 
 
-def _validate_dag(task, dag_id: str, common: dict):
+def _validate_dag(task, dag_id: str, common: dict, resync_id: str):
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.sdk import DAG, Param
 
@@ -157,7 +162,71 @@ def _validate_dag(task, dag_id: str, common: dict):
             conf=runtime.submit_conf(sys.executable),
             retries=2, retry_delay=datetime.timedelta(seconds=30),   # a rerun overwrites the run's result
         )
-        spark >> ValidationPublishOperator(task_id="publish", task_name=task.name, run_id="{{ run_id }}", retries=0)
+        publish = ValidationPublishOperator(task_id="publish", task_name=task.name, run_id="{{ run_id }}", retries=0)
+        spark >> publish
+        if vs.repair:
+            publish >> _repair_trigger(task.name, resync_id)
+    return d
+
+
+def _repair_trigger(task_name: str, resync_id: str):
+    """``repair: true``: a run that found differences (publish failed on them) triggers the
+    re-sync of what it found -- unless the run is the check after a re-sync, so a difference
+    the re-sync cannot mend does not loop."""
+    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+    from airflow.sdk import get_current_context
+    from airflow.sdk import task as task_decorator
+
+    @task_decorator.short_circuit(task_id="repair_if_different", trigger_rule="all_done",
+                                  ignore_downstream_trigger_rules=False)
+    def repair_if_different() -> bool:
+        ctx = get_current_context()
+        if (ctx["dag_run"].conf or {}).get("after_repair"):
+            print("this run checks a re-sync: no automatic re-sync after it")
+            return False
+        with runtime.open_store() as store:
+            got = store.validation(task_name, ctx["run_id"]) or {}
+        print(f"validation {ctx['run_id']}: {got.get('status', 'no result')}")
+        return got.get("status") in ("different", "pending") and bool(got.get("finished_at"))
+
+    gate = repair_if_different()
+    gate >> TriggerDagRunOperator(task_id="trigger_resync", trigger_dag_id=resync_id, wait_for_completion=False,
+                                  conf={"what": "last_validation", "tables": [], "validation_run": "{{ run_id }}"})
+    return gate
+
+
+def _resync_dag(task, path: str, dag_id: str, common: dict, validate_id: str):
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+    from airflow.sdk import DAG, Param
+
+    from shardflow_airflow.resync import ResyncChooseOperator, ResyncRepairOperator
+
+    with DAG(dag_id, description=f"re-sync rows of DM task {task.name} from the upstream union while sync runs",
+             params={
+                 "what": Param("last_validation", enum=["last_validation", "tables"],
+                               description="last_validation: rewrite the rows the newest finished validation named "
+                                           "(tables it could not name in full are compared again first); tables: "
+                                           "compare the tables below on Spark, then rewrite the rows that differ"),
+                 "tables": Param([], type="array", items={"type": "string"},
+                                 description="with what=tables: target tables, as schema.table"),
+                 "validation_run": Param("", type="string",
+                                         description="with what=last_validation: this validation run instead of "
+                                                     "the newest"),
+             }, **dict(common, schedule=None)) as d:
+        choose = ResyncChooseOperator(task_id="choose", task_file=path)
+        compare = SparkSubmitOperator(
+            task_id="spark_compare", application=str(runtime.PROJECT_ROOT / "spark_jobs" / "validate.py"),
+            application_args=["--task", task.name, "--run-id", "{{ run_id }}", "--mode", "full", "--tables",
+                              "{{ (ti.xcom_pull(task_ids='choose', key='choice') or {}).get('compare', []) | join(',') }}"],
+            conn_id="spark_default", spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
+            name=f"shardflow-resync-compare-{task.name}", conf=runtime.submit_conf(sys.executable),
+        )
+        repair = ResyncRepairOperator(task_id="repair", task_file=path, trigger_rule="none_failed_min_one_success")
+        again = TriggerDagRunOperator(task_id="validate_again", trigger_dag_id=validate_id, wait_for_completion=False,
+                                      conf={"after_repair": True})
+        choose >> [compare, repair]
+        compare >> repair >> again
     return d
 
 

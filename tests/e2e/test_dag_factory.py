@@ -55,14 +55,19 @@ def test_valid_and_broken_task_files(tmp_path):
             route-rules: [no-such-route]
         """))
     out = _parse(tasks, tmp_path)
-    assert out["dags"] == ["dm_demo_full", "dm_demo_incremental", "dm_demo_precheck", "dm_demo_shard_ddl_unlock",
-                           "dm_demo_validate", "shardflow_add_task", "shardflow_handle_error", "shardflow_operate_task",
+    assert out["dags"] == ["dm_demo_full", "dm_demo_incremental", "dm_demo_precheck", "dm_demo_resync",
+                           "dm_demo_shard_ddl_unlock", "dm_demo_validate", "shardflow_add_task", "shardflow_handle_error", "shardflow_operate_task",
                            "shardflow_register_source"]
     # the operations DAGs' forms offer the tasks that load (a broken file's is not among them)
     operate = out["params"]["shardflow_operate_task"]
     assert operate["task"]["examples"] == ["demo"] and operate["action"]["enum"] == ["start", "pause", "resume", "stop"]
     assert set(out["params"]["shardflow_register_source"]) == {"source_yaml", "password_connection"}
     assert out["tasks"]["dm_demo_validate"] == ["publish", "spark_validate"]
+    # the re-sync: what to rewrite from Params, a Spark comparison only when tables are named
+    assert out["tasks"]["dm_demo_resync"] == ["choose", "repair", "spark_compare", "validate_again"]
+    resync = out["params"]["dm_demo_resync"]
+    assert resync["what"]["enum"] == ["last_validation", "tables"] and resync["tables"]["type"] == "array"
+    assert out["schedules"]["dm_demo_resync"] is None
     assert out["tasks"]["dm_demo_incremental"] == ["coordinate_shard_ddl", "sync_mysql_replica_01",
                                                    "sync_mysql_replica_02"]
     assert out["tasks"]["dm_demo_shard_ddl_unlock"] == ["unlock"]
@@ -100,7 +105,7 @@ def test_validators_schedule_the_validate_dag(tmp_path):
     data = yaml.safe_load((ROOT / "config" / "demo" / "task.yaml").read_text())
     data["name"] = "sched"
     data["validators"] = {"every-15": {"mode": "fast", "schedule": "*/15 * * * *", "start-time": "2030-01-02 03:04:05",
-                                       "row-error-delay": "2m"}}
+                                       "row-error-delay": "2m", "repair": True}}
     for inst in data["mysql-instances"]:
         inst["continuous-validator-config-name"] = "every-15"
     (tasks / "sched.yaml").write_text(yaml.safe_dump(data))
@@ -114,4 +119,7 @@ def test_validators_schedule_the_validate_dag(tmp_path):
     assert out["schedules"]["dm_sched_validate"] == "*/15 * * * *"
     assert out["starts"]["dm_sched_validate"].startswith("2030-01-02")
     assert out["schedules"]["dm_plain_validate"] is None
+    # repair: true -- differences found trigger the re-sync; without it the validation only reports
+    assert out["tasks"]["dm_sched_validate"] == ["publish", "repair_if_different", "spark_validate", "trigger_resync"]
+    assert out["tasks"]["dm_plain_validate"] == ["publish", "spark_validate"]
     assert out["schedules"]["dm_demo_validate"] in ("@hourly", "0 * * * *")

@@ -10,6 +10,8 @@
 - corrupt one downstream row and delete another: the *scheduled* validation (cron every
   minute, from the task file's validators block) names both keys -- in the state store, the
   Variable, `dmctl validation status` and on the page;
+- `repair: true`: that run triggers dm_<task>_resync, which rewrites both rows while sync runs
+  (both sources held, then resumed), and the validation after it is EQUAL;
 - a shard DDL lock waiting for the second source shows who is waited for; its Unlock button
   triggers the unlock DAG, which releases it.
 
@@ -45,7 +47,7 @@ def _task_file(tmp_path: Path, name: str, stack, sources: dict, prefix: str, tdb
     data = yaml.safe_load(shard_task_yaml(name, stack["down"], [(s, i + 1) for i, s in enumerate(sources)], prefix, tdb))
     data["target-database"]["password"] = "${SHARDFLOW_STACK_PASSWORD}"   # the Airflow workers' environment has it
     data["validators"] = {"every-minute": {"mode": "full", "schedule": "* * * * *", "row-error-delay": "3m",
-                                           "check-interval": "2s"}}
+                                           "check-interval": "2s", "repair": True}}
     for inst in data["mysql-instances"]:
         inst["continuous-validator-config-name"] = "every-minute"
     p = tmp_path / f"{name}.yaml"
@@ -218,6 +220,36 @@ def test_migrations_page_shows_the_task_and_the_scheduled_validation_names_damag
 
         text = browser.section(name, lambda t: "DIFFERENT" in t and f"id={bad}" in t, "the validation result")
         assert f"id={gone}" in text and "changed" in text and "missing" in text
+        assert browser.frame().query_selector(f"section[data-task='{name}'] button[data-dag='dm_{name}_resync']"), \
+            "the page offers the re-sync of what the validation found"
+
+        # repair: true -- that validation run triggered dm_<task>_resync, which rewrote both rows from the
+        # shards while sync ran, then asked for a validation again: EQUAL
+        resync_dag = f"dm_{name}_resync"
+        rs = _wait_for(lambda: next((r for r in api.runs(resync_dag, 3) if r.get("state") in ("success", "failed")
+                                     and r.get("conf", {}).get("validation_run") == run["dag_run_id"]), None),
+                       600, "the re-sync run the validation triggered")
+        assert rs["state"] == "success", rs
+        repaired = json.loads(api.variable(f"shardflow_{name}_resync"))
+        assert repaired["ok"] and [(x["target"], x["keys"], x["written"]) for x in repaired["tables"]] == \
+            [(f"{tdb}.t", 2, 2)], repaired
+        assert set(repaired["held"]) == {e1, e2}, repaired      # both sources held while rows were rewritten
+        repaired_at = time.time()
+        api.set_paused(validate_dag, False)
+
+        def equal_after_repair():
+            from dm_core.state import StateStore
+
+            for r in api.runs(validate_dag, 5):
+                with StateStore(stack["state_dsn"]) as store:
+                    got = store.validation(name, r["dag_run_id"])
+                if got and got.get("finished_at") and _ts(got["started_at"]) > repaired_at:
+                    return from_dict(got)
+            return None
+        again = _wait_for(equal_after_repair, 600, "a validation run after the re-sync")
+        api.set_paused(validate_dag, True)
+        assert again.status == "equal", again.to_dict()["summary"]
+        browser.section(name, lambda t: "EQUAL" in t, "the validation EQUAL after the re-sync")
 
         # a shard DDL lock the second source holds up: the page says who is waited for
         for s in schemas:

@@ -276,3 +276,20 @@ def test_lifecycle_actions_follow_the_task_status(status, sources, expected):
         got.append((kind, a.conf["action"] if kind == "operate" else a.conf["source"]))
         assert a.conf["task"] == "t"
     assert got == expected
+
+
+RESYNC_OFFERED = [  # last validation's status, task status -> is "Re-sync what validation found" offered
+    ("different", "running", True),
+    ("pending", "paused", True),
+    ("equal", "running", False),
+    ("", "running", False),
+    ("different", "stopped", False),    # a stopped task's drift is the stop itself
+]
+
+
+@pytest.mark.parametrize("validation, status, offered", RESYNC_OFFERED)
+def test_resync_button_follows_the_last_validation(validation, status, offered):
+    acts = [a for a in actions("t", None, [], status, [], validation) if a.dag_id == "dm_t_resync"]
+    assert bool(acts) == offered
+    if acts:
+        assert acts[0].conf == {"what": "last_validation", "tables": [], "validation_run": ""}

@@ -22,7 +22,7 @@ from pathlib import Path
 from fastapi import Request  # at module level: FastAPI resolves the (string) annotations here
 
 TEMPLATES = Path(__file__).with_name("templates")
-KINDS = ("precheck", "full", "incremental", "validate")
+KINDS = ("precheck", "full", "incremental", "validate", "resync")
 
 
 def _api(request, token: str):
