@@ -57,3 +57,29 @@ def test_spark_job_names_a_corrupted_and_a_deleted_row_in_chunks(merged):
     # the in-process engine agrees
     mine = validate_task(merged.task, merged.store).tables[0]
     assert sorted((d.kind, d.key["id"]) for d in mine.differences) == sorted((d.kind, d.key["id"]) for d in t.differences)
+
+
+def test_resync_of_named_tables_compares_them_on_spark_then_rewrites_what_differs(merged):
+    """dm_<task>_resync with what=tables: spark_compare (the validation job, those tables
+    only), then repair of the rows it named; the next comparison is EQUAL."""
+    from dm_core.resync.choose import keys_of
+    from dm_core.resync.run import run_resync
+
+    target = f"{merged.tdb}.t"
+    r = submit(merged.name, "bad-tables", "--tables", "nope.t")
+    assert r.returncode == 1
+    assert "--tables: nope.t not a target table" in merged.store.validation(merged.name, "bad-tables")["error"]
+
+    rows = query(merged.down, f"SELECT id FROM `{merged.tdb}`.`t` ORDER BY id")
+    run(merged.down, f"UPDATE `{merged.tdb}`.`t` SET amount = amount + 1 WHERE id IN ({rows[3][0]}, {rows[99][0]})",
+        f"DELETE FROM `{merged.tdb}`.`t` WHERE id = {rows[120][0]}")
+    r = submit(merged.name, "resync-compare", "--tables", target, "--chunk-rows", "15")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    compared = merged.store.validation(merged.name, "resync-compare")
+    keys, again = keys_of(compared, {target})
+    assert again == [] and len(keys[target]) == 3, render(from_dict(compared))
+    res = run_resync(merged.task, merged.store, "resync-run", keys)
+    assert res.ok and res.held == {} and res.tables[0].written == 3, res.render()   # task stopped: no live sync
+    r = submit(merged.name, "after-resync", "--tables", target)
+    assert r.returncode == 0
+    assert from_dict(merged.store.validation(merged.name, "after-resync")).status == "equal"
