@@ -48,7 +48,7 @@ from bench.common import (
     Skipped, Stack, bench_schema, execute, figures, guarded, percentile, query, ratio, settle, work_dir,
 )
 from dm_core.db import Endpoint, connect, master_position, qi, qt
-from dm_core.state.store import Position
+from dm_core.position import Position
 
 log = logging.getLogger("bench.incremental")
 

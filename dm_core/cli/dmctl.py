@@ -216,7 +216,7 @@ def _wait_synced(store, name: str, timeout: float, only: list[str] | None = None
     from dm_core.db import connect, master_position
     from dm_core.sources import source_endpoint
     from dm_core.state import lifecycle
-    from dm_core.state.store import Position
+    from dm_core.position import Position
 
     task, _ = _load_task_from_store(store, name)
     targets = {}

@@ -23,12 +23,12 @@ import logging
 from dataclasses import dataclass, field
 
 from dm_core.full import faults
+from dm_core.position import Position
 from dm_core.shardddl import executor, ops_for
 from dm_core.shardddl.common import EXEC, SKIP, WAIT, fmt_tables
 from dm_core.shardddl.ddl_norm import CREATE, IGNORE, NormalizedDDL
 from dm_core.shardddl.membership import Membership, task_membership
 from dm_core.shardddl.source_group import DONE, RECORDED, REPORT, SourceGroup, SourceShardGroups
-from dm_core.state.store import Position
 
 log = logging.getLogger("shardflow.sync.shard")
 

@@ -15,6 +15,7 @@ import pytest
 
 from dm_core.db import connect, qi
 from dm_core.full import faults
+from dm_core.position import Position
 from dm_core.shardddl import executor, pg
 from dm_core.shardddl.common import DONE, EXEC, EXECUTING, SKIP, WAIT
 from dm_core.shardddl.ddl_norm import normalize
@@ -23,7 +24,7 @@ from dm_core.shardddl.optimism import ops as oops
 from dm_core.shardddl.optimism.info import Info as OInfo
 from dm_core.shardddl.pessimism import ops
 from dm_core.shardddl.pessimism.info import Info
-from dm_core.state import Position, StateStore
+from dm_core.state import StateStore
 
 from ..conftest import ROOT
 

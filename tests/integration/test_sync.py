@@ -7,7 +7,8 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import connect, qt
 from dm_core.full.phase import finish, prepare
-from dm_core.state import Position, StateStore
+from dm_core.position import Position
+from dm_core.state import StateStore
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
 

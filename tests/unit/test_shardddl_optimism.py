@@ -3,11 +3,11 @@ exec order, unlock. Scenarios run on one Lock and with a rows round-trip after e
 
 import pytest
 
+from dm_core.position import Position
 from dm_core.shardddl.common import DONE, EXEC, SKIP, WAIT
 from dm_core.shardddl.ddl_norm import normalize, schema_from_create
 from dm_core.shardddl.errors import ShardDDLConflict, ShardDDLLockError
 from dm_core.shardddl.optimism import Info, Keeper, Lock
-from dm_core.state.store import Position
 
 TASK, TARGET = "task", ("db", "t")
 BASE = schema_from_create("CREATE TABLE t (id INT NOT NULL, name VARCHAR(20) NULL, qty INT NOT NULL DEFAULT 0, "

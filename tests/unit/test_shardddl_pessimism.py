@@ -6,10 +6,10 @@ read back after every call (what ops.py does around each transaction)."""
 
 import pytest
 
+from dm_core.position import Position
 from dm_core.shardddl.common import DONE, EXEC, EXECUTING, SKIP, WAIT
 from dm_core.shardddl.errors import ShardDDLInconsistent, ShardDDLLockError
 from dm_core.shardddl.pessimism import Info, Keeper, Lock
-from dm_core.state.store import Position
 
 TASK, TARGET = "task", ("db", "t")
 A = "ALTER TABLE `db`.`t` ADD COLUMN `a` INT"
