@@ -34,9 +34,9 @@ in effect (dm_core/sync/ddl_replay.py), which also settles a statement left ``ex
 
 from __future__ import annotations
 
+from dm_core import faults
 from dm_core.classify import ddl_error
 from dm_core.db import as_str
-from dm_core.full import faults
 from dm_core.shardddl.common import EXEC, Operation
 from dm_core.shardddl.ddl_norm import normalize, statement_changes
 from dm_core.shardddl.errors import ShardDDLExecUnknown, ShardDDLLockError, ShardDDLUnsupported

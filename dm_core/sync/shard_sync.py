@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from dm_core.full import faults
+from dm_core import faults
 from dm_core.position import Position
 from dm_core.shardddl import executor, ops_for
 from dm_core.shardddl.common import EXEC, SKIP, WAIT, fmt_tables

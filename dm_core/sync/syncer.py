@@ -32,10 +32,10 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from dm_core import faults
 from dm_core.classify import ddl_error
 from dm_core.db import connect, connect_native, master_position, qi
 from dm_core.errors import ErrorCode, ShardflowError
-from dm_core.full import faults
 from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
 from dm_core.sources import replica_server_id, source_endpoint, source_rules, target_endpoint

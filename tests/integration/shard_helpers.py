@@ -11,7 +11,7 @@ source's sync windows in a loop, one JSON line per window on stdout::
     --mode forever  until killed (the random-SIGKILL tests);
 
 and ``resolve TASK_FILE`` runs the coordinator once (``ops.resolve``). Faults come from
-the environment (``SHARDFLOW_FAULTS``, see ``dm_core.full.faults``): a fault point ends
+the environment (``SHARDFLOW_FAULTS``, see ``dm_core.faults``): a fault point ends
 the process with exit code 97.
 """
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dm_core.db import Endpoint, connect, qi, qt
+from dm_core.reset import reset_task
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_EXIT = 97
@@ -164,7 +165,7 @@ def setup_shards(uniq: str, specs: list[SourceSpec], down: Endpoint, tmp_path, *
 
 
 def teardown(setup: ShardSetup) -> None:
-    setup.store.reset_task(setup.name)
+    reset_task(setup.store, setup.name)
     setup.store.close()
     for spec in setup.specs:
         run(spec.ep, *[f"DROP DATABASE IF EXISTS {qi(s)}" for s in spec.schemas])

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
+from dm_core import faults
 from dm_core.db import connect, qi
-from dm_core.full import faults
 from dm_core.position import Position
 from dm_core.shardddl import executor, pg
 from dm_core.shardddl.common import DONE, EXEC, EXECUTING, SKIP, WAIT
