@@ -1,6 +1,7 @@
 """The lock owner's side: run an ``exec`` operation's DDLs downstream exactly once, across
 restarts; and read what the downstream table looks like (for that check, and for an
-optimistic lock's starting schema). Postgres is reached only through the mode's ``ops``.
+optimistic lock's starting schema). Postgres is reached only through the mode's lock
+store (``lock_ops``).
 
 Protocol of ``run_operation`` for statement i of the op (each step durable before the next):
 
@@ -145,7 +146,7 @@ def _replay(conn, sql: str, ddl_replay) -> None:
 def run_operation(store, conn, op: Operation, ops, *, replay: bool = False) -> Operation:
     """Execute ``op`` (an ``exec`` operation of this source) downstream and acknowledge it.
 
-    ``ops`` is ``dm_core.shardddl.pessimism.ops`` or ``dm_core.shardddl.optimism.ops``;
+    ``ops`` is the mode's lock store (``lock_ops.PESSIMISTIC`` or ``lock_ops.OPTIMISTIC``);
     ``conn`` a downstream connection in autocommit mode. Safe to call again after any crash
     with the operation as ``get_operation`` returns it then.
 

@@ -188,7 +188,7 @@ def copy_initial(setup: ShardSetup) -> None:
 
 # ---- syncing in process -------------------------------------------------------------------------
 def active_locks(task, store) -> list[dict]:
-    from dm_core.shardddl import ops_for
+    from dm_core.shardddl.lock_ops import ops_for
 
     if not task.shard_mode:
         return []
@@ -343,7 +343,7 @@ def _main(argv=None) -> int:
     task = parse_task(Path(a.task_file).read_text(), a.task_file)
     store = StateStore()
     if a.cmd == "resolve":
-        from dm_core.shardddl import ops_for
+        from dm_core.shardddl.lock_ops import ops_for
         from dm_core.shardddl.membership import task_membership
 
         out = ops_for(task.shard_mode).resolve(store, task.name, task_membership(task, store).sources_by_target())
