@@ -51,7 +51,7 @@ After each checkpoint commit: ``groups.committed(pos)`` (persist when not ``idle
 Optimistic mode (``ops = lock_ops.OPTIMISTIC``): no groups; for a coordinated
 DDL on table X: flush and barrier, ``op = ops.put_info(store, optimism.Info(task, source,
 n.target, X, (n.sql,), txn.end, tables=<this source's tables of the target>,
-schema_before=executor.read_table_schema(downstream_conn, *n.target)), sources=...)``;
+schema_before=downstream.read_table_schema(downstream_conn, *n.target)), sources=...)``;
 ``exec`` → ``run_operation``; ``skip`` → ``ack_done``; ``wait`` → stop the window at the DDL
 (``conflict`` → pause with ``op.error()``); when done the checkpoint moves past the DDL.
 A CREATE TABLE of a new shard is reported the same way (the lock learns its schema).
@@ -72,6 +72,7 @@ from dm_core.position import Position
 from dm_core.shardddl import executor
 from dm_core.shardddl.common import EXEC, SKIP, WAIT, fmt_tables
 from dm_core.shardddl.ddl_norm import CREATE, IGNORE, NormalizedDDL
+from dm_core.shardddl.downstream import read_table_schema
 from dm_core.shardddl.lock_ops import ops_for
 from dm_core.shardddl.membership import Membership, task_membership
 from dm_core.shardddl.source_group import DONE, RECORDED, REPORT, SourceGroup, SourceShardGroups
@@ -253,7 +254,7 @@ class ShardSync:
         ddls = (n.sql,) if n.action == CREATE else tuple(x.sql for x in n.split())
         mine = tuple(sorted(set(self.membership.tables_of(self.source_id).get(tuple(n.target), [])) | {table}))
         info = Info(self.task.name, self.source_id, tuple(n.target), table, ddls, txn.end, tables=mine,
-                    schema_before=executor.read_table_schema(dconn, *n.target), replay=self._replay)
+                    schema_before=read_table_schema(dconn, *n.target), replay=self._replay)
         op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
         faults.hit("shardddl.sync.after_put_info")
         step = self._finish(op, ops, dconn)

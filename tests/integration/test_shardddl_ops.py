@@ -19,6 +19,7 @@ from dm_core.position import Position
 from dm_core.shardddl import executor, pg
 from dm_core.shardddl.common import DONE, EXEC, EXECUTING, SKIP, WAIT
 from dm_core.shardddl.ddl_norm import normalize
+from dm_core.shardddl.downstream import read_table_schema
 from dm_core.shardddl.errors import ShardDDLInconsistent, ShardDDLLockError
 from dm_core.shardddl.lock_ops import OPTIMISTIC as oops
 from dm_core.shardddl.lock_ops import PESSIMISTIC as ops
@@ -361,7 +362,7 @@ def test_owner_process_killed_around_the_downstream(stack, store, task, down, fa
 # ---- optimistic -------------------------------------------------------------------------------------------
 def oinfo(task, db, conn, source, sql, pos):
     return OInfo(task, source, (db, "t"), ("up", "t_1"), (ddl(db, sql),), Position("mysql-bin.000001", pos),
-                 schema_before=executor.read_table_schema(conn, db, "t"))
+                 schema_before=read_table_schema(conn, db, "t"))
 
 
 def test_optimistic_flow_with_the_downstream(store, task, down):
