@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import stack_from_env  # noqa: E402
 from dm_core.binlog import FastBinlogWindow  # noqa: E402
 from dm_core.db import connect, master_position, qi  # noqa: E402
-from dm_core.state.store import Position  # noqa: E402
+from dm_core.position import Position  # noqa: E402
 from dm_core.sync.reader import BinlogWindow  # noqa: E402
 
 DDL = """CREATE TABLE {t} (

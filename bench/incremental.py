@@ -48,7 +48,8 @@ from bench.common import (
     Skipped, Stack, bench_schema, execute, figures, guarded, percentile, query, ratio, settle, work_dir,
 )
 from dm_core.db import Endpoint, connect, master_position, qi, qt
-from dm_core.state.store import Position
+from dm_core.position import Position
+from dm_core.reset import reset_task
 
 log = logging.getLogger("bench.incremental")
 
@@ -465,7 +466,7 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
     with StateStore(stack.state_dsn) as store:
         store.put_source(SOURCE_ID, {"source-id": SOURCE_ID, "host": up.host, "port": up.port, "user": up.user},
                          up.password)
-        store.reset_task(TASK_NAME)
+        reset_task(store, TASK_NAME)
         store.put_task(TASK_NAME, text, "running")
         store.update_source_state(TASK_NAME, SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos, stage="sync")
         syncer = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)

@@ -56,9 +56,9 @@ import time
 from decimal import Decimal
 
 from bench.common import machine, ratio
+from dm_core.binlog.txn import RowChange, Txn
 from dm_core.config.task import TaskConfig, parse_task
-from dm_core.state.store import Position
-from dm_core.sync.reader import RowChange, Txn
+from dm_core.position import Position
 from dm_core.sync.syncer import Syncer
 from dm_core.target import TargetTable
 

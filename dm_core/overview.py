@@ -106,7 +106,7 @@ def _source(s: dict) -> dict:
 def task_overview(store, name: str, runs: dict) -> dict:
     """Everything the page shows for one task. ``runs``: DAG kind → state of its newest run."""
     from dm_core.config.task import parse_task
-    from dm_core.shardddl import admin
+    from dm_core.shardddl import coordinator
     from dm_core.validate.result import from_dict, summary_line
 
     text, status = store.get_task(name) or ("", "unknown")
@@ -116,7 +116,7 @@ def task_overview(store, name: str, runs: dict) -> dict:
     except Exception as e:  # e.g. an env var the page's process lacks: still show the state
         mode, shard_mode, error = "?", None, f"task file does not load here: {str(e).splitlines()[0]}"
     sources = [_source(s) for s in store.all_source_states(name)]
-    locks = [admin.summary(lk) for lk in admin.list_locks(store, name, active_only=True)]
+    locks = [coordinator.summary(lk) for lk in coordinator.list_locks(store, name, active_only=True)]
     v = store.validation(name, finished=True)     # a run in progress has nothing to show yet
     newest = store.validation(name)
     running = newest["run_id"] if newest and newest.get("finished_at") is None else None

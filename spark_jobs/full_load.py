@@ -119,7 +119,8 @@ def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
     """On an executor: ``items`` through one LOAD DATA into the target plus the chunk's marker,
     one transaction (dm_core/full/load_data.py). Returns the stage timings as a dict."""
     from dm_core.db import connect_native
-    from dm_core.full import chunk_writer, faults, load_data
+    from dm_core import faults
+    from dm_core.full import chunk_writer, load_data
     from dm_core.full.extract import lenient
 
     conn = connect_native(target_ep, local_infile=True)
@@ -271,7 +272,8 @@ stages = _Stages()
 def _lander(spark, task, st, up_ep, target_ep, args):
     """``land(plan_id, chunk) -> rows`` for dm_core.full.loader: read, transform, write, merge."""
     from dm_core.db import connect, qt
-    from dm_core.full import chunk_writer, faults, text_rows
+    from dm_core import faults
+    from dm_core.full import chunk_writer, text_rows
     from dm_core.full.extract import chunk_query, lenient
     from dm_core.full.phase import chunk_shape
 

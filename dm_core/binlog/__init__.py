@@ -3,6 +3,7 @@
 - ``dump``: one COM_BINLOG_DUMP stream on a pymysql connection, packets framed by hand;
 - ``events``: the event header, control events and TABLE_MAP (binlog v4, MySQL + MariaDB);
 - ``decode``: one generated row decoder per table (values as mysql-replication yields them);
+- ``txn``: what a window delivers (``Txn`` of ``RowChange`` rows, or one DDL);
 - ``window``: ``FastBinlogWindow``, a drop-in for ``dm_core.sync.reader.BinlogWindow``.
 """
 

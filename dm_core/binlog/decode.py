@@ -44,8 +44,8 @@ from decimal import Decimal
 from typing import Callable, Mapping
 
 from dm_core.binlog import events as ev
+from dm_core.binlog.txn import RowChange
 from dm_core.bits import Bits
-from dm_core.sync.reader import RowChange
 
 _EPOCH = datetime.datetime(1970, 1, 1)
 _TD = datetime.timedelta

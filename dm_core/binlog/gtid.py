@@ -17,7 +17,7 @@ from __future__ import annotations
 from dm_core.binlog import events as ev
 from dm_core.binlog.dump import BinlogDump
 from dm_core.db import Endpoint, connect, master_position
-from dm_core.state.store import Position
+from dm_core.position import Position
 
 _PREAMBLE = {ev.ROTATE, ev.FORMAT_DESCRIPTION, ev.MARIADB_GTID_LIST, ev.MARIADB_BINLOG_CHECKPOINT, ev.HEARTBEAT}
 

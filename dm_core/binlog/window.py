@@ -33,10 +33,10 @@ from dm_core.binlog import events as ev
 from dm_core.binlog.decode import compile_table
 from dm_core.binlog.dump import BinlogDump
 from dm_core.binlog.gtid import merge_gtid
+from dm_core.binlog.txn import Txn
 from dm_core.db import Endpoint
 from dm_core.errors import ErrorCode, ShardflowError
-from dm_core.state.store import Position
-from dm_core.sync.reader import Txn
+from dm_core.position import Position
 
 _HDR = ev.HEADER.unpack_from
 _OPS = {**{t: "insert" for t in ev.WRITE_ROWS}, **{t: "update" for t in ev.UPDATE_ROWS},

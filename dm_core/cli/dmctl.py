@@ -175,7 +175,7 @@ def _source_rows(store, name: str, info: dict) -> list[dict]:
 def _status(store, name: str, only: list[str] | None = None) -> dict:
     from dm_core.cli.status_view import describe
     from dm_core.errors import ErrorCode
-    from dm_core.shardddl import admin
+    from dm_core.shardddl import coordinator
 
     info = store.task_info(name)  # no credentials: status must show even if the file needs env it lacks
     if info is None:
@@ -194,7 +194,7 @@ def _status(store, name: str, only: list[str] | None = None) -> dict:
     return {"task": name, "status": info["status"], "start": info["generation"], "phases": view.get("phases", {}),
             "waiting": view.get("waiting", []), **({"airflow_error": view["error"]} if view.get("error") else {}),
             "sources": sources,
-            "ddl_locks": [admin.summary(lk) for lk in admin.list_locks(store, name, active_only=True)]}
+            "ddl_locks": [coordinator.summary(lk) for lk in coordinator.list_locks(store, name, active_only=True)]}
 
 
 def cmd_query_status(a) -> int:
@@ -216,7 +216,7 @@ def _wait_synced(store, name: str, timeout: float, only: list[str] | None = None
     from dm_core.db import connect, master_position
     from dm_core.sources import source_endpoint
     from dm_core.state import lifecycle
-    from dm_core.state.store import Position
+    from dm_core.position import Position
 
     task, _ = _load_task_from_store(store, name)
     targets = {}
@@ -298,7 +298,7 @@ def cmd_binlog(a) -> int:
 
 def cmd_shard_ddl_lock(a) -> int:
     """`shard-ddl-lock [TASK]` lists locks; `shard-ddl-lock unlock LOCK_ID` resolves one."""
-    from dm_core.shardddl import admin
+    from dm_core.shardddl import coordinator
 
     args = list(a.args)
     with _store() as store:
@@ -307,8 +307,8 @@ def cmd_shard_ddl_lock(a) -> int:
                 print("dmctl shard-ddl-lock unlock LOCK_ID [--owner SOURCE] [--force-remove] [--action exec|skip]: "
                       "give exactly one lock id (`dmctl shard-ddl-lock TASK` lists them)", file=sys.stderr)
                 return 2
-            lk = admin.unlock(store, args[1], owner=a.owner, force_remove=a.force_remove, action=a.action)
-            print(json.dumps({"result": True, "lock": admin.summary(lk)}, indent=2, default=str))
+            lk = coordinator.unlock(store, args[1], owner=a.owner, force_remove=a.force_remove, action=a.action)
+            print(json.dumps({"result": True, "lock": coordinator.summary(lk)}, indent=2, default=str))
             print(f"lock {args[1]}: unlocked ({'force-removed' if a.force_remove else a.action}); the sources "
                   f"carry it out at their next poke", file=sys.stderr)
             return 0
@@ -316,8 +316,8 @@ def cmd_shard_ddl_lock(a) -> int:
             print("dmctl shard-ddl-lock [TASK]: at most one task", file=sys.stderr)
             return 2
         names = [_task_name(args[0])] if args else [n for n, _ in store.list_tasks()]
-        locks = [lk for n in names for lk in admin.list_locks(store, n, active_only=not a.all)]
-        shown = locks if a.verbose else [admin.summary(lk) for lk in locks]
+        locks = [lk for n in names for lk in coordinator.list_locks(store, n, active_only=not a.all)]
+        shown = locks if a.verbose else [coordinator.summary(lk) for lk in locks]
         print(json.dumps({"result": True, "locks": shown}, indent=2, default=str))
     return 0
 

@@ -239,10 +239,9 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         if Path(a.file).resolve() != dest.resolve():
             shutil.copyfile(a.file, dest)
         if a.remove_meta:
-            from dm_core.full.phase import forget
+            from dm_core.reset import reset_task
 
-            store.reset_task(task.name)
-            forget(task, store)  # chunk plans, downstream markers, staging leftovers
+            reset_task(store, task.name, task)
         generation = store.start_task(task.name, text)
         if only:
             store.request_sources(task.name, [s for s in all_ids if s not in only], lc.STOPPED, all_sources=all_ids)

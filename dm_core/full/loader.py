@@ -23,8 +23,9 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+from dm_core import faults
 from dm_core.db import connect
-from dm_core.full import chunk_writer, faults
+from dm_core.full import chunk_writer
 from dm_core.full.chunking import Chunk, plan_chunks
 from dm_core.full.plan_store import PlanStore, epoch_of
 

@@ -137,7 +137,7 @@ def finish(task, store) -> dict:
 
 def forget(task, store) -> None:
     """Drop everything the full phase keeps for ``task`` besides ``full_chunk`` (which
-    StateStore.reset_task clears): chunk plans, downstream markers and staging leftovers.
+    StateStore.forget_task clears): chunk plans, downstream markers and staging leftovers.
     For task removal / ``start-task --remove-meta``; prepare() does it per source by itself
     whenever it records a new low watermark."""
     with PlanStore(store.dsn) as plans:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 
 from dm_core.full.chunking import Chunk
-from dm_core.state.store import SCHEMA, apply_schema
+from dm_core.state.schema import SCHEMA, apply_schema
 
 _DDL = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from dm_core.state.store import Position
+from dm_core.position import Position
 
 EXEC, SKIP, WAIT = "exec", "skip", "wait"
 PENDING, EXECUTING, DONE = "pending", "executing", "done"

@@ -1,6 +1,6 @@
 """The lock owner's side: run an ``exec`` operation's DDLs downstream exactly once, across
-restarts; and read what the downstream table looks like (for that check, and for an
-optimistic lock's starting schema). Postgres is reached only through the mode's ``ops``.
+restarts. Postgres is reached only through the mode's lock store (``lock_ops``); what the
+downstream table looks like is read by ``downstream``.
 
 Protocol of ``run_operation`` for statement i of the op (each step durable before the next):
 
@@ -34,71 +34,14 @@ in effect (dm_core/sync/ddl_replay.py), which also settles a statement left ``ex
 
 from __future__ import annotations
 
+from dm_core import faults
 from dm_core.classify import ddl_error
-from dm_core.db import as_str
-from dm_core.full import faults
 from dm_core.shardddl.common import EXEC, Operation
 from dm_core.shardddl.ddl_norm import normalize, statement_changes
+from dm_core.shardddl.downstream import change_applied, read_table_schema
 from dm_core.shardddl.errors import ShardDDLExecUnknown, ShardDDLLockError, ShardDDLUnsupported
-from dm_core.shardddl.schema import Column, Index, TableSchema, canonical_default, canonical_type
 
 _IDEMPOTENT = {"set_default", "other"}
-
-
-def read_table_schema(conn, schema: str, table: str) -> TableSchema | None:
-    """The downstream table's columns and indexes (None when the table does not exist)."""
-    with conn.cursor() as cur:
-        cur.execute("SELECT VERSION()")
-        mariadb = "mariadb" in str(cur.fetchone()[0]).lower()
-        cur.execute("SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, EXTRA "
-                    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-                    "ORDER BY ORDINAL_POSITION", (schema, table))
-        rows = cur.fetchall()
-        if not rows:
-            return None
-        cols = []
-        for name, ctype, nullable, default, extra in rows:
-            t = canonical_type(as_str(ctype))
-            cols.append(Column(as_str(name), t, as_str(nullable).upper() == "YES",
-                               canonical_default(as_str(default) if default is not None else None, t,
-                                                 quoted_strings=mariadb),
-                               " ".join(as_str(extra or "").upper().replace("DEFAULT_GENERATED", "").split())))
-        cur.execute("SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME, INDEX_TYPE FROM information_schema.STATISTICS "
-                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY INDEX_NAME, SEQ_IN_INDEX", (schema, table))
-        idx: dict[str, list] = {}
-        for name, non_unique, col, itype in cur.fetchall():
-            name = as_str(name)
-            kind = ("primary" if name.upper() == "PRIMARY" else "unique" if int(non_unique) == 0 else
-                    "fulltext" if as_str(itype).upper() == "FULLTEXT" else "spatial" if as_str(itype).upper() == "SPATIAL"
-                    else "index")
-            idx.setdefault(name, [kind, []])[1].append(as_str(col))
-    return TableSchema(tuple(cols), tuple(Index(n, k, tuple(c)) for n, (k, c) in idx.items()))
-
-
-def change_applied(ch, cur: TableSchema | None) -> bool | None:
-    """Whether one change is in effect in the downstream table ``cur``; None: cannot tell."""
-    if cur is None:
-        return None
-    if ch.op == "add_column":
-        return cur.column(ch.column.name) is not None
-    if ch.op == "drop_column":
-        return cur.column(ch.name) is None
-    if ch.op in ("rename_column", "rename_index") or (ch.op == "modify_column" and ch.new_name):
-        new = ch.new_name or ch.column.name
-        get = cur.index if ch.op == "rename_index" else cur.column
-        if get(new) is not None and get(ch.name) is None:
-            return True
-        if get(ch.name) is not None and get(new) is None:
-            return False
-        return None
-    if ch.op == "modify_column":
-        c = cur.column(ch.name)
-        return c is not None and c.same_definition(ch.column)
-    if ch.op == "add_index":
-        return cur.index(ch.index.name) is not None
-    if ch.op == "drop_index":
-        return cur.index(ch.name) is None
-    return None
 
 
 def statement_applied(conn, sql: str) -> bool | None:
@@ -145,7 +88,7 @@ def _replay(conn, sql: str, ddl_replay) -> None:
 def run_operation(store, conn, op: Operation, ops, *, replay: bool = False) -> Operation:
     """Execute ``op`` (an ``exec`` operation of this source) downstream and acknowledge it.
 
-    ``ops`` is ``dm_core.shardddl.pessimism.ops`` or ``dm_core.shardddl.optimism.ops``;
+    ``ops`` is the mode's lock store (``lock_ops.PESSIMISTIC`` or ``lock_ops.OPTIMISTIC``);
     ``conn`` a downstream connection in autocommit mode. Safe to call again after any crash
     with the operation as ``get_operation`` returns it then.
 

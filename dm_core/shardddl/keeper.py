@@ -1,7 +1,7 @@
 """The registry of shard DDL locks of one mode (DM's ``LockKeeper``, both modes).
 
 DM-master keeps its locks in memory and rebuilds them from etcd; here the Postgres store
-is the truth and ``ops`` loads one lock per transaction. The keeper is the same registry
+is the truth and ``lock_ops`` loads one lock per transaction. The keeper is the same registry
 in memory: for simulations (tests drive several sources through it) and for tools that
 load many locks at once. Lock ids are ``task-`schema`.`table``` (one lock per target).
 """
@@ -12,11 +12,10 @@ from dm_core.shardddl.common import Operation, lock_id_of
 
 
 class Keeper:
-    """Subclassed per mode with ``lock_cls`` (``pessimism.Keeper``, ``optimism.Keeper``)."""
+    """``Keeper(pessimism.Lock)`` or ``Keeper(optimism.Lock)``: the mode is the lock class."""
 
-    lock_cls: type = None
-
-    def __init__(self) -> None:
+    def __init__(self, lock_cls: type) -> None:
+        self.lock_cls = lock_cls
         self._locks: dict = {}
 
     def lock_for(self, info, sources=None):

@@ -1,11 +1,12 @@
-"""The state-store transactions both shard DDL modes share, bound to one mode's ``Lock``.
+"""Every state-store transaction of shard DDL locks (DM's ``pessimism/ops.go`` and
+``optimism/ops.go``): one lock store per mode, ``PESSIMISTIC`` and ``OPTIMISTIC``
+(``ops_for(mode)`` picks one), sharing the transactions in ``LockOps``.
 
 Each method is one transaction on one lock row (``pg.transition``: ``SELECT ... FOR
-UPDATE``), runs one pure transition of the lock and writes it back, so sensors and the
-coordinator may call them concurrently from any process, and a caller killed anywhere
-reruns the same call and converges. ``store`` is a ``dm_core.state.StateStore``.
-``pessimism.ops`` and ``optimism.ops`` expose these under their own names, beside what
-differs between the modes (``get_operation``, ``list_locks``).
+UPDATE``), runs one pure transition of the mode's ``Lock`` and writes it back, so sensors
+and the coordinator may call them concurrently from any process, and a caller killed
+anywhere reruns the same call and converges. ``store`` is a ``dm_core.state.StateStore``
+(anything with its ``tx()``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Iterable, Mapping
 
 from dm_core.shardddl import pg
 from dm_core.shardddl.common import EXEC, Operation
+from dm_core.shardddl.optimism.lock import Lock as OptimisticLock
+from dm_core.shardddl.pessimism.lock import Lock as PessimisticLock
 
 Sources = Iterable[str] | Mapping[tuple[str, str], Iterable[str]] | None
 
@@ -29,11 +32,21 @@ def sources_for(sources: Sources, target: tuple[str, str]):
 
 
 class LockOps:
+    """The transactions both modes share, bound to one mode's ``Lock``; a subclass per mode
+    adds what differs (``get_operation``, which locks ``list_locks`` counts as active)."""
+
     def __init__(self, mode: str, lock_cls):
         self.mode, self.lock_cls = mode, lock_cls
 
     def _tx(self, store, lock_id: str, fn, **kw):
         return pg.transition(store, lock_id, self.mode, fn, self.lock_cls.from_rows, **kw)
+
+    def _read(self, store, task: str, lock_id: str | None = None) -> list:
+        return pg.read(store, task, self.mode, self.lock_cls.from_rows, lock_id)
+
+    @staticmethod
+    def _active(lock) -> bool:
+        raise NotImplementedError
 
     def put_info(self, store, info, sources: Sources = None) -> Operation:
         """Report a source's (pessimistic: its whole group's; optimistic: one table's) DDL,
@@ -82,3 +95,64 @@ class LockOps:
             return lock.describe()
 
         return self._tx(store, lock_id, fn)
+
+    def list_locks(self, store, task: str, *, active_only: bool = False) -> list[dict]:
+        """Summaries of the task's locks of this mode (`dmctl shard-ddl-lock`)."""
+        return [lk.describe() for lk in self._read(store, task) if not active_only or self._active(lk)]
+
+
+class PessimisticOps(LockOps):
+    """Syncer (one source, see ``dm_core.shardddl.pessimism`` for the whole protocol):
+    ``put_info`` → poll ``get_operation`` (or ``put_info`` again) → owner: ``mark_executing``
+    / ``mark_executed`` around each statement (``dm_core.shardddl.executor`` does this) →
+    ``ack_done``. Coordinator: ``resolve``. dmctl: ``list_locks``, ``unlock``."""
+
+    def __init__(self) -> None:
+        super().__init__("pessimistic", PessimisticLock)
+
+    @staticmethod
+    def _active(lock) -> bool:
+        return lock.ddls is not None
+
+    def get_operation(self, store, task: str, source: str, lock_id: str | None = None) -> Operation | None:
+        """What ``source`` must do now in ``task`` (first lock in id order), None if nothing."""
+        for lock in self._read(store, task, lock_id):
+            op = lock.operation_for(source)
+            if op is not None:
+                return op
+        return None
+
+
+class OptimisticOps(LockOps):
+    """Syncer (one upstream table's DDL): ``put_info`` (with ``schema_before``, read from the
+    downstream, for a new lock) → ``exec``: run the op's statements (``executor``), ``skip``:
+    nothing downstream, ``wait``: poll again (``conflict`` set: pause the source with
+    ``op.error()``) → ``ack_done``. Coordinator: ``resolve``. dmctl: ``list_locks``, ``unlock``."""
+
+    def __init__(self) -> None:
+        super().__init__("optimistic", OptimisticLock)
+
+    @staticmethod
+    def _active(lock) -> bool:
+        return lock.status != "idle"
+
+    def get_operation(self, store, task: str, source: str, lock_id: str | None = None,
+                      table: tuple[str, str] | None = None) -> Operation | None:
+        for lock in self._read(store, task, lock_id):
+            op = lock.operation_for(source, table)
+            if op is not None:
+                return op
+        return None
+
+
+PESSIMISTIC = PessimisticOps()
+OPTIMISTIC = OptimisticOps()
+_BY_MODE = {PESSIMISTIC.mode: PESSIMISTIC, OPTIMISTIC.mode: OPTIMISTIC}
+
+
+def ops_for(mode: str) -> LockOps:
+    """The lock store of a shard mode (``pessimistic`` | ``optimistic``)."""
+    try:
+        return _BY_MODE[mode]
+    except KeyError:
+        raise ValueError(f"unknown shard mode {mode!r}") from None

@@ -17,7 +17,7 @@ lock back, commit. Concurrent sensors and the coordinator serialise on the lock 
 process killed inside the transaction leaves nothing (Postgres rolls it back), so the
 rerun starts from the last committed state.
 
-Fault points (``dm_core.full.faults``): ``shardddl.ops.before_commit`` (a transition is
+Fault points (``dm_core.faults``): ``shardddl.ops.before_commit`` (a transition is
 written, not committed), ``shardddl.exec.before_downstream`` / ``shardddl.exec.after_downstream``
 (``executor``: a statement is marked executing / has run downstream, not marked executed).
 """
@@ -27,10 +27,10 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+from dm_core import faults
 from dm_core.errors import ShardflowError
-from dm_core.full import faults
 from dm_core.shardddl.errors import ShardDDLInconsistent, ShardDDLLockError
-from dm_core.state import store as _store
+from dm_core.state import schema as _schema
 
 _DDL = """
 CREATE SCHEMA IF NOT EXISTS {s};
@@ -83,7 +83,7 @@ _ensured: set[tuple[str, str]] = set()
 
 
 def schema() -> str:
-    return _store.SCHEMA
+    return _schema.SCHEMA
 
 
 def ensure_tables(store) -> None:
@@ -91,7 +91,7 @@ def ensure_tables(store) -> None:
     if key in _ensured:
         return
     with store.tx() as cur:
-        _store.apply_schema(cur, _DDL.format(s=schema()), 724012, newest=("shardddl_lock", "waiting_since"))
+        _schema.apply_schema(cur, _DDL.format(s=schema()), 724012, newest=("shardddl_lock", "waiting_since"))
     _ensured.add(key)
 
 

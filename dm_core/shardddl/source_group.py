@@ -49,7 +49,7 @@ and every re-applied row lies below the source's safe-mode exit point (the synce
 it before sending anything downstream), so replay is idempotent: at least once, made
 exact by safe mode, as everywhere else.
 
-    >>> from dm_core.state.store import Position as P
+    >>> from dm_core.position import Position as P
     >>> g = SourceGroup(("db", "t"), [("s", "t_1"), ("s", "t_2")])
     >>> ddl = ("ALTER TABLE `db`.`t` ADD COLUMN `c` INT",)
     >>> g.on_ddl(("s", "t_1"), ddl, P("b.1", 100)).action
@@ -72,10 +72,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from dm_core.position import Position
 from dm_core.shardddl.common import fmt_tables, pos_from_json, pos_to_json
 from dm_core.shardddl.ddl_norm import comparison_key
 from dm_core.shardddl.errors import ShardDDLInconsistent, ShardDDLLockError
-from dm_core.state.store import Position
 
 Table = tuple[str, str]
 

@@ -1,1 +1,1 @@
-from dm_core.state.store import Position, StateStore  # noqa: F401
+from dm_core.state.store import StateStore  # noqa: F401

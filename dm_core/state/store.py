@@ -26,116 +26,7 @@ from typing import Any, Iterator
 
 from dm_core.errors import ErrorCode
 from dm_core.secrets import state_key
-
-SCHEMA = os.environ.get("SHARDFLOW_STATE_SCHEMA", "shardflow")
-
-_DDL = """
-CREATE SCHEMA IF NOT EXISTS {s};
-CREATE TABLE IF NOT EXISTS {s}.source (
-    source_id   text PRIMARY KEY,
-    config      jsonb NOT NULL,          -- everything but the password (a TLS key: sealed)
-    password    text NOT NULL DEFAULT '', -- sealed: fernet:<token> (plain in rows of older versions)
-    enabled     boolean NOT NULL DEFAULT true,
-    updated_at  timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS {s}.task (
-    name        text PRIMARY KEY,
-    config_text text NOT NULL,           -- the task file as the user wrote it, sealed
-    status      text NOT NULL DEFAULT 'running',   -- running | paused | stopped
-    updated_at  timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS {s}.source_state (
-    task        text NOT NULL,
-    source_id   text NOT NULL,
-    stage       text NOT NULL DEFAULT 'new',  -- new | precheck | full | sync | paused | error | stopped
-    -- checkpoint: every effect before this position is durable downstream
-    binlog_file text, binlog_pos bigint, binlog_gtid text,
-    -- safe mode stays on until the stream passes this position
-    safe_exit_file text, safe_exit_pos bigint,
-    -- full phase watermarks
-    low_file text, low_pos bigint, low_gtid text,
-    high_file text, high_pos bigint, high_gtid text,
-    -- progress and health
-    applied_rows bigint NOT NULL DEFAULT 0,
-    applied_events bigint NOT NULL DEFAULT 0,
-    last_event_ts timestamptz,
-    lag_seconds double precision,
-    rows_per_second double precision,
-    error       text,
-    error_code  integer,
-    error_stmt  text,
-    error_pos   text,
-    updated_at  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (task, source_id)
-);
-CREATE TABLE IF NOT EXISTS {s}.full_chunk (
-    task        text NOT NULL,
-    source_id   text NOT NULL,
-    schema_name text NOT NULL,
-    table_name  text NOT NULL,
-    chunk_id    integer NOT NULL,
-    rows        bigint NOT NULL,
-    done_at     timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (task, source_id, schema_name, table_name, chunk_id)
-);
-CREATE TABLE IF NOT EXISTS {s}.operator_command (
-    id          bigserial PRIMARY KEY,
-    task        text NOT NULL,
-    source_id   text,
-    command     text NOT NULL,          -- skip | replace
-    args        jsonb NOT NULL DEFAULT '{{}}',
-    created_at  timestamptz NOT NULL DEFAULT now(),
-    consumed_at timestamptz
-);
--- the source's first-level sharding groups (dm_core.shardddl.source_group), pessimistic mode
-ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS shard_groups jsonb;
--- validation runs (dm_core/validate): one row per run, the result as JSON (result.py)
-CREATE TABLE IF NOT EXISTS {s}.validation_run (
-    task        text NOT NULL,
-    run_id      text NOT NULL,
-    status      text NOT NULL,           -- running | equal | different | pending | error
-    started_at  timestamptz NOT NULL DEFAULT now(),
-    finished_at timestamptz,
-    result      jsonb NOT NULL,
-    PRIMARY KEY (task, run_id)
-);
--- recent sync windows per source (the Migrations page's chart); pruned to the newest few
-CREATE TABLE IF NOT EXISTS {s}.sync_window (
-    id          bigserial PRIMARY KEY,
-    task        text NOT NULL,
-    source_id   text NOT NULL,
-    ended_at    timestamptz NOT NULL DEFAULT now(),
-    rows        bigint NOT NULL,
-    seconds     double precision NOT NULL,
-    lag_seconds double precision
-);
-CREATE INDEX IF NOT EXISTS sync_window_task_source ON {s}.sync_window (task, source_id, id);
--- lifecycle (dm_core.state.lifecycle): which start-task a DAG run belongs to, and what the
--- operator asked of each source (pause-task / stop-task -s)
-ALTER TABLE {s}.task ADD COLUMN IF NOT EXISTS generation bigint NOT NULL DEFAULT 0;
-ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS requested text NOT NULL DEFAULT 'running';
-"""
-
-
-def apply_schema(cur, ddl: str, lock_key: int, *, newest: tuple[str, str]) -> None:
-    """Create or migrate tables of the state store's schema, once.
-
-    ``newest`` (table, column) is the last thing ``ddl`` adds: when it exists, the whole
-    script has run (it runs in one transaction) and nothing is executed, because even
-    ``CREATE INDEX IF NOT EXISTS`` and ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS`` take
-    table locks that deadlock with sensors updating those tables. Concurrent first starts
-    serialise on the advisory lock ``lock_key``. Whoever adds to a script moves ``newest``.
-    """
-    probe = ("SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
-             "AND column_name = %s")
-    cur.execute(probe, (SCHEMA, *newest))
-    if cur.fetchone():
-        return
-    cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
-    cur.execute(probe, (SCHEMA, *newest))
-    if not cur.fetchone():
-        cur.execute(ddl)
-
+from dm_core.state.schema import SCHEMA, migrate_state
 
 def _with_tls_key(config: dict, fn) -> dict:
     """``config`` with ``fn`` applied to its TLS private key (sealing or unsealing it)."""
@@ -143,42 +34,6 @@ def _with_tls_key(config: dict, fn) -> dict:
     if not sec or not sec.get("ssl-key-bytes"):
         return config
     return {**config, "security": {**sec, "ssl-key-bytes": fn(sec["ssl-key-bytes"])}}
-
-
-class Position:
-    """A binlog position between two transactions.
-
-    ``gtid`` is the GTID state after the transactions before it, when known. It does not
-    take part in equality: the same place in the binlog is the same position whether or
-    not the reader knew the GTID state there.
-
-    A plain slotted class rather than a frozen dataclass: the binlog reader makes one per
-    transaction, and a frozen dataclass's ``__init__`` (``object.__setattr__`` per field)
-    was a measurable share of the incremental phase. Treat instances as immutable.
-    """
-
-    __slots__ = ("file", "pos", "gtid")
-
-    def __init__(self, file: str, pos: int, gtid: str | None = None):
-        self.file = file
-        self.pos = pos
-        self.gtid = gtid
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Position) and self.file == other.file and self.pos == other.pos
-
-    def __hash__(self) -> int:
-        return hash((self.file, self.pos))
-
-    def __repr__(self) -> str:
-        return f"Position(file={self.file!r}, pos={self.pos!r}, gtid={self.gtid!r})"
-
-    def key(self) -> tuple[int, int]:
-        # mysql-bin.000012 → 12: binlog files sort by their numeric suffix.
-        return (int(self.file.rsplit(".", 1)[-1]), self.pos)
-
-    def __str__(self) -> str:
-        return f"({self.file}, {self.pos})"
 
 
 def default_dsn() -> str:
@@ -247,7 +102,7 @@ class StateStore:
 
     def migrate(self) -> None:
         with self.tx() as cur:
-            apply_schema(cur, _DDL.format(s=SCHEMA), 724011, newest=("source_state", "requested"))
+            migrate_state(cur)
 
     # ---- sources ---------------------------------------------------------------------
     def put_source(self, source_id: str, config: dict, password: str) -> None:
@@ -405,19 +260,15 @@ class StateStore:
                         "WHERE datname = current_database())", (_FENCE_CLASS,))
             return {keys[r[0]] for r in cur.fetchall() if r[0] in keys}
 
-    def reset_task(self, name: str) -> None:
-        """Forget every position and chunk of a task (a fresh start of the full phase)."""
+    def forget_task(self, name: str) -> None:
+        """Forget every position and chunk of a task (a fresh start of the full phase).
+        Only the store's own tables: ``dm_core.reset.reset_task`` also clears what other
+        parts keep about those positions."""
         with self.tx() as cur:
             cur.execute(f"DELETE FROM {SCHEMA}.source_state WHERE task = %s", (name,))
             cur.execute(f"DELETE FROM {SCHEMA}.full_chunk WHERE task = %s", (name,))
             cur.execute(f"DELETE FROM {SCHEMA}.operator_command WHERE task = %s", (name,))
             cur.execute(f"DELETE FROM {SCHEMA}.sync_window WHERE task = %s", (name,))
-        from dm_core.shardddl import pg as shardddl_pg
-
-        shardddl_pg.remove_task(self, name)  # its shard DDL locks describe positions just forgotten
-        from dm_core.sync import online_ddl
-
-        online_ddl.remove_task(self, name)  # so do its recorded gh-ost / pt-osc changes
 
     # ---- per-source state ------------------------------------------------------------
     def source_state(self, task: str, source_id: str) -> dict:

@@ -9,7 +9,7 @@ Where that happens -- only inside the safe-mode range, and only there is this mo
 2. a crash after a DDL ran downstream and before the checkpoint moved past it.
 
 Rule (what DM's schema tracker gives DM): the statement's changes are compared with the
-downstream table (``dm_core.shardddl.executor``: a column added / dropped / renamed /
+downstream table (``dm_core.shardddl.downstream``: a column added / dropped / renamed /
 of the same definition, an index added / dropped); changes already in effect are left
 out and only the rest run. All in effect: nothing runs. None in effect, or the effect
 cannot be read from information_schema (table options, partitioning, character set
@@ -56,7 +56,7 @@ def pending_parts(conn, sql: str, kind: str) -> list[str]:
     change not yet in effect."""
     from dm_core.shardddl.ddl_norm import normalize, statement_changes
     from dm_core.shardddl.errors import ShardDDLUnsupported
-    from dm_core.shardddl.executor import change_applied, read_table_schema
+    from dm_core.shardddl.downstream import change_applied, read_table_schema
 
     if kind == "rename table":
         return [] if _renamed_already(conn, sql) else [sql]

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from dm_core.state.store import Position
+from dm_core.position import Position
 
 
 @dataclass

@@ -30,7 +30,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass, field
 
-from dm_core.state.store import Position
+from dm_core.position import Position
 from dm_core.sync.dml import to_db_value
 from dm_core.target import TargetTable
 

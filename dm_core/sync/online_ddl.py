@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from dm_core.db import qt
 from dm_core.errors import ErrorCode
 from dm_core.rules.ddl_kind import ddl_event_type
-from dm_core.state import store as _store
+from dm_core.state import schema as _schema
 from dm_core.sync.ddl_text import Span, table_spans
 
 log = logging.getLogger("shardflow.sync.online_ddl")
@@ -73,11 +73,11 @@ _ensured: set[tuple[str, str]] = set()
 
 
 def _ensure(store) -> None:
-    key = (str(getattr(store, "dsn", id(store))), _store.SCHEMA)
+    key = (str(getattr(store, "dsn", id(store))), _schema.SCHEMA)
     if key in _ensured:
         return
     with store.tx() as cur:
-        _store.apply_schema(cur, _DDL.format(s=_store.SCHEMA), 724013, newest=("online_ddl", "ddls"))
+        _schema.apply_schema(cur, _DDL.format(s=_schema.SCHEMA), 724013, newest=("online_ddl", "ddls"))
     _ensured.add(key)
 
 
@@ -85,7 +85,7 @@ def remove_task(store, task: str) -> None:
     """Forget a task's records (its positions are being forgotten)."""
     _ensure(store)
     with store.tx() as cur:
-        cur.execute(f"DELETE FROM {_store.SCHEMA}.online_ddl WHERE task = %s", (task,))
+        cur.execute(f"DELETE FROM {_schema.SCHEMA}.online_ddl WHERE task = %s", (task,))
 
 
 class TableKinds:
@@ -168,7 +168,7 @@ class OnlineDDL:
     def _get(self, schema: str, shadow: str) -> tuple[str, str, list] | None:
         _ensure(self.store)
         with self.store.tx() as cur:
-            cur.execute(f"SELECT real_schema, real_table, ddls FROM {_store.SCHEMA}.online_ddl WHERE task = %s AND "
+            cur.execute(f"SELECT real_schema, real_table, ddls FROM {_schema.SCHEMA}.online_ddl WHERE task = %s AND "
                         "source_id = %s AND shadow_schema = %s AND shadow_table = %s",
                         (self.task.name, self.source_id, schema, shadow))
             row = cur.fetchone()
@@ -180,7 +180,7 @@ class OnlineDDL:
     def _reset(self, schema: str, shadow: str) -> None:
         _ensure(self.store)
         with self.store.tx() as cur:
-            cur.execute(f"DELETE FROM {_store.SCHEMA}.online_ddl WHERE task = %s AND source_id = %s AND "
+            cur.execute(f"DELETE FROM {_schema.SCHEMA}.online_ddl WHERE task = %s AND source_id = %s AND "
                         "shadow_schema = %s AND shadow_table = %s", (self.task.name, self.source_id, schema, shadow))
 
     def _record(self, schema: str, shadow: str, sql: str, pos: str) -> bool:
@@ -191,7 +191,7 @@ class OnlineDDL:
         ddls.append([pos, sql])
         with self.store.tx() as cur:
             cur.execute(
-                f"INSERT INTO {_store.SCHEMA}.online_ddl (task, source_id, shadow_schema, shadow_table, real_schema, "
+                f"INSERT INTO {_schema.SCHEMA}.online_ddl (task, source_id, shadow_schema, shadow_table, real_schema, "
                 "real_table, ddls) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (task, source_id, shadow_schema, "
                 "shadow_table) DO UPDATE SET ddls = EXCLUDED.ddls, updated_at = now()",
                 (self.task.name, self.source_id, schema, shadow, schema, self.kinds.real_name(shadow),

@@ -17,39 +17,11 @@ transaction drops rows until the next TableMapEvent.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Iterator
 
+from dm_core.binlog.txn import RowChange, Txn
 from dm_core.db import Endpoint
-from dm_core.state.store import Position
-
-
-@dataclass(slots=True)
-class RowChange:
-    """One row of a row event, before routing."""
-
-    op: str  # insert | update | delete
-    schema: str
-    table: str
-    before: dict | None
-    after: dict | None
-
-
-@dataclass(slots=True)
-class Txn:
-    """What the stream delivers: a committed transaction's rows, or one DDL statement."""
-
-    end: Position                  # resume point after this transaction
-    rows: list[RowChange] = field(default_factory=list)
-    ddl: str | None = None         # set for a DDL (query event outside a transaction)
-    ddl_schema: str | None = None  # the session's current database for the DDL
-    start: Position | None = None  # where the event group began (DDL: to pause before it)
-    timestamp: int = 0             # upstream commit time (unix seconds), for lag
-    gtid: str | None = None
-
-
-def binlog_key(file: str, pos: int) -> tuple[int, int]:
-    return Position(file, pos).key()
+from dm_core.position import Position
 
 
 class BinlogWindow:

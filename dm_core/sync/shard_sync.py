@@ -15,6 +15,51 @@ The syncer asks this object three things:
 
 Which targets are sharded, and which sources each lock waits for, comes from
 ``membership`` (the upstreams' tables, asked once per Syncer).
+
+How the syncer calls shard DDL (per source, pessimistic; ``ops = lock_ops.PESSIMISTIC``)
+-------------------------------------------------------------------------------------
+Window start: ``groups = SourceShardGroups.from_json(saved)`` or, first time,
+``SourceShardGroups.build({target: [this source's upstream tables routed there]})``.
+
+For each transaction:
+
+* row of table X: skip it if ``groups.should_skip_dml(X, txn.start)``;
+* DDL on a table of no sharding group: as today, but skip it when
+  ``groups.should_skip_ddl(txn.start)`` (already run in an earlier pass);
+* DDL on a sharded table X: ``n = ddl_norm.normalize(sql, txn.ddl_schema, router.route)``
+  (``ShardDDLUnsupported`` → pause as for any unsupported DDL);
+  ``ignore`` → skip it (DROP TABLE: ``group.remove_member(X)``, and report if that
+  completes a pending round); ``create`` → run ``n.sql`` downstream unless
+  ``should_skip_ddl``, ``group.add_member(X)``; ``coordinate`` → flush and barrier, then
+  ``out = groups.on_ddl(X, [n.sql], txn.end)`` and persist ``groups.to_json()`` at once:
+
+  - ``recorded`` / ``done``: skip the event, go on;
+  - ``report``: ``op = ops.put_info(store, Info(task, source, n.target,
+    tuple(group.members), (n.sql,), txn.end), sources=[every source id of the task])``:
+      · ``wait``: stop the window here (checkpoint stays at ``txn.start``); the next poke
+        reads the DDL again, gets ``report`` again and calls ``put_info`` again
+        (idempotent); ``op.conflict`` → pause the source with ``op.error()``;
+      · ``exec``: ``executor.run_operation(store, downstream_conn, op, ops)``;
+      · ``skip``: ``ops.ack_done(store, task, source, op.lock_id, op.step)`` unless
+        ``op.done``;
+    then ``replay = groups.on_resolved(n.target)``; move the checkpoint to
+    ``replay.rewind_to`` (durable) *before* persisting ``groups.to_json()``; forget cached
+    plans/catalog of the target; end the window (the next starts at the rewind point).
+
+After each checkpoint commit: ``groups.committed(pos)`` (persist when not ``idle``).
+
+Optimistic mode (``ops = lock_ops.OPTIMISTIC``): no groups; for a coordinated
+DDL on table X: flush and barrier, ``op = ops.put_info(store, optimism.Info(task, source,
+n.target, X, (n.sql,), txn.end, tables=<this source's tables of the target>,
+schema_before=downstream.read_table_schema(downstream_conn, *n.target)), sources=...)``;
+``exec`` → ``run_operation``; ``skip`` → ``ack_done``; ``wait`` → stop the window at the DDL
+(``conflict`` → pause with ``op.error()``); when done the checkpoint moves past the DDL.
+A CREATE TABLE of a new shard is reported the same way (the lock learns its schema).
+
+The coordinator task: ``coordinator.coordinate(task, store)`` each run (``ops.resolve`` with
+the sources ``membership`` names per target); ``coordinator.list_locks`` for the UI summary.
+dmctl: ``show-ddl-locks`` → ``coordinator.list_locks`` (both modes); ``shard-ddl-lock
+unlock LOCK`` → ``coordinator.unlock(store, LOCK, owner=..., force_remove=..., action=...)``.
 """
 
 from __future__ import annotations
@@ -22,13 +67,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from dm_core.full import faults
-from dm_core.shardddl import executor, ops_for
+from dm_core import faults
+from dm_core.position import Position
+from dm_core.shardddl import executor
 from dm_core.shardddl.common import EXEC, SKIP, WAIT, fmt_tables
 from dm_core.shardddl.ddl_norm import CREATE, IGNORE, NormalizedDDL
+from dm_core.shardddl.downstream import read_table_schema
+from dm_core.shardddl.lock_ops import ops_for
 from dm_core.shardddl.membership import Membership, task_membership
 from dm_core.shardddl.source_group import DONE, RECORDED, REPORT, SourceGroup, SourceShardGroups
-from dm_core.state.store import Position
 
 log = logging.getLogger("shardflow.sync.shard")
 
@@ -207,7 +254,7 @@ class ShardSync:
         ddls = (n.sql,) if n.action == CREATE else tuple(x.sql for x in n.split())
         mine = tuple(sorted(set(self.membership.tables_of(self.source_id).get(tuple(n.target), [])) | {table}))
         info = Info(self.task.name, self.source_id, tuple(n.target), table, ddls, txn.end, tables=mine,
-                    schema_before=executor.read_table_schema(dconn, *n.target), replay=self._replay)
+                    schema_before=read_table_schema(dconn, *n.target), replay=self._replay)
         op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
         faults.hit("shardddl.sync.after_put_info")
         step = self._finish(op, ops, dconn)

@@ -32,14 +32,14 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from dm_core import faults
 from dm_core.classify import ddl_error
 from dm_core.db import connect, connect_native, master_position, qi
 from dm_core.errors import ErrorCode, ShardflowError
-from dm_core.full import faults
+from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
 from dm_core.sources import replica_server_id, source_endpoint, source_rules, target_endpoint
 from dm_core.state import lifecycle
-from dm_core.state.store import Position
 from dm_core.rules.ddl_kind import ddl_event_type
 from dm_core.shardddl.ddl_norm import normalize
 from dm_core.sync import ddl_replay, isolate
@@ -50,7 +50,7 @@ from dm_core.sync.job import RowJob
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
 from dm_core.sync.workers import WorkerPool
 from dm_core.binlog import FastBinlogWindow
-from dm_core.sync.reader import RowChange, Txn
+from dm_core.binlog.txn import RowChange, Txn
 from dm_core.target import TargetCatalog, TargetTable
 
 log = logging.getLogger("shardflow.sync")

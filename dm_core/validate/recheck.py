@@ -68,7 +68,7 @@ class SyncWaiter:
     def catch_up(self, deadline: float) -> str | None:
         """None once every source caught up, else why not by ``deadline`` (monotonic)."""
         from dm_core.db import master_position
-        from dm_core.state.store import Position
+        from dm_core.position import Position
 
         if self.replicating() is not None:
             return None

@@ -127,7 +127,7 @@ class ShardDDLUnlockOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         from dm_core.errors import ShardflowError
-        from dm_core.shardddl import admin
+        from dm_core.shardddl import coordinator as admin
 
         if not self.lock_id:
             raise AirflowFailException("no lock_id given: trigger this DAG with the Param lock_id "

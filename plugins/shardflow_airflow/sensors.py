@@ -150,7 +150,7 @@ class ShardDDLCoordinatorSensor(BaseSensorOperator):
         self.task_file = task_file
 
     def poke(self, context) -> bool:
-        from dm_core.shardddl import admin
+        from dm_core.shardddl import coordinator as admin
 
         from dm_core.state import lifecycle
 

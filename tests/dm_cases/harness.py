@@ -123,7 +123,7 @@ class Sync:
             self.sessions[sid] = SyncSession(self.task, sid, self.store, sleep=lambda s: None)
 
     def step(self) -> dict[str, str]:
-        from dm_core.shardddl.admin import coordinate
+        from dm_core.shardddl.coordinator import coordinate
 
         states = {sid: s.step().state for sid, s in self.sessions.items()}
         coordinate(self.task, self.store)

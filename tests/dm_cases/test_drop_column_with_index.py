@@ -15,6 +15,7 @@ tests/integration/test_sync_errors.py (transient errors retried, then a pause, t
 
 import pytest
 
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 
 from tests.integration.test_sync_ddl_coverage import show_create
@@ -33,9 +34,9 @@ def case(stack, tmp_path):
     run_sql(down, f"DROP DATABASE IF EXISTS {DB}")
     files = DMFiles(DB, tmp_path, stack, {"source1.yaml": "up1"})
     store = StateStore()
-    store.reset_task(files.name)
+    reset_task(store, files.name)
     yield files, store
-    store.reset_task(files.name)
+    reset_task(store, files.name)
     store.close()
     run_sql(up, f"DROP DATABASE IF EXISTS {DB}")
     run_sql(down, f"DROP DATABASE IF EXISTS {DB}")

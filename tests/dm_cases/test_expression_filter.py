@@ -12,6 +12,7 @@ write permission: dumpling's error) has no equivalent: the Spark load writes no 
 
 import pytest
 
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 
 from .harness import DMFiles, register_sources, run_sql, start, table_rows
@@ -55,9 +56,9 @@ def case(stack, tmp_path):
     run_sql(down, f"DROP DATABASE IF EXISTS {DB}")
     files = DMFiles("expression_filter", tmp_path, stack, {"source1.yaml": "up1"})
     store = StateStore()
-    store.reset_task(files.name)
+    reset_task(store, files.name)
     yield files, store
-    store.reset_task(files.name)
+    reset_task(store, files.name)
     store.close()
     run_sql(up, f"DROP DATABASE IF EXISTS {DB}")
     run_sql(down, f"DROP DATABASE IF EXISTS {DB}")

@@ -14,6 +14,7 @@ does) and our own statements:
 
 import pytest
 
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 
 from .harness import DMFiles, dmctl, register_sources, run_sql, start
@@ -36,9 +37,9 @@ def case(stack, tmp_path):
     files = DMFiles("extend_column", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"},
                     placeholders={"import-mode-placeholder": "sql"})
     store = StateStore()
-    store.reset_task(files.name)
+    reset_task(store, files.name)
     yield files, store
-    store.reset_task(files.name)
+    reset_task(store, files.name)
     store.close()
     for ep, db in ((up1, "extend_column1"), (up2, "extend_column2"), (down, "extend_column")):
         run_sql(ep, f"DROP DATABASE IF EXISTS {db}")

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from dm_core.config.task import load_task_file
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 
 from .harness import DMFiles, Sync, dmctl, register_sources, run_sql, start, table_rows, union_rows
@@ -41,9 +42,9 @@ def case(stack, tmp_path):
     run_sql(down, "DROP DATABASE IF EXISTS sharding_target2")
     files = DMFiles("sequence_sharding", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"})
     store = StateStore()
-    store.reset_task(files.name)
+    reset_task(store, files.name)
     yield files, store
-    store.reset_task(files.name)
+    reset_task(store, files.name)
     store.close()
     for ep in (up1, up2):
         run_sql(ep, "DROP DATABASE IF EXISTS sharding_seq")

@@ -22,6 +22,7 @@ files (conf/, vendored unchanged) and our own statements for the same situations
 import pytest
 
 
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 
 from .harness import DMFiles, dmctl, register_sources, run_sql, start, table_rows, union_rows
@@ -59,9 +60,9 @@ def case(stack, tmp_path):
     run_sql(down, "DROP DATABASE IF EXISTS db_target")
     files = DMFiles("sharding", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"})
     store = StateStore()
-    store.reset_task(files.name)
+    reset_task(store, files.name)
     yield files, store
-    store.reset_task(files.name)
+    reset_task(store, files.name)
     store.close()
     for ep in (up1, up2):
         run_sql(ep, "DROP DATABASE IF EXISTS sharding1", "DROP DATABASE IF EXISTS sharding2")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import yaml
 
 from dm_core.db import connect, qi, qt
+from dm_core.reset import reset_task
 
 
 def make_shards(ep, schemas: list[str], tables: list[str], rows: int = 0, *, extra_cols: str = "") -> None:
@@ -67,5 +68,5 @@ def shard_task_yaml(name: str, target_ep, sources: list[tuple[str, int]], prefix
 def register(store, sources: dict, task_name: str, task_text: str) -> None:
     for sid, ep in sources.items():
         store.put_source(sid, {"source-id": sid, "host": ep.host, "port": ep.port, "user": ep.user}, ep.password)
-    store.reset_task(task_name)
+    reset_task(store, task_name)
     store.put_task(task_name, task_text, "running")

@@ -11,7 +11,7 @@ source's sync windows in a loop, one JSON line per window on stdout::
     --mode forever  until killed (the random-SIGKILL tests);
 
 and ``resolve TASK_FILE`` runs the coordinator once (``ops.resolve``). Faults come from
-the environment (``SHARDFLOW_FAULTS``, see ``dm_core.full.faults``): a fault point ends
+the environment (``SHARDFLOW_FAULTS``, see ``dm_core.faults``): a fault point ends
 the process with exit code 97.
 """
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dm_core.db import Endpoint, connect, qi, qt
+from dm_core.reset import reset_task
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_EXIT = 97
@@ -164,7 +165,7 @@ def setup_shards(uniq: str, specs: list[SourceSpec], down: Endpoint, tmp_path, *
 
 
 def teardown(setup: ShardSetup) -> None:
-    setup.store.reset_task(setup.name)
+    reset_task(setup.store, setup.name)
     setup.store.close()
     for spec in setup.specs:
         run(spec.ep, *[f"DROP DATABASE IF EXISTS {qi(s)}" for s in spec.schemas])
@@ -187,7 +188,7 @@ def copy_initial(setup: ShardSetup) -> None:
 
 # ---- syncing in process -------------------------------------------------------------------------
 def active_locks(task, store) -> list[dict]:
-    from dm_core.shardddl import ops_for
+    from dm_core.shardddl.lock_ops import ops_for
 
     if not task.shard_mode:
         return []
@@ -342,7 +343,7 @@ def _main(argv=None) -> int:
     task = parse_task(Path(a.task_file).read_text(), a.task_file)
     store = StateStore()
     if a.cmd == "resolve":
-        from dm_core.shardddl import ops_for
+        from dm_core.shardddl.lock_ops import ops_for
         from dm_core.shardddl.membership import task_membership
 
         out = ops_for(task.shard_mode).resolve(store, task.name, task_membership(task, store).sources_by_target())

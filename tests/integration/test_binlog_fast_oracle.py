@@ -14,7 +14,7 @@ import pytest
 
 from dm_core.binlog import FastBinlogWindow
 from dm_core.db import connect, master_position, qi, qt
-from dm_core.state.store import Position
+from dm_core.position import Position
 from dm_core.sync.reader import BinlogWindow
 
 pytestmark = pytest.mark.integration

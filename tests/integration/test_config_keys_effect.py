@@ -10,8 +10,9 @@ from dm_core.config.source import parse_source
 from dm_core.config.task import parse_task
 from dm_core.db import connect, qt
 from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
-from dm_core.state.store import SCHEMA
+from dm_core.state.schema import SCHEMA
 from dm_core.sync.syncer import Syncer
 
 from .helpers import drop_schemas, make_shards, target_database
@@ -45,7 +46,7 @@ def _register_source(store, stack, sid, extra_yaml: str = ""):
 
 
 def _cleanup(store, name, sid):
-    store.reset_task(name)
+    reset_task(store, name)
     with store.tx() as cur:
         cur.execute(f"DELETE FROM {SCHEMA}.source WHERE source_id = %s", (sid,))
     store.close()
@@ -61,7 +62,7 @@ def test_mydumpers_where_selects_the_rows_of_every_table_the_full_load_copies(st
     store = StateStore()
     try:
         _register_source(store, stack, sid)
-        store.reset_task(name)
+        reset_task(store, name)
         store.put_task(name, text, "running")
         prepare(task, store)
         _spark_load(name, dict(os.environ))
@@ -90,7 +91,7 @@ def test_source_file_filters_apply_to_binlog_sync_and_the_task_rule_for_the_same
         _register_source(store, stack, sid, yaml.safe_dump({"filters": [
             {"schema-pattern": schema, "events": ["delete"], "action": "Ignore"},
             {"schema-pattern": schema, "table-pattern": "t_2", "events": ["update"], "action": "Ignore"}]}))
-        store.reset_task(name)
+        reset_task(store, name)
         store.put_task(name, text, "running")
         prepare(task, store)        # low watermark + target tables (the rows come with the binlog below)
         conn = connect(stack["up1"])

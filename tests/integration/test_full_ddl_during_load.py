@@ -16,8 +16,9 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import connect, master_position, qi, qt
 from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
-from dm_core.state.store import SCHEMA
+from dm_core.state.schema import SCHEMA
 
 from .helpers import register, shard_task_yaml
 from .shard_helpers import assert_settled, assert_union, columns, drive, make_tables, run
@@ -119,7 +120,7 @@ def test_ddl_during_the_full_load_converges(stack, uniq, mode, tmp_path):
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
-        store.reset_task(name)
+        reset_task(store, name)
         store.close()
         for _, ep, schema in specs:
             run(ep, f"DROP DATABASE IF EXISTS {qi(schema)}")

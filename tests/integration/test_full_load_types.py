@@ -13,6 +13,7 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import connect, qi, qt
 from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
@@ -86,7 +87,7 @@ def test_full_load_then_sync_keeps_every_type(stack, uniq):
     store = StateStore()
     try:
         store.put_source(sid, {"source-id": sid, "host": up.host, "port": up.port, "user": up.user}, up.password)
-        store.reset_task(name)
+        reset_task(store, name)
         store.put_task(name, text, "running")
         prepare(task, store)
         with conn.cursor() as cur:  # lands between the low watermark and the dump: both paths see it
@@ -113,7 +114,7 @@ def test_full_load_then_sync_keeps_every_type(stack, uniq):
         assert len(diffs) == 5
         assert all(d.equal for d in diffs), render(diffs)
     finally:
-        store.reset_task(name)
+        reset_task(store, name)
         store.close()
         conn.close()
         drop_schemas(up, [schema])

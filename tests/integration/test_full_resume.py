@@ -11,10 +11,10 @@ import psycopg2
 import pytest
 
 from dm_core.db import qt
-from dm_core.full.faults import EXIT_CODE
+from dm_core.faults import EXIT_CODE
 from dm_core.full.phase import prepare
 from dm_core.state import StateStore
-from dm_core.state.store import SCHEMA
+from dm_core.state.schema import SCHEMA
 from dm_core.validate.compare import compare_task, render
 
 from .test_full_support import (cleanup, drop, execute, read_report, register, run_load, spark_env, staging_leftovers,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dm_core.config.task import parse_task
 from dm_core.db import connect, qi
+from dm_core.reset import reset_task
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv/bin/python")
@@ -62,7 +63,7 @@ def register(store, name: str, text: str, sources: dict) -> object:
     """Register sources and the task (fresh), return the parsed task."""
     for sid, ep in sources.items():
         store.put_source(sid, {"source-id": sid, "host": ep.host, "port": ep.port, "user": ep.user}, ep.password)
-    store.reset_task(name)
+    reset_task(store, name)
     store.put_task(name, text, "running")
     return parse_task(text, f"{name}.yaml")
 
@@ -72,7 +73,7 @@ def cleanup(store, name: str, text: str) -> None:
     from dm_core.full.phase import forget
 
     forget(parse_task(text, f"{name}.yaml"), store)
-    store.reset_task(name)
+    reset_task(store, name)
 
 
 def execute(ep, *sql: str, args=None) -> list:

@@ -10,6 +10,7 @@ from dm_core.config.task import parse_task
 from dm_core.db import qt
 from dm_core.errors import ShardflowError
 from dm_core.full.phase import prepare
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 
 from .helpers import drop_schemas, register, target_database
@@ -58,7 +59,7 @@ def env(stack, uniq):
 
     yield make, store
     for n in made:
-        store.reset_task(n)
+        reset_task(store, n)
     store.close()
 
 

@@ -11,6 +11,7 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import connect, qt
 from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 from dm_core.sync.syncer import Syncer
 
@@ -35,7 +36,7 @@ def scenario(stack, uniq):
     for sid in sources:  # caught up: later windows see only what the test writes
         _sync(task, store, sid)
     yield task, store, list(sources), schemas[0], tdb, text
-    store.reset_task(name)
+    reset_task(store, name)
     store.close()
     drop_schemas(stack["up1"], schemas)
     drop_schemas(stack["up2"], schemas)

@@ -9,6 +9,7 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import qi, qt
 from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 from dm_core.sync.online_ddl import OnlineDDL
 from dm_core.sync.syncer import Syncer
@@ -85,7 +86,7 @@ def online(stack, uniq):
     run(up, *[f"INSERT INTO {qt(db, t)} (uid, name) VALUES (1, 'Gabriel García Márquez'), (2, 'Cien años')"
               for t in ("gho_t", "pt_t")])
     yield task, store, sid, db, tdb
-    store.reset_task(name)
+    reset_task(store, name)
     store.close()
     drop_schemas(up, [db])
     drop_schemas(down, [tdb])

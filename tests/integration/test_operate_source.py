@@ -11,7 +11,7 @@ from dm_core.db import connect
 from dm_core.secrets import dm_cipher
 from dm_core.sources import source_endpoint
 from dm_core.state import StateStore
-from dm_core.state.store import SCHEMA
+from dm_core.state.schema import SCHEMA
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from dm_core.shardddl import admin
+from dm_core.shardddl import coordinator
 
 from ..conftest import ROOT
 from .shard_helpers import (SourceSpec, assert_settled, assert_union, columns, dml, drive, run, setup_shards,
@@ -76,7 +76,7 @@ def test_a_lock_waiting_for_a_source_is_listed_then_unlocked_by_the_owner(two):
         run(sh.ep, f"ALTER TABLE {sh.q} ADD COLUMN note varchar(16) NULL")
         run(sh.ep, f"INSERT INTO {sh.q} (name, amount, note) VALUES ('b-after', 2, 'm')")
     assert_settled(drive(setup.task, setup.store, setup.sources))
-    assert not admin.list_locks(setup.store, setup.name, active_only=True)
+    assert not coordinator.list_locks(setup.store, setup.name, active_only=True)
     assert_union(setup.task, setup.store)
 
 
@@ -92,8 +92,8 @@ def test_unlock_with_an_owner_that_never_reported_is_refused_naming_who_can(two)
     for sh in setup.of(a):
         run(sh.ep, f"ALTER TABLE {sh.q} ADD COLUMN note2 int NULL")
     drive(setup.task, setup.store, setup.sources, max_rounds=3, fail=False)
-    [lk] = admin.list_locks(setup.store, setup.name, active_only=True)
+    [lk] = coordinator.list_locks(setup.store, setup.name, active_only=True)
     out = dmctl("shard-ddl-lock", "unlock", lk["lock_id"], "--owner", b)
     assert out.returncode == 1
     assert b in out.stderr and a in out.stderr, out.stderr
-    assert admin.list_locks(setup.store, setup.name, active_only=True)[0]["status"] == "waiting"
+    assert coordinator.list_locks(setup.store, setup.name, active_only=True)[0]["status"] == "waiting"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import pytest
 
 from dm_core.db import qi, qt
-from dm_core.shardddl import ops_for
+from dm_core.shardddl.lock_ops import ops_for
 from dm_core.validate.compare import compare_task, render
 
 from .shard_helpers import (SourceSpec, active_locks, assert_settled, assert_union, columns, dml, drive, drive_some,

@@ -12,6 +12,7 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import connect, qt
 from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 
 from .helpers import drop_schemas, make_shards, register, shard_task_yaml
@@ -40,7 +41,7 @@ def shards(stack, uniq, request):
     tables = [(ep, s, t) for ep, tl in ((stack["up1"], ["t_1", "t_2"]), (stack["up2"], ["t_1"]))
               for s in schemas for t in tl]
     yield task, store, list(sources), tables, tdb
-    store.reset_task(name)
+    reset_task(store, name)
     store.close()
     drop_schemas(stack["up1"], schemas)
     drop_schemas(stack["up2"], schemas)

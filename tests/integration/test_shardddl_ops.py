@@ -13,17 +13,19 @@ import time
 
 import pytest
 
+from dm_core import faults
 from dm_core.db import connect, qi
-from dm_core.full import faults
+from dm_core.position import Position
 from dm_core.shardddl import executor, pg
 from dm_core.shardddl.common import DONE, EXEC, EXECUTING, SKIP, WAIT
 from dm_core.shardddl.ddl_norm import normalize
+from dm_core.shardddl.downstream import read_table_schema
 from dm_core.shardddl.errors import ShardDDLInconsistent, ShardDDLLockError
-from dm_core.shardddl.optimism import ops as oops
+from dm_core.shardddl.lock_ops import OPTIMISTIC as oops
+from dm_core.shardddl.lock_ops import PESSIMISTIC as ops
 from dm_core.shardddl.optimism.info import Info as OInfo
-from dm_core.shardddl.pessimism import ops
 from dm_core.shardddl.pessimism.info import Info
-from dm_core.state import Position, StateStore
+from dm_core.state import StateStore
 
 from ..conftest import ROOT
 
@@ -309,14 +311,14 @@ def test_process_killed_inside_a_transaction_leaves_nothing(store, task, down):
     db, _ = down
     i1 = info(task, db, "s1", "ALTER TABLE t_1 ADD COLUMN c INT", 100)
     r = _run_child(f"""
-        from dm_core.shardddl.pessimism import ops
+        from dm_core.shardddl.lock_ops import PESSIMISTIC as ops
         from dm_core.shardddl.pessimism.info import Info
         from dm_core.state import StateStore
         ops.put_info(StateStore(), Info.from_dict({json.dumps(i1.to_dict())}), ["s1", "s2"])
         """, "shardddl.ops.before_commit=2")   # hit 1: the lock is created (committed); hit 2 would be a second call
     assert r.returncode == 0, r.stderr
     r = _run_child(f"""
-        from dm_core.shardddl.pessimism import ops
+        from dm_core.shardddl.lock_ops import PESSIMISTIC as ops
         from dm_core.shardddl.pessimism.info import Info
         from dm_core.state import StateStore
         ops.put_info(StateStore(), Info.from_dict({json.dumps(info(task, db, "s2", "ALTER TABLE t_1 ADD COLUMN c INT",
@@ -338,7 +340,7 @@ def test_owner_process_killed_around_the_downstream(stack, store, task, down, fa
     r = _run_child(f"""
         from dm_core.db import Endpoint, connect
         from dm_core.shardddl import executor
-        from dm_core.shardddl.pessimism import ops
+        from dm_core.shardddl.lock_ops import PESSIMISTIC as ops
         from dm_core.state import StateStore
         st = StateStore()
         op = ops.get_operation(st, {task!r}, "s1")
@@ -360,7 +362,7 @@ def test_owner_process_killed_around_the_downstream(stack, store, task, down, fa
 # ---- optimistic -------------------------------------------------------------------------------------------
 def oinfo(task, db, conn, source, sql, pos):
     return OInfo(task, source, (db, "t"), ("up", "t_1"), (ddl(db, sql),), Position("mysql-bin.000001", pos),
-                 schema_before=executor.read_table_schema(conn, db, "t"))
+                 schema_before=read_table_schema(conn, db, "t"))
 
 
 def test_optimistic_flow_with_the_downstream(store, task, down):

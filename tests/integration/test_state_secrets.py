@@ -6,9 +6,10 @@ import json
 import pytest
 
 from dm_core.cli.dmctl import main as dmctl
+from dm_core.reset import reset_task
 from dm_core.secrets import state_key
 from dm_core.state import StateStore
-from dm_core.state.store import SCHEMA
+from dm_core.state.schema import SCHEMA
 from dm_core.tls import TLS
 
 pytestmark = pytest.mark.integration
@@ -53,7 +54,7 @@ def test_task_file_text_rests_sealed(stack, uniq):
             (raw,) = _raw(store, f"SELECT config_text FROM {SCHEMA}.task WHERE name = %s", (name,))
             assert raw.startswith(state_key.PREFIX) and store.task_info(name)["config_text"] == text
         finally:
-            store.reset_task(name)
+            reset_task(store, name)
             with store.tx() as cur:
                 cur.execute(f"DELETE FROM {SCHEMA}.task WHERE name = %s", (name,))
 

@@ -7,7 +7,9 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import connect, qt
 from dm_core.full.phase import finish, prepare
-from dm_core.state import Position, StateStore
+from dm_core.position import Position
+from dm_core.reset import reset_task
+from dm_core.state import StateStore
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
 
@@ -42,7 +44,7 @@ def scenario(stack, uniq):
     store = StateStore()
     register(store, sources, name, text)
     yield task, store, sources, schemas, tdb
-    store.reset_task(name)
+    reset_task(store, name)
     store.close()
     drop_schemas(stack["up1"], schemas)
     drop_schemas(stack["up2"], schemas)

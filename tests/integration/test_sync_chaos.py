@@ -19,6 +19,7 @@ import time
 import pytest
 
 from dm_core.db import connect, qi, qt
+from dm_core.reset import reset_task
 
 from .mariadb_fixture import free_port, private_port, start_mariadb
 from .shard_helpers import SourceSpec, assert_union, converge, run, setup_shards, source_states, spawn
@@ -39,7 +40,7 @@ def chaos(stack, uniq, tmp_path):
                          extra_cols=", note mediumtext NULL, tag varchar(32) NULL")
     yield setup, down
     down.stop()  # private: nothing to drop downstream
-    setup.store.reset_task(setup.name)
+    reset_task(setup.store, setup.name)
     setup.store.close()
     for spec in specs:
         run(spec.ep, *[f"DROP DATABASE IF EXISTS {qi(s)}" for s in spec.schemas])

@@ -11,6 +11,7 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import connect, qi, qt
 from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
@@ -84,7 +85,7 @@ def plain(stack, uniq):
     prepare(task, store)
     finish(task, store)
     yield task, store, sid, db, tdb
-    store.reset_task(name)
+    reset_task(store, name)
     store.close()
     drop_schemas(up, [db])
     drop_schemas(down, [tdb])

@@ -8,6 +8,7 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import connect, qi, qt
 from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 from dm_core.sync.session import SyncSession
 
@@ -56,7 +57,7 @@ def plain(stack, uniq):
     finish(task, store)
     sess = SyncSession(task, sid, store, sleep=lambda s: None, transient_retries=2)
     yield task, store, sid, db, tdb, sess
-    store.reset_task(name)
+    reset_task(store, name)
     store.close()
     drop_schemas(up, [db])
     drop_schemas(down, [tdb])

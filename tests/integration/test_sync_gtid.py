@@ -8,6 +8,7 @@ from dm_core.binlog.gtid import position_of_gtid
 from dm_core.config.task import parse_task
 from dm_core.db import connect, master_position, qt
 from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
@@ -59,7 +60,7 @@ def gtid_task(stack, uniq):
     prepare(task, store)
     finish(task, store)
     yield task, store, sid, schemas[0]
-    store.reset_task(name)
+    reset_task(store, name)
     store.close()
     drop_schemas(stack["up1"], schemas)
     drop_schemas(stack["down"], [tdb])

@@ -8,6 +8,7 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import connect, qi, qt
 from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
 from dm_core.state import StateStore
 from dm_core.sync.session import SyncSession
 from dm_core.validate.compare import compare_task, render
@@ -65,7 +66,7 @@ def test_timestamps_keep_their_instant_on_a_downstream_in_another_zone(stack, un
         diffs = compare_task(task, store)
         assert diffs and all(d.equal for d in diffs), render(diffs)
     finally:
-        store.reset_task(name)
+        reset_task(store, name)
         store.close()
         down.stop()
         drop_schemas(up, [db])

@@ -19,9 +19,10 @@ from dm_core.config.task import parse_task
 from dm_core.db import Endpoint, connect, connect_native, qi, qt
 from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
 from dm_core.sources import source_endpoint, target_endpoint
 from dm_core.state import StateStore
-from dm_core.state.store import SCHEMA
+from dm_core.state.schema import SCHEMA
 from dm_core.sync.syncer import Syncer
 from dm_core.tls import TLS
 from dm_core.validate.compare import compare_task, render
@@ -135,7 +136,7 @@ def test_source_and_target_over_tls_full_load_on_spark_then_sync(tls_server, sta
         store.put_source(sid, src.to_dict(), src.password)
         ep = source_endpoint(store, sid)
         assert ep.tls == src.tls, "the source's TLS material survives the state store"
-        store.reset_task(name)
+        reset_task(store, name)
         store.put_task(name, text, "running")
         prepare(task, store)
         db.sql(f"UPDATE {qt(schema, 't')} SET v = 'during-dump' WHERE id <= 10")
@@ -156,7 +157,7 @@ def test_source_and_target_over_tls_full_load_on_spark_then_sync(tls_server, sta
             assert cur.fetchone()[0] == 300
         conn.close()
     finally:
-        store.reset_task(name)
+        reset_task(store, name)
         with store.tx() as cur:
             cur.execute(f"DELETE FROM {SCHEMA}.source WHERE source_id = %s", (sid,))
         store.close()

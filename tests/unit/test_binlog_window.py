@@ -9,11 +9,11 @@ import zlib
 import pytest
 
 from dm_core.binlog import events as ev
+from dm_core.binlog.txn import RowChange, Txn
 from dm_core.binlog.window import FastBinlogWindow
 from dm_core.db import Endpoint
 from dm_core.errors import ErrorCode, ShardflowError
-from dm_core.state.store import Position
-from dm_core.sync.reader import RowChange, Txn
+from dm_core.position import Position
 
 from tests.unit.test_binlog_decode import encode_json
 

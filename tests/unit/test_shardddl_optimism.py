@@ -3,11 +3,12 @@ exec order, unlock. Scenarios run on one Lock and with a rows round-trip after e
 
 import pytest
 
+from dm_core.position import Position
 from dm_core.shardddl.common import DONE, EXEC, SKIP, WAIT
 from dm_core.shardddl.ddl_norm import normalize, schema_from_create
 from dm_core.shardddl.errors import ShardDDLConflict, ShardDDLLockError
-from dm_core.shardddl.optimism import Info, Keeper, Lock
-from dm_core.state.store import Position
+from dm_core.shardddl.keeper import Keeper
+from dm_core.shardddl.optimism import Info, Lock
 
 TASK, TARGET = "task", ("db", "t")
 BASE = schema_from_create("CREATE TABLE t (id INT NOT NULL, name VARCHAR(20) NULL, qty INT NOT NULL DEFAULT 0, "
@@ -273,7 +274,7 @@ def test_three_sources_mixed_timing(persist):
 
 
 def test_keeper_and_new_lock_needs_schema():
-    k = Keeper()
+    k = Keeper(Lock)
     n = normalize("ALTER TABLE t_1 ADD COLUMN c INT", "up", route)
     with pytest.raises(ShardDDLLockError, match="schema_before"):
         k.report(Info(TASK, "s1", TARGET, ("up", "t_1"), (n.sql,), Position("b.1", 1)), ["s1"])

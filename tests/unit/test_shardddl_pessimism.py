@@ -2,14 +2,15 @@
 several and interleaved DDLs, inconsistent sequences, replays, unlock.
 
 Every scenario runs twice: on one Lock object, and with the lock written to rows and
-read back after every call (what ops.py does around each transaction)."""
+read back after every call (what lock_ops.py does around each transaction)."""
 
 import pytest
 
+from dm_core.position import Position
 from dm_core.shardddl.common import DONE, EXEC, EXECUTING, SKIP, WAIT
 from dm_core.shardddl.errors import ShardDDLInconsistent, ShardDDLLockError
-from dm_core.shardddl.pessimism import Info, Keeper, Lock
-from dm_core.state.store import Position
+from dm_core.shardddl.keeper import Keeper
+from dm_core.shardddl.pessimism import Info, Lock
 
 TASK, TARGET = "task", ("db", "t")
 A = "ALTER TABLE `db`.`t` ADD COLUMN `a` INT"
@@ -297,7 +298,7 @@ def test_unlock_force_remove_finishes_the_step(persist):
 
 
 def test_keeper_registry():
-    k = Keeper()
+    k = Keeper(Lock)
     i1 = Info(TASK, "s1", ("db", "t1"), (("s", "a"),), (A,), Position("b.1", 1))
     i2 = Info(TASK, "s1", ("db", "t2"), (("s", "b"),), (B,), Position("b.1", 2))
     k.report(i1, ["s1"])

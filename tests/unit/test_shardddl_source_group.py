@@ -15,9 +15,9 @@ import random
 
 import pytest
 
+from dm_core.position import Position
 from dm_core.shardddl.errors import ShardDDLInconsistent, ShardDDLLockError
 from dm_core.shardddl.source_group import DONE, RECORDED, REPORT, SourceGroup, SourceShardGroups
-from dm_core.state.store import Position
 
 T1, T2, T3 = ("s", "t_1"), ("s", "t_2"), ("s", "t_3")
 U1, U2 = ("u", "x_1"), ("u", "x_2")        # a second group

@@ -3,7 +3,7 @@
 
 import pytest
 
-from dm_core.state.store import Position
+from dm_core.position import Position
 from dm_core.sync.compactor import compact
 from dm_core.sync.job import RowJob, fold
 from dm_core.target import TargetTable

@@ -22,7 +22,7 @@ Assumptions
 Protocol
 --------
 1. A table of source A runs a DDL at position p: the syncer flushes, then
-   ``ops.put_info(Info(..., table, ddls, p, schema_before=downstream schema))``.
+   ``lock_ops.OPTIMISTIC.put_info(Info(..., table, ddls, p, schema_before=downstream schema))``.
 2. The lock computes A's table's new schema and the new join. Answer: ``exec`` with the
    single-change statements that move the downstream to the new join (A's own statement
    text where it matches), ``skip`` when the join does not change, ``wait`` with
@@ -42,7 +42,6 @@ restart is recognised by its position; exec statements are bracketed by
 """
 
 from dm_core.shardddl.optimism.info import Info
-from dm_core.shardddl.optimism.keeper import Keeper
 from dm_core.shardddl.optimism.lock import Lock
 
-__all__ = ["Info", "Keeper", "Lock"]
+__all__ = ["Info", "Lock"]

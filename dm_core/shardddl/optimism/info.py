@@ -2,7 +2,7 @@
 
 Optimistic mode has no first-level group: each upstream table reports its own DDLs as
 it meets them. ``schema_before`` is the target table's schema as the downstream has it
-(``executor.read_table_schema``); the lock uses it once, when it is created, as the
+(``downstream.read_table_schema``); the lock uses it once, when it is created, as the
 schema of every member it has not heard from (DM's restriction: all shards have the same
 schema when the task starts).
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dm_core.position import Position
 from dm_core.shardddl.common import lock_id_of, pos_from_json, pos_to_json
 from dm_core.shardddl.schema import TableSchema
-from dm_core.state.store import Position
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from dm_core.shardddl.errors import ShardDDLLockError, ShardDDLUnsupported
 from dm_core.shardddl.optimism.info import Info
 from dm_core.shardddl.schema import (Change, JoinConflict, SchemaError, TableSchema, diff_schemas, join_schemas,
                                      join_type, same_change, widen_only)
-from dm_core.state.store import Position
+from dm_core.position import Position
 
 Key = tuple[str, str, str]   # (source, upstream schema, upstream table)
 

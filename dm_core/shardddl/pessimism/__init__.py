@@ -24,7 +24,8 @@ a lock in the state store, keyed by (task, target table).
 
 Protocol (seed 004: the lock owner flow)
 ----------------------------------------
-1. Source A's group completes a DDL at position p: ``ops.put_info(Info(..., ddls, p))``.
+1. Source A's group completes a DDL at position p:
+   ``lock_ops.PESSIMISTIC.put_info(Info(..., ddls, p))``.
    The lock (created if new) records A's report; A, first to report, is the owner. A
    stops reading (checkpoint stays before the DDL) and polls.
 2. Source B reaches the same DDL: ``put_info`` again. DDLs different from the lock's →
@@ -48,8 +49,8 @@ Guarantees
 * Rows: at least once; exact because every replayed row lies below the source's
   safe-mode exit point (see ``source_group``).
 
-Restarts (every ``ops`` call is one transaction on the lock row; all are idempotent)
-------------------------------------------------------------------------------------
+Restarts (every ``lock_ops`` call is one transaction on the lock row; all are idempotent)
+-----------------------------------------------------------------------------------------
 * died before ``put_info`` committed: nothing recorded; the rerun meets the DDL again.
 * died after ``put_info``: the rerun meets the DDL again; the same report is recognised.
 * the owner died after ``mark_executing`` (statement maybe run): the rerun sees the op
@@ -66,7 +67,6 @@ Restarts (every ``ops`` call is one transaction on the lock row; all are idempot
 """
 
 from dm_core.shardddl.pessimism.info import Info
-from dm_core.shardddl.pessimism.keeper import Keeper
 from dm_core.shardddl.pessimism.lock import Lock
 
-__all__ = ["Info", "Keeper", "Lock"]
+__all__ = ["Info", "Lock"]

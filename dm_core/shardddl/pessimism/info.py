@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dm_core.position import Position
 from dm_core.shardddl.common import lock_id_of, pos_from_json, pos_to_json
-from dm_core.state.store import Position
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,10 @@ from dataclasses import dataclass
 
 from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, Operation, fmt_tables,
                                      pos_from_json, pos_to_json)
+from dm_core.position import Position
 from dm_core.shardddl.ddl_norm import comparison_key
 from dm_core.shardddl.errors import ShardDDLInconsistent, ShardDDLLockError
 from dm_core.shardddl.pessimism.info import Info
-from dm_core.state.store import Position
 
 
 def _keys(ddls) -> list[str]:

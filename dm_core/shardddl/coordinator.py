@@ -1,23 +1,25 @@
-"""A task's shard DDL locks as operators and the coordinator see them, whatever the mode.
+"""The coordinator (DM-master's role for shard DDL), and a task's shard DDL locks as operators
+see them, whatever the mode.
 
 Three callers share this module, so that what they show and do cannot drift apart:
 
-* the coordinator (``coordinate``), a sensor of the incremental DAG (DM-master's role):
+* the coordinator's round (``coordinate``), run by a sensor of the incremental DAG:
   each poke tells every lock which sources take part (from the upstreams' tables, as the
   task's routes group them) and settles it; its result is mirrored to the Airflow Variable
   ``shardflow_<task>_ddl_locks``;
 * ``dmctl shard-ddl-lock [TASK]`` and ``query-status`` (``list_locks`` + ``render``);
 * ``dmctl shard-ddl-lock unlock`` and the ``dm_<task>_shard_ddl_unlock`` DAG (``unlock``).
 
-Every change goes through the mode's ``ops`` (one Postgres transaction per lock), so a
+Every change goes through the mode's lock store (``lock_ops``: one Postgres transaction per lock), so a
 caller killed anywhere leaves the lock as it was before or after, never in between.
 """
 
 from __future__ import annotations
 
-from dm_core.shardddl import ops_for, pg
+from dm_core.shardddl import pg
 from dm_core.shardddl.common import EXEC, SKIP
 from dm_core.shardddl.errors import ShardDDLLockError
+from dm_core.shardddl.lock_ops import ops_for
 
 MODES = ("pessimistic", "optimistic")
 

@@ -1,0 +1,35 @@
+"""What a binlog window delivers: whole transactions (``Txn``) of row changes
+(``RowChange``), or one DDL statement. Both readers (``binlog.window`` and the
+mysql-replication one in ``sync.reader``) produce them and the syncer consumes them; they
+live here so that ``binlog/`` does not depend on ``sync/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dm_core.position import Position
+
+
+@dataclass(slots=True)
+class RowChange:
+    """One row of a row event, before routing."""
+
+    op: str  # insert | update | delete
+    schema: str
+    table: str
+    before: dict | None
+    after: dict | None
+
+
+@dataclass(slots=True)
+class Txn:
+    """What the stream delivers: a committed transaction's rows, or one DDL statement."""
+
+    end: Position                  # resume point after this transaction
+    rows: list[RowChange] = field(default_factory=list)
+    ddl: str | None = None         # set for a DDL (query event outside a transaction)
+    ddl_schema: str | None = None  # the session's current database for the DDL
+    start: Position | None = None  # where the event group began (DDL: to pause before it)
+    timestamp: int = 0             # upstream commit time (unix seconds), for lag
+    gtid: str | None = None

@@ -1,0 +1,126 @@
+"""The state store's Postgres schema: its name, its tables, and the one way every part of
+dm_core creates or migrates tables in it (``apply_schema``).
+
+A leaf module (it imports nothing of dm_core) so that the parts that keep tables in this
+schema (``state.store``, ``shardddl.pg``, ``full.plan_store``, ``sync.online_ddl``) can
+share it without importing the store, and the store never has to import them.
+"""
+
+from __future__ import annotations
+
+import os
+
+SCHEMA = os.environ.get("SHARDFLOW_STATE_SCHEMA", "shardflow")
+
+_STATE_DDL = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.source (
+    source_id   text PRIMARY KEY,
+    config      jsonb NOT NULL,          -- everything but the password (a TLS key: sealed)
+    password    text NOT NULL DEFAULT '', -- sealed: fernet:<token> (plain in rows of older versions)
+    enabled     boolean NOT NULL DEFAULT true,
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS {s}.task (
+    name        text PRIMARY KEY,
+    config_text text NOT NULL,           -- the task file as the user wrote it, sealed
+    status      text NOT NULL DEFAULT 'running',   -- running | paused | stopped
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS {s}.source_state (
+    task        text NOT NULL,
+    source_id   text NOT NULL,
+    stage       text NOT NULL DEFAULT 'new',  -- new | precheck | full | sync | paused | error | stopped
+    -- checkpoint: every effect before this position is durable downstream
+    binlog_file text, binlog_pos bigint, binlog_gtid text,
+    -- safe mode stays on until the stream passes this position
+    safe_exit_file text, safe_exit_pos bigint,
+    -- full phase watermarks
+    low_file text, low_pos bigint, low_gtid text,
+    high_file text, high_pos bigint, high_gtid text,
+    -- progress and health
+    applied_rows bigint NOT NULL DEFAULT 0,
+    applied_events bigint NOT NULL DEFAULT 0,
+    last_event_ts timestamptz,
+    lag_seconds double precision,
+    rows_per_second double precision,
+    error       text,
+    error_code  integer,
+    error_stmt  text,
+    error_pos   text,
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (task, source_id)
+);
+CREATE TABLE IF NOT EXISTS {s}.full_chunk (
+    task        text NOT NULL,
+    source_id   text NOT NULL,
+    schema_name text NOT NULL,
+    table_name  text NOT NULL,
+    chunk_id    integer NOT NULL,
+    rows        bigint NOT NULL,
+    done_at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (task, source_id, schema_name, table_name, chunk_id)
+);
+CREATE TABLE IF NOT EXISTS {s}.operator_command (
+    id          bigserial PRIMARY KEY,
+    task        text NOT NULL,
+    source_id   text,
+    command     text NOT NULL,          -- skip | replace
+    args        jsonb NOT NULL DEFAULT '{{}}',
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    consumed_at timestamptz
+);
+-- the source's first-level sharding groups (dm_core.shardddl.source_group), pessimistic mode
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS shard_groups jsonb;
+-- validation runs (dm_core/validate): one row per run, the result as JSON (result.py)
+CREATE TABLE IF NOT EXISTS {s}.validation_run (
+    task        text NOT NULL,
+    run_id      text NOT NULL,
+    status      text NOT NULL,           -- running | equal | different | pending | error
+    started_at  timestamptz NOT NULL DEFAULT now(),
+    finished_at timestamptz,
+    result      jsonb NOT NULL,
+    PRIMARY KEY (task, run_id)
+);
+-- recent sync windows per source (the Migrations page's chart); pruned to the newest few
+CREATE TABLE IF NOT EXISTS {s}.sync_window (
+    id          bigserial PRIMARY KEY,
+    task        text NOT NULL,
+    source_id   text NOT NULL,
+    ended_at    timestamptz NOT NULL DEFAULT now(),
+    rows        bigint NOT NULL,
+    seconds     double precision NOT NULL,
+    lag_seconds double precision
+);
+CREATE INDEX IF NOT EXISTS sync_window_task_source ON {s}.sync_window (task, source_id, id);
+-- lifecycle (dm_core.state.lifecycle): which start-task a DAG run belongs to, and what the
+-- operator asked of each source (pause-task / stop-task -s)
+ALTER TABLE {s}.task ADD COLUMN IF NOT EXISTS generation bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS requested text NOT NULL DEFAULT 'running';
+"""
+
+
+def apply_schema(cur, ddl: str, lock_key: int, *, newest: tuple[str, str]) -> None:
+    """Create or migrate tables of the state store's schema, once.
+
+    ``newest`` (table, column) is the last thing ``ddl`` adds: when it exists, the whole
+    script has run (it runs in one transaction) and nothing is executed, because even
+    ``CREATE INDEX IF NOT EXISTS`` and ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS`` take
+    table locks that deadlock with sensors updating those tables. Concurrent first starts
+    serialise on the advisory lock ``lock_key``. Whoever adds to a script moves ``newest``.
+    """
+    probe = ("SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+             "AND column_name = %s")
+    cur.execute(probe, (SCHEMA, *newest))
+    if cur.fetchone():
+        return
+    cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+    cur.execute(probe, (SCHEMA, *newest))
+    if not cur.fetchone():
+        cur.execute(ddl)
+
+
+def migrate_state(cur) -> None:
+    """The state store's own tables (``StateStore.migrate``); shard DDL, the full phase's
+    plans and online DDL add theirs through ``apply_schema`` under their own lock keys."""
+    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("source_state", "requested"))
