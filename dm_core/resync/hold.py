@@ -60,7 +60,7 @@ class Hold:
 
 
 def _schema(cur) -> str:
-    from dm_core.state.store import SCHEMA, apply_schema
+    from dm_core.state.schema import SCHEMA, apply_schema
 
     apply_schema(cur, _DDL.format(s=SCHEMA), 724012, newest=("resync_hold", "broken"))
     return SCHEMA
@@ -152,7 +152,7 @@ def wait_acks(store, task: str, run_id: str, source_ids: list[str], *, timeout: 
 
 def raise_safe_exit(store, task: str, positions: dict) -> None:
     """Safe mode until at least ``positions`` (source_id → Position) on every source."""
-    from dm_core.state.store import Position
+    from dm_core.position import Position
 
     for sid, pos in positions.items():
         st = store.source_state(task, sid)

@@ -57,7 +57,7 @@ def run_resync(task, store, run_id: str, keys: dict[str, list[dict]], *, why: st
     upstream union, under the sync hold (hold.py)."""
     from dm_core.db import connect, master_position
     from dm_core.sources import source_endpoint, target_endpoint
-    from dm_core.state.store import Position
+    from dm_core.position import Position
     from dm_core.validate.plan import plan_task
 
     t0 = time.monotonic()

@@ -13,7 +13,7 @@ from dm_core.db import connect
 from dm_core.resync import hold
 from dm_core.resync.choose import keys_of
 from dm_core.resync.run import run_resync
-from dm_core.state.store import Position
+from dm_core.position import Position
 from dm_core.sync.session import SyncSession
 from dm_core.validate.compare import validate_task
 from dm_core.validate.result import render
