@@ -21,6 +21,15 @@ _RUN_ENDS_AS = {"precheck": "failed", "full": "failed", "incremental": "success"
 
 
 # ---- the Airflow side ----------------------------------------------------------------------
+def install_task_file(tasks_dir: Path, name: str, src: Path) -> Path:
+    """Put a task's file into the folder Airflow's DAG factory reads, as ``<name>.yaml``."""
+    dest = tasks_dir / f"{name}.yaml"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if Path(src).resolve() != dest.resolve():
+        shutil.copyfile(src, dest)
+    return dest
+
+
 def end_runs(api, name: str, note: str) -> list[str]:
     """End every queued/running run of the task's DAGs (a few rounds: a run that is ending
     may trigger the next phase meanwhile). Returns what was ended."""
@@ -234,10 +243,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
             print(f"task {task.name}: not started: after {a.timeout:.0f}s these of an earlier start have not "
                   f"ended:\n  " + "\n  ".join(left), file=sys.stderr)
             return 1
-        dest = tasks_dir / f"{task.name}.yaml"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if Path(a.file).resolve() != dest.resolve():
-            shutil.copyfile(a.file, dest)
+        install_task_file(tasks_dir, task.name, Path(a.file))
         if a.remove_meta:
             from dm_core.reset import reset_task
 

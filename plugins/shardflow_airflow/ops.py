@@ -18,6 +18,8 @@ from pathlib import Path
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from shardflow_airflow import runtime
+
 
 def run_dmctl(log, *args: str) -> str:
     """dmctl ``args`` in this process; its output goes to the task log. Fails the task on a
@@ -103,10 +105,8 @@ class AddTaskOperator(BaseOperator):
     ui_color = "#dfe9f5"
 
     def execute(self, context) -> str:
-        import shutil
-
         from dm_core.cli import pasted
-        from dm_core.cli.dmctl import _tasks_dir
+        from dm_core.cli.lifecycle import install_task_file
         from dm_core.errors import ShardflowError
 
         p = _params(context)
@@ -122,12 +122,10 @@ class AddTaskOperator(BaseOperator):
             path = Path(d) / f"{name}.yaml"     # start-task copies it into the tasks folder under this name
             path.write_text(text)
             out = run_dmctl(self.log, "check-task", str(path))
-            if str(p.get("start", True)).lower() in ("true", "1"):
+            if p.get("start", True):
                 args = ["start-task", str(path)] + (["--remove-meta"] if p.get("remove_meta") else [])
                 return out + run_dmctl(self.log, *args)
-            dest = _tasks_dir() / f"{name}.yaml"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, dest)
+            dest = install_task_file(runtime.tasks_dir(), name, path)
             self.log.info("task %s: checked and saved as %s; its DAGs appear once the dag-processor reads it. "
                           "Start it with shardflow_operate_task (action start)", name, dest)
             return out
@@ -140,15 +138,13 @@ class OperateTaskOperator(BaseOperator):
     ui_color = "#dfe9f5"
 
     def execute(self, context) -> str:
-        from dm_core.cli.dmctl import _tasks_dir
-
         p = _params(context)
         task, action = _need(p, "task"), _need(p, "action")
         if action not in ("start", "pause", "resume", "stop"):
             raise AirflowFailException(f"Param 'action' is {action!r}: one of start, pause, resume, stop")
         sources = [x for s in (p.get("sources") or []) for x in ("-s", str(s).strip()) if str(s).strip()]
         if action == "start":
-            f = _tasks_dir() / f"{task}.yaml"
+            f = runtime.tasks_dir() / f"{task}.yaml"
             if not f.exists():
                 raise AirflowFailException(f"task {task!r} has no file {f}: add it first (DAG shardflow_add_task)")
             args = ["start-task", str(f), *sources] + (["--remove-meta"] if p.get("remove_meta") else [])
