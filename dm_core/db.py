@@ -147,10 +147,7 @@ def master_position(conn) -> tuple[str, int, str | None]:
         cur.execute("SHOW MASTER STATUS")
         row = cur.fetchone()
         if not row:
-            raise ErrorCode.SCHEMA_UNKNOWN.error(
-                "binary logging is off on the upstream (SHOW MASTER STATUS is empty)",
-                workaround="start the server with --log-bin --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL",
-            )
+            raise ErrorCode.BINLOG_OFF.error("binary logging is off on the upstream (SHOW MASTER STATUS is empty)")
         gtid = None
         try:
             cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")

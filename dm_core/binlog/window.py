@@ -168,7 +168,7 @@ class FastBinlogWindow:
                 try:
                     tables[tid] = compile_table(body, charsets, mariadb=mariadb, charsets_key=charsets_key)
                 except Exception as exc:
-                    raise ErrorCode.SCHEMA_UNKNOWN.error(
+                    raise ErrorCode.BINLOG_UNREADABLE.error(
                         f"cannot decode TABLE_MAP at ({file}, {pos}) from {dump.ep}: {exc}") from exc
                 table_bodies[tid] = body
                 continue
@@ -240,7 +240,7 @@ class FastBinlogWindow:
                 tid_len = 4 if phl[T_MAP] == 6 else 6
                 continue
             elif typ in ev.UNSUPPORTED:
-                raise ErrorCode.SCHEMA_UNKNOWN.error(
+                raise ErrorCode.BINLOG_UNREADABLE.error(
                     f"binlog at ({file}, {pos}) from {dump.ep} holds {ev.UNSUPPORTED[typ]}, "
                     f"which shardflow cannot read",
                     workaround="Turn the feature off on the upstream (SET GLOBAL log_bin_compress=OFF, "
@@ -273,6 +273,6 @@ def _file_no(file: str) -> int:
 
 
 def _decode_error(codec, file: str, pos: int, exc: Exception) -> ShardflowError:
-    return ErrorCode.SCHEMA_UNKNOWN.error(
+    return ErrorCode.BINLOG_UNREADABLE.error(
         f"cannot decode a row of `{codec.schema}`.`{codec.table}` in the event ending at "
         f"({file}, {pos}): {type(exc).__name__}: {exc}")

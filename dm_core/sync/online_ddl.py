@@ -289,7 +289,7 @@ class OnlineDDL:
             one = on_real_table([stmt], shadow, real)
             action = self.binlog_filter.action(real.schema, real.table, ddl_event_type(stmt), one)
             if action == "error":
-                raise ErrorCode.DDL_UNSUPPORTED.error(f"binlog event filter says Error for: {one}")
+                raise ErrorCode.FILTERED_AS_ERROR.error(f"binlog event filter says Error for: {one}")
             if action != "ignore":
                 kept.append(stmt)
         return on_real_table(kept, shadow, real) if kept else None

@@ -176,12 +176,12 @@ class SyncSession:
 
     # ---- errors ------------------------------------------------------------------------
     def _failed(self, e: Exception, out: StepOutcome) -> StepOutcome:
-        from dm_core.errors import ErrorCode, ShardflowError
+        from dm_core.errors import ErrorCode, ShardflowError, Transient
         from dm_core.classify import TRANSIENT, classify, errno_of
 
         sid = self.source_id
         self._syncer = None  # its connections may be broken: the next step builds a new one
-        transient = (isinstance(e, ShardflowError) and e.code is not None and not e.code.terminal) or \
+        transient = isinstance(e, Transient) or \
             (not isinstance(e, ShardflowError) and errno_of(e) is not None and classify(errno_of(e)) == TRANSIENT) or \
             _is_store_outage(e)
         if transient and self.failures < self.transient_retries:

@@ -223,7 +223,7 @@ def test_events_that_would_lose_rows_are_refused(typ):
     b.add(typ, b"\x00" * 20)
     with pytest.raises(ShardflowError) as exc:
         run(b)
-    assert exc.value.code is ErrorCode.SCHEMA_UNKNOWN and exc.value.code.terminal
+    assert exc.value.code is ErrorCode.BINLOG_UNREADABLE and exc.value.code.terminal
 
 
 def test_crc_is_checked_when_asked():
