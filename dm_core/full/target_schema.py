@@ -1,6 +1,6 @@
 """Create target schemas and tables from the upstream's own ``SHOW CREATE TABLE``.
 
-The upstream's statement is edited as text (tokens from dm_core/sync/ddl_text.py), so
+The upstream's statement is edited as text (tokens from dm_core/ddl/text.py), so
 everything it says survives: prefix index lengths, FULLTEXT/SPATIAL keys, generated
 columns, defaults exactly as the server quotes them, charset/collation, comments,
 AUTO_INCREMENT, CHECK constraints, table options and partitioning. The edits:
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from dm_core.db import qi, qt
 from dm_core.errors import ErrorCode
 from dm_core.full.discover import SourceTable
-from dm_core.sync.ddl_text import Token, tokenize
+from dm_core.ddl.text import Token, tokenize
 
 log = logging.getLogger("shardflow.full")
 

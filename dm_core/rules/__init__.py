@@ -12,7 +12,7 @@ module                 engine              query
 ``expression_filter``  ExpressionFilter    ``compile(schema, table, columns).skip_*(...)``
 =====================  ==================  ===========================================
 
-``patterns`` (wildcards, ``~regexp``, the shared schema/table selector), ``ddl_kind`` (DDL ->
-event type) and ``sql_*`` (MySQL expressions evaluated in Python) support them. Pure Python:
+``patterns`` (wildcards, ``~regexp``, the shared schema/table selector), ``dm_core.ddl.kind``
+(DDL -> event type) and ``sql_*`` (MySQL expressions evaluated in Python) support them. Pure Python:
 sqlglot and the standard library only.
 """

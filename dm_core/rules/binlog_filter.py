@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from dm_core.rules.ddl_kind import ddl_event_type
+from dm_core.ddl.kind import ddl_event_type
 from dm_core.rules.patterns import RuleError, Selector, go_regex
 
 ALL = "all"

@@ -54,6 +54,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from dm_core.ddl.kind import strip_comments
 from dm_core.shardddl.errors import ShardDDLUnsupported
 from dm_core.shardddl.schema import (Change, Column, Index, TableSchema, canonical_default, canonical_type)
 
@@ -61,7 +62,6 @@ COORDINATE, IGNORE, CREATE = "coordinate", "ignore", "create"
 
 Route = Callable[[str, str], tuple[str, str]]
 
-_COMMENT = re.compile(r"/\*!\d*(.*?)\*/|/\*.*?\*/|--[^\n]*(?:\n|$)|#[^\n]*(?:\n|$)", re.S)
 _RENAME_TABLE = re.compile(r"^RENAME\s+TABLES?\b", re.I)
 _TOKENS = re.compile(r"'(?:[^'\\]|\\.|'')*'|`(?:[^`]|``)*`")
 
@@ -115,7 +115,7 @@ def normalize(sql: str, default_schema: str | None, route: Route | None = None, 
     from sqlglot import exp
 
     route = route or (lambda s, t: (s, t))
-    text = _strip(sql)
+    text = strip_comments(sql)
     if _RENAME_TABLE.match(text):
         raise _rename_refused(sql, mode)
     try:
@@ -195,7 +195,7 @@ def normalize(sql: str, default_schema: str | None, route: Route | None = None, 
 
 def _textual_alter(sql: str, text: str, default_schema: str | None, route: Route) -> NormalizedDDL | None:
     """An ALTER TABLE of one table that sqlglot cannot parse (CONVERT TO CHARACTER SET,
-    partitioning and partition maintenance): routed by editing its text (sync/ddl_text.py),
+    partitioning and partition maintenance): routed by editing its text (ddl/text.py),
     compared by that text with whitespace normalised. It is coordinated as one opaque
     change: pessimistic mode runs it once every shard has run the same statement;
     optimistic mode refuses it (a change it cannot merge), as DM does.
@@ -204,8 +204,8 @@ def _textual_alter(sql: str, text: str, default_schema: str | None, route: Route
     >>> n.action, n.kind, n.sql
     ('coordinate', 'alter table', 'ALTER TABLE `db`.`t` CONVERT TO CHARACTER SET utf8mb4')
     """
-    from dm_core.rules.ddl_kind import ddl_event_type
-    from dm_core.sync.ddl_text import table_spans, tokenize
+    from dm_core.ddl.kind import ddl_event_type
+    from dm_core.ddl.text import table_spans, tokenize
 
     kind = ddl_event_type(text)
     if kind != "alter table" and not kind.endswith("table partition"):
@@ -227,11 +227,6 @@ def _rename_refused(sql: str, mode: str) -> ShardDDLUnsupported:
                                f"`{sql.strip()}` renames a table of a sharding group",
                                workaround="Run `dmctl binlog skip TASK` to skip the statement (the merged target "
                                           "keeps its name), then keep the shard's new name routed to the same target.")
-
-
-def _strip(sql: str) -> str:
-    # MySQL executable comments /*!50100 ... */ carry SQL: keep their body.
-    return " ".join(_COMMENT.sub(lambda m: f" {m.group(1) or ''} ", sql).split()).rstrip(";").strip()
 
 
 _ADD_LIST = re.compile(r"^(ALTER\s+TABLE\s+\S+(?:\s*\.\s*\S+)?)\s+ADD\s+(?:COLUMN\s+)?\((.*)\)$", re.I | re.S)
@@ -449,7 +444,7 @@ def schema_from_create(sql: str) -> TableSchema:
     """
     from sqlglot import exp
 
-    stmt = _parse_one(_strip(sql), original=sql)
+    stmt = _parse_one(strip_comments(sql), original=sql)
     if not isinstance(stmt, exp.Create) or not isinstance(stmt.this, exp.Schema):
         raise ShardDDLUnsupported(f"not a CREATE TABLE with column definitions: `{sql.strip()}`")
     cols, idx = [], []

@@ -3,7 +3,7 @@ whether one change of a DDL is in effect there.
 
 Three callers read the downstream this way: the lock owner deciding after a crash whether
 its statement took effect (``executor``), the safe-mode replay running only the changes
-not yet in effect (``dm_core.sync.ddl_replay``), and an optimistic lock's starting schema
+not yet in effect (``dm_core.ddl.replay``), and an optimistic lock's starting schema
 (``shard_sync``). It is its own module so that those callers do not import each other.
 """
 

@@ -29,7 +29,7 @@ Hence each statement takes effect downstream exactly once, whoever dies when.
 Replay (``run_operation(..., replay=True)``): when the owner's DDL lies in its source's
 safe-mode range, the target may have been created after the DDL ran upstream (the full
 phase's catch-up, dm_core/full/phase.py). Then each statement runs only its changes not yet
-in effect (dm_core/sync/ddl_replay.py), which also settles a statement left ``executing``.
+in effect (dm_core/ddl/replay.py), which also settles a statement left ``executing``.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _execute(conn, sql: str) -> None:
 
 
 def _replay(conn, sql: str, ddl_replay) -> None:
-    from dm_core.rules.ddl_kind import ddl_event_type
+    from dm_core.ddl.kind import ddl_event_type
 
     try:
         ddl_replay.run(conn, sql, ddl_event_type(sql), replay=True)
@@ -93,11 +93,11 @@ def run_operation(store, conn, op: Operation, ops, *, replay: bool = False) -> O
     with the operation as ``get_operation`` returns it then.
 
     ``replay``: the owner's DDL lies in its safe-mode range (the full phase's catch-up, see
-    dm_core/sync/ddl_replay.py), where the target may have been created with the change
+    dm_core/ddl/replay.py), where the target may have been created with the change
     already in it: each statement then runs only the parts not yet in effect downstream,
     which also settles a statement left ``executing`` by a crash.
     """
-    from dm_core.sync import ddl_replay
+    from dm_core.ddl import replay as ddl_replay
 
     if op.action != EXEC:
         raise ShardDDLLockError(f"operation {op.step} of lock {op.lock_id} for {op.source} is `{op.action}`, "

@@ -1,6 +1,6 @@
 """DDL outside sharding groups: which tables a statement names, and its routed text.
 
-Rendering edits the upstream's text (ddl_text.py finds the names): every table name
+Rendering edits the upstream's text (dm_core/ddl/text.py finds the names): every table name
 becomes its routed, back-quoted, schema-qualified target; index, column and constraint
 names, partition clauses, options and comments stay as the upstream ran them. So
 ``ALTER TABLE t DROP INDEX i`` stays a DROP INDEX of ``i`` on the routed table, and
@@ -9,7 +9,7 @@ CHARACTER SET``) route like any other.
 
 As DM renders them, statements are made safe to run twice where the syntax allows:
 ``CREATE TABLE IF NOT EXISTS``, ``DROP TABLE IF EXISTS``. (Replaying any other DDL over a
-downstream that already has it is ddl_replay.py's job.)
+downstream that already has it is dm_core/ddl/replay.py's job.)
 
 Which tables take part follows the task's block-allow list (``allow``):
 
@@ -35,8 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dm_core.db import qt
-from dm_core.rules.ddl_kind import ddl_event_type
-from dm_core.sync.ddl_text import Span, replace_spans, table_spans
+from dm_core.ddl.kind import ddl_event_type
+from dm_core.ddl.text import Span, replace_spans, table_spans
 
 Table = tuple[str, str]
 

@@ -29,7 +29,7 @@ online DDL plugin does:
   a sharding group -- each shard's online DDL is one shard DDL;
 * the record stays after the swap (the next CREATE of that shadow table resets it): a
   swap met again after a crash replays the changes, which then run only where they are not
-  in effect downstream (ddl_replay.py).
+  in effect downstream (dm_core/ddl/replay.py).
 
 Refused with DM's errors (the source pauses): renaming a real table to a shadow table,
 renaming a shadow or trash table to another tool table than its swap, swapping in a shadow
@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 
 from dm_core.db import qt
 from dm_core.errors import ErrorCode
-from dm_core.rules.ddl_kind import ddl_event_type
+from dm_core.ddl.kind import ddl_event_type
 from dm_core.state import schema as _schema
-from dm_core.sync.ddl_text import Span, table_spans
+from dm_core.ddl.text import Span, table_spans
 
 log = logging.getLogger("shardflow.sync.online_ddl")
 

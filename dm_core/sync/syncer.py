@@ -40,9 +40,10 @@ from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
 from dm_core.sources import replica_server_id, source_endpoint, source_rules, target_endpoint
 from dm_core.state import lifecycle
-from dm_core.rules.ddl_kind import ddl_event_type
+from dm_core.ddl.kind import ddl_event_type
 from dm_core.shardddl.ddl_norm import normalize
-from dm_core.sync import ddl_replay, isolate
+from dm_core.ddl import replay as ddl_replay
+from dm_core.sync import isolate
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
 from dm_core.sync.online_ddl import OnlineDDL
 from dm_core.sync.flusher import Batch, BatchFlusher
@@ -489,7 +490,7 @@ class Syncer:
     def _handle_ddl(self, txn: Txn, dconn, skip_at, replace_with, res: WindowResult, *,
                     replay: bool = False) -> ShardflowError | ShardStep | None:
         """``replay``: the DDL lies in the safe-mode range, where the downstream may already
-        have it (ddl_replay.py)."""
+        have it (dm_core/ddl/replay.py)."""
         sql = txn.ddl
         if skip_at and skip_at == str(txn.start):
             self._operator_step(txn, dconn, replace_with, res)

@@ -4,9 +4,9 @@ statement run downstream, or why nothing runs, or the error that pauses the sour
 
 import pytest
 
-from dm_core.rules.ddl_kind import ddl_event_type
+from dm_core.ddl.kind import ddl_event_type
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
-from dm_core.sync.ddl_text import table_spans, tokenize
+from dm_core.ddl.text import table_spans, tokenize
 
 
 def route(schema, table):

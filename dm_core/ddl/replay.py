@@ -83,7 +83,7 @@ def pending_parts(conn, sql: str, kind: str) -> list[str]:
 
 
 def _renamed_already(conn, sql: str) -> bool:
-    from dm_core.sync.ddl_text import table_spans
+    from dm_core.ddl.text import table_spans
 
     spans = table_spans(sql, None)
     pairs = list(zip(spans[0::2], spans[1::2]))

@@ -57,8 +57,13 @@ _DROP = {"TABLE": "drop table", "DATABASE": "drop database", "SCHEMA": "drop dat
          "INDEX": "drop index", "VIEW": "drop view"}
 
 
-def _strip(sql: str) -> str:
-    # MySQL executable comments /*!50100 ... */ carry SQL: keep their body.
+def strip_comments(sql: str) -> str:
+    """One line of SQL without comments or a trailing semicolon; MySQL's executable comments
+    (``/*!50100 ... */``) carry SQL, so their body stays.
+
+    >>> strip_comments("ALTER TABLE t /*!50100 ADD c int */ /* why */;")
+    'ALTER TABLE t ADD c int'
+    """
     return " ".join(_COMMENT.sub(lambda m: f" {m.group(1) or ''} ", sql).split()).rstrip(";").strip()
 
 
@@ -88,7 +93,7 @@ def _sqlglot_kind(sql: str) -> str | None:
 
 def ddl_event_type(sql: str) -> str:
     """The DM event type of one DDL statement, ``""`` when it has none."""
-    text = _strip(sql)
+    text = strip_comments(sql)
     for rx, kind in _FIRST:
         m = rx.match(text)
         if m:

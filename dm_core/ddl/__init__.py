@@ -1,0 +1,10 @@
+"""DDL as text, shared by the syncer, shard DDL coordination and the full phase's target
+tables (none of them owns it):
+
+    kind.py     statement → DM's event type (``create table``, ``add column`` ...) for the
+                binlog event filter and the routing rules; ``strip_comments``
+    text.py     the statement's tokens and the spans naming tables, so routing edits the
+                upstream's own text
+    replay.py   running a DDL again over a downstream that may already have it (safe-mode
+                range only)
+"""
