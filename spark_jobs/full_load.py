@@ -73,27 +73,26 @@ def _props(ep, **extra) -> dict:
 
 
 def _transformed(df, st, task):
-    """Routing + column mapping + extract columns as Spark expressions."""
+    """Routing + column mapping + extract columns as Spark expressions; each mapping kind
+    gives its own Spark SQL (dm_core/rules/column_mapping.py), beside its Python rewrite."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
 
     plan = task.rules_for(st.source_id).column_mapper.plan(st.schema, st.table, st.columns)
-    cols = {c: F.col(f"`{c}`") for c in st.columns}
+    cols = {c: F.col(qcol(c)) for c in st.columns}
     for t in (plan.transforms if plan else []):
-        kind = type(t).__name__
-        # DM reads the source column and writes the target column (usually the same one)
-        c = F.col(f"`{getattr(t, 'source_column', None) or t.column}`")
-        if kind == "PartitionId":
-            limit = 1 << t.id_bits
-            msg = f"partition id: {st.schema}.{st.table}.{t.column} value out of range [0, {limit})"
-            cols[t.column] = F.when((c < 0) | (c >= F.lit(limit)), F.raise_error(F.lit(msg))) \
-                .otherwise(c.cast("long").bitwiseOR(F.lit(t.or_value)))
-        elif kind == "AddPrefix":
-            cols[t.column] = F.concat(F.lit(t.prefix), c.cast("string"))
-        elif kind == "AddSuffix":
-            cols[t.column] = F.concat(c.cast("string"), F.lit(t.suffix))
+        if not hasattr(t, "spark_sql"):
+            raise ValueError(f"column mapping of {st.schema}.{st.table}: {type(t).__name__} has no Spark form")
+        is_string = isinstance(df.schema[t.reads].dataType, StringType)
+        cols[t.column] = F.expr(t.spark_sql(qcol(t.reads), is_string, f"`{st.schema}`.`{st.table}`.`{t.reads}`"))
     out = [cols[c].alias(c) for c in st.columns]
     out += [F.lit(v).alias(k) for k, v in st.extract.items()]
     return df.select(*out)
+
+
+def qcol(name: str) -> str:
+    """A column name quoted for Spark SQL."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _rows_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, batch):

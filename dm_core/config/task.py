@@ -317,6 +317,15 @@ def _build(raw: _RawTask, data: dict, problems: Problems, filename: str, expand_
             if not used[(key, name)]:
                 problems.add(join(key, name), "defined but no mysql-instance uses it (DM rejects unused global configs)",
                              f"reference it with `{ref}` in an instance, or delete it")
+    if raw.task_mode in ("all", "full"):
+        for name in sorted({n for i in instances for n in i.expression_filters}):
+            rule = maps["expression-filter"].get(name)
+            if rule is not None and rule.insert_value_expr:
+                problems.warn(join(join("expression-filter", name), "insert-value-expr"),
+                              "filters binlog rows only, as in DM: the full phase copies every row of the table, "
+                              "including rows this expression would drop",
+                              "delete those rows upstream before the full phase, or accept them downstream "
+                              "(validation counts them as filtered, not as differences)")
     task = TaskConfig(
         name=raw.name, task_mode=raw.task_mode, shard_mode=shard_mode, meta_schema=raw.meta_schema or "dm_meta",
         case_sensitive=cs, timezone=raw.timezone or None, ignore_checking_items=raw.ignore_checking_items,

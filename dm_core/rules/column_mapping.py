@@ -81,6 +81,20 @@ class PartitionId:
             object.__setattr__(self, "source_column", self.column)
             object.__setattr__(self, "source_index", self.index)
 
+    @property
+    def reads(self) -> str:
+        return self.source_column
+
+    def spark_sql(self, col: str, is_string: bool, where: str) -> str:
+        """The same rewrite as ``TableMapping.map_row`` in Spark SQL over the column ``col``
+        (quoted): NULL stays NULL, a value that is no integer or out of range fails the job."""
+        n = f"try_cast({col} AS BIGINT)"
+        bad = _spark_str(f"column mapping ({PARTITION_ID}) of {where}: a value is not an integer in "
+                         f"[0, 2**{self.id_bits})")
+        out = f"({n} | {self.or_value})"
+        return (f"CASE WHEN {col} IS NULL THEN NULL WHEN {n} IS NULL OR {n} < 0 OR {n} >= {1 << self.id_bits} "
+                f"THEN raise_error({bad}) ELSE {f'CAST({out} AS STRING)' if is_string else out} END")
+
 
 @dataclass(frozen=True)
 class AddPrefix:
@@ -88,12 +102,39 @@ class AddPrefix:
     index: int
     prefix: str
 
+    @property
+    def reads(self) -> str:
+        return self.column
+
+    def spark_sql(self, col: str, is_string: bool, where: str) -> str:
+        return _affix_sql(col, is_string, where, ADD_PREFIX, f"concat({_spark_str(self.prefix)}, {col})")
+
 
 @dataclass(frozen=True)
 class AddSuffix:
     column: str
     index: int
     suffix: str
+
+    @property
+    def reads(self) -> str:
+        return self.column
+
+    def spark_sql(self, col: str, is_string: bool, where: str) -> str:
+        return _affix_sql(col, is_string, where, ADD_SUFFIX, f"concat({col}, {_spark_str(self.suffix)})")
+
+
+def _spark_str(text: str) -> str:
+    """A Spark SQL string literal (backslash escapes are on by default)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _affix_sql(col: str, is_string: bool, where: str, kind: str, concat: str) -> str:
+    if is_string:
+        return f"CASE WHEN {col} IS NULL THEN NULL ELSE {concat} END"
+    # map_row refuses a non-string value; so does the job, on the first row that has one
+    bad = _spark_str(f"column mapping ({kind}) of {where}: a value is not a string (map a string column, as DM requires)")
+    return f"CASE WHEN {col} IS NULL THEN NULL ELSE raise_error({bad}) END"
 
 
 ColumnTransform = Union[PartitionId, AddPrefix, AddSuffix]

@@ -13,7 +13,9 @@ DM's semantics (``expression-filter`` in the task file, ``dm/syncer/expr_filter_
 
 Expressions are parsed once when the task is loaded (syntax errors are config problems) and
 bound to a table's columns once per table schema (``compile``); an unknown column is an error
-naming the rule. The full load drops the same rows with ``insert_sql_condition()``.
+naming the rule. As in DM, the rules filter binlog rows only: the full phase copies every row
+(check-task warns for an ``insert-value-expr`` in a task with a full phase); the validation
+counts what they explain as filtered (dm_core/validate/filters.py).
 
     >>> ef = ExpressionFilter([ExprFilterRule("even_c", "expr_filter", "tbl", insert_value_expr="c % 2 = 0"),
     ...                        ExprFilterRule("big", "expr_filter", "tbl", update_new_value_expr="c > 100")])
@@ -22,8 +24,6 @@ naming the rule. The full load drops the same rows with ``insert_sql_condition()
     (True, False, False)
     >>> t.skip_update({"id": 1, "c": 1}, {"id": 1, "c": 101}), t.skip_delete({"id": 1, "c": 4})
     (True, False)
-    >>> t.insert_sql_condition()
-    'COALESCE((`c` % 2 = 0), FALSE)'
 """
 
 from __future__ import annotations
@@ -72,29 +72,6 @@ def _parsed(rule: ExprFilterRule) -> dict[str, exp.Expression]:
     return out
 
 
-def _spark(node: exp.Expression) -> exp.Expression:
-    """MySQL-only spellings rewritten for Spark SQL, and MySQL truthiness made explicit."""
-
-    def octets(n: exp.Expression) -> exp.Expression:
-        if isinstance(n, exp.Length) and n.args.get("binary"):     # MySQL LENGTH counts bytes
-            return exp.Anonymous(this="OCTET_LENGTH", expressions=[n.this])
-        return n
-
-    def xor(n: exp.Expression) -> exp.Expression:
-        if isinstance(n, exp.Xor):      # Spark has no logical XOR; NULL <> x stays NULL
-            return exp.paren(exp.NEQ(this=exp.paren(_predicate(n.this)), expression=exp.paren(_predicate(n.expression))))
-        return n
-
-    return _predicate(node.transform(octets).transform(xor))
-
-
-def _predicate(node: exp.Expression) -> exp.Expression:
-    inner = node.unnest()
-    if isinstance(inner, (exp.Predicate, exp.Connector, exp.Not, exp.Boolean, exp.Null)):
-        return node
-    return exp.NEQ(this=exp.paren(node), expression=exp.Literal.number(0))
-
-
 @dataclass
 class TableExprFilter:
     """The expression filters of one table, bound to its columns."""
@@ -104,7 +81,6 @@ class TableExprFilter:
     inserts: list[tuple[str, Fn]] = field(default_factory=list)
     updates: list[tuple[str, Fn | None, Fn | None]] = field(default_factory=list)
     deletes: list[tuple[str, Fn]] = field(default_factory=list)
-    insert_sql: list[str] = field(default_factory=list)
 
     def skip_insert(self, row: dict) -> bool:
         return any(truthy(f(row)) for _, f in self.inserts)
@@ -115,11 +91,6 @@ class TableExprFilter:
     def skip_delete(self, row: dict) -> bool:
         return any(truthy(f(row)) for _, f in self.deletes)
 
-    def insert_sql_condition(self) -> str | None:
-        """Spark SQL, true exactly for the rows ``skip_insert`` skips (NULL counts as false)."""
-        if not self.insert_sql:
-            return None
-        return f"COALESCE({' OR '.join(f'({s})' for s in self.insert_sql)}, FALSE)"
 
 
 class ExpressionFilter:
@@ -150,19 +121,11 @@ class ExpressionFilter:
             fns = {k: self._bind(rule, k, node, schema, table, real) for k, node in parsed.items()}
             if KEYS[0] in fns:
                 out.inserts.append((rule.name, fns[KEYS[0]]))
-                out.insert_sql.append(_spark(self._renamed(parsed[KEYS[0]], real)).sql(dialect="spark", identify=True))
             if KEYS[1] in fns or KEYS[2] in fns:
                 out.updates.append((rule.name, fns.get(KEYS[1]), fns.get(KEYS[2])))
             if KEYS[3] in fns:
                 out.deletes.append((rule.name, fns[KEYS[3]]))
         return out
-
-    @staticmethod
-    def _renamed(node: exp.Expression, real: dict[str, str]) -> exp.Expression:
-        node = node.copy()
-        for c in node.find_all(exp.Column):
-            c.set("this", exp.to_identifier(real[c.name.lower()], quoted=True))
-        return node
 
     @staticmethod
     def _bind(rule, key, node, schema, table, real) -> Fn:

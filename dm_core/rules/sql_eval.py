@@ -10,8 +10,7 @@ row dict, with MySQL's rules where they matter for filtering:
 * integer division by zero, ``MOD`` by zero: NULL; ``/`` gives an exact decimal.
 
 String comparisons, LIKE and REGEXP are binary (case-sensitive), as in TiDB's default
-``utf8mb4_bin`` collation and in Spark, so the full load (``insert_sql_condition``) drops the
-same rows as the sync path. Each node type has one builder: operators here in ``_BUILDERS``,
+``utf8mb4_bin`` collation. Each node type has one builder: operators here in ``_BUILDERS``,
 functions in ``sql_funcs.FUNCTIONS``, value rules in ``sql_values``; an unsupported node
 fails at compile time, never on a row.
 

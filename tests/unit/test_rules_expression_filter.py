@@ -115,17 +115,6 @@ def test_case_sensitive_names():
     assert ef.compile("DB", "t", ["c"]) is not None
 
 
-def test_insert_sql_condition_for_spark():
-    ef = ExpressionFilter([ExprFilterRule("even", "db", "tbl", insert_value_expr="C % 2 = 0"),
-                           ExprFilterRule("long", "db", "tbl", insert_value_expr="length(name) > 3 AND name REGEXP '^A'"),
-                           ExprFilterRule("truthy", "db", "tbl", insert_value_expr="c"),
-                           ExprFilterRule("upd", "db", "tbl", update_new_value_expr="c = 1")])
-    assert ef.compile("db", "tbl", COLUMNS).insert_sql_condition() == (
-        "COALESCE((`c` % 2 = 0) OR (OCTET_LENGTH(`name`) > 3 AND `name` RLIKE '^A') OR ((`c`) <> 0), FALSE)")
-    only_update = ExpressionFilter([ExprFilterRule("upd", "db", "tbl", update_new_value_expr="c = 1")])
-    assert only_update.compile("db", "tbl", COLUMNS).insert_sql_condition() is None
-
-
 def test_unknown_column_names_rule_and_column():
     ef = ExpressionFilter([ExprFilterRule("even_c", "db", "tbl", insert_value_expr="missing_col % 2 = 0")])
     with pytest.raises(ShardflowError) as e:
