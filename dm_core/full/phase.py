@@ -62,7 +62,9 @@ def partition_id_columns(task, st: SourceTable) -> set[str]:
     plan = task.rules_for(st.source_id).column_mapper.plan(st.schema, st.table, st.columns)
     if plan is None:
         return set()
-    return {t.column for t in plan.transforms if type(t).__name__ == "PartitionId"}
+    from dm_core.rules.column_mapping import PartitionId
+
+    return {t.column for t in plan.transforms if isinstance(t, PartitionId)}
 
 
 def chunk_shape(task, st: SourceTable, up_ep, target_ep) -> extract.ChunkShape:

@@ -101,15 +101,9 @@ def line_query(st, transforms, literal, where: str, dump_where: str = "") -> str
         if e is None:
             return None
         exprs[c] = e
-    for t in transforms:
-        kind = type(t).__name__
-        src = qi(t.source_column if kind == "PartitionId" else t.column)
-        if kind == "PartitionId":
-            exprs[t.column] = f"IF({src} >= 0 AND {src} < {1 << int(t.id_bits)}, {src} | {int(t.or_value)}, NULL)"
-        elif kind == "AddPrefix":
-            exprs[t.column] = _escape(f"CONCAT({literal(t.prefix)}, CONVERT({src} USING utf8mb4))")
-        elif kind == "AddSuffix":
-            exprs[t.column] = _escape(f"CONCAT(CONVERT({src} USING utf8mb4), {literal(t.suffix)})")
+    for t in transforms:    # each mapping kind says how it reads in SQL (dm_core/rules/column_mapping.py)
+        e = t.mysql_sql(qi(t.reads), literal)
+        exprs[t.column] = _escape(e) if t.yields_text else e
     fields = [f"IFNULL({exprs[c]}, {_NULL})" for c in st.columns]
     fields += [literal(text_escape(str(v))) if v is not None else _NULL for v in st.extract.values()]
     cond = f"({where}) AND ({dump_where})" if dump_where.strip() else where
@@ -120,8 +114,10 @@ def line_query(st, transforms, literal, where: str, dump_where: str = "") -> str
 def partition_id_violation(conn, st, transforms) -> str | None:
     """DM's error for the first value a ``partition id`` mapping cannot take, else None (the
     line query writes NULL for it; checked once per table before its chunks load)."""
+    from dm_core.rules.column_mapping import PartitionId
+
     for t in transforms:
-        if type(t).__name__ != "PartitionId":
+        if not isinstance(t, PartitionId):
             continue
         limit = 1 << int(t.id_bits)
         src = qi(t.source_column)

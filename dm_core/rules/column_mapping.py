@@ -16,8 +16,10 @@ expressions in a registry (``EXPRESSIONS``):
 * ``add prefix`` / ``add suffix`` -- one argument, concatenated to the target column's
   string value.
 
-The Spark full load needs the same result as the sync path, so a plan is plain data
-(``transforms``) besides the Python ``map_row``.
+The full load needs the same result as the sync path, so each kind carries its rewrite three
+ways, side by side: Python (``map_row``, the syncer), Spark SQL (``spark_sql``, the JDBC
+path) and the upstream's SQL (``mysql_sql``, the text path); tests/e2e/test_column_mapping_spark.py
+holds the first two to the same answers.
 
     >>> rule = ColumnMappingRule("schema_*", "table_*", "id", "id", "partition id", ["1", "schema_", "table_"])
     >>> plan = ColumnMapper([rule]).plan("schema_2", "table_3", ["id", "name"])
@@ -85,6 +87,13 @@ class PartitionId:
     def reads(self) -> str:
         return self.source_column
 
+    yields_text = False
+
+    def mysql_sql(self, col: str, literal) -> str:
+        """The rewrite in the upstream's SQL (the full load's text path): a value it cannot
+        take becomes NULL there, so the load first looks for one (``text_rows.partition_id_violation``)."""
+        return f"IF({col} >= 0 AND {col} < {1 << int(self.id_bits)}, {col} | {int(self.or_value)}, NULL)"
+
     def spark_sql(self, col: str, is_string: bool, where: str) -> str:
         """The same rewrite as ``TableMapping.map_row`` in Spark SQL over the column ``col``
         (quoted): NULL stays NULL, a value that is no integer or out of range fails the job."""
@@ -106,6 +115,11 @@ class AddPrefix:
     def reads(self) -> str:
         return self.column
 
+    yields_text = True
+
+    def mysql_sql(self, col: str, literal) -> str:
+        return f"CONCAT({literal(self.prefix)}, CONVERT({col} USING utf8mb4))"
+
     def spark_sql(self, col: str, is_string: bool, where: str) -> str:
         return _affix_sql(col, is_string, where, ADD_PREFIX, f"concat({_spark_str(self.prefix)}, {col})")
 
@@ -119,6 +133,11 @@ class AddSuffix:
     @property
     def reads(self) -> str:
         return self.column
+
+    yields_text = True
+
+    def mysql_sql(self, col: str, literal) -> str:
+        return f"CONCAT(CONVERT({col} USING utf8mb4), {literal(self.suffix)})"
 
     def spark_sql(self, col: str, is_string: bool, where: str) -> str:
         return _affix_sql(col, is_string, where, ADD_SUFFIX, f"concat({col}, {_spark_str(self.suffix)})")
