@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 
 from dm_core.full.chunking import Chunk
-from dm_core.state.schema import SCHEMA, apply_schema
+from dm_core.state.schema import SCHEMA, apply_schema, transaction
 
 _DDL = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};
@@ -56,8 +56,8 @@ class PlanStore:
         import psycopg2  # lazy, as in StateStore
 
         self._conn = psycopg2.connect(dsn, connect_timeout=10)
-        with self._conn, self._conn.cursor() as cur:
-            apply_schema(cur, _DDL, 724013, newest=("full_plan_chunk", "predicate"))
+        with transaction(self._conn) as cur:
+            apply_schema(cur, _DDL, 724015, newest=("full_plan_chunk", "predicate"))
 
     def close(self) -> None:
         self._conn.close()
@@ -83,7 +83,7 @@ class PlanStore:
 
         chunks = compute()
         plan_id = uuid.uuid4().hex
-        with self._conn, self._conn.cursor() as cur:
+        with transaction(self._conn) as cur:
             cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("/".join(key),))
             cur.execute(f"SELECT epoch FROM {SCHEMA}.full_plan WHERE task = %s AND source_id = %s "
                         "AND schema_name = %s AND table_name = %s", key)
@@ -103,7 +103,7 @@ class PlanStore:
         return plan_id, chunks
 
     def _read(self, key) -> tuple[str, str, list[Chunk]] | None:
-        with self._conn, self._conn.cursor() as cur:
+        with transaction(self._conn) as cur:
             cur.execute(f"SELECT plan_id, epoch, chunks FROM {SCHEMA}.full_plan WHERE task = %s AND source_id = %s "
                         "AND schema_name = %s AND table_name = %s", key)
             row = cur.fetchone()
@@ -117,7 +117,7 @@ class PlanStore:
         return row[0], row[1], chunks
 
     def plan_ids(self, task: str, source_id: str | None = None) -> list[str]:
-        with self._conn, self._conn.cursor() as cur:
+        with transaction(self._conn) as cur:
             cur.execute(f"SELECT plan_id FROM {SCHEMA}.full_plan WHERE task = %s AND (%s IS NULL OR source_id = %s)",
                         (task, source_id, source_id))
             return [r[0] for r in cur.fetchall()]
@@ -125,7 +125,7 @@ class PlanStore:
     def forget(self, task: str, source_id: str | None = None) -> list[str]:
         """Drop the plans of a task (one source, or all): the next load plans afresh.
         Returns the forgotten plan ids (their downstream markers can go too)."""
-        with self._conn, self._conn.cursor() as cur:
+        with transaction(self._conn) as cur:
             cur.execute(f"DELETE FROM {SCHEMA}.full_plan WHERE task = %s AND (%s IS NULL OR source_id = %s) RETURNING plan_id",
                         (task, source_id, source_id))
             return [r[0] for r in cur.fetchall()]

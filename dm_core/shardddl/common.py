@@ -101,3 +101,44 @@ class Operation:
 
 __all__ = ["EXEC", "SKIP", "WAIT", "PENDING", "EXECUTING", "DONE", "Operation", "Position", "lock_id_of",
            "pos_to_json", "pos_from_json", "pos_le", "fmt_tables"]
+
+
+class LockBase:
+    """What a lock of either mode holds and does alike: its identity, the sources it waits
+    for, its members and its operations by (source, step), and how operations are looked up,
+    stored and read back. The modes differ in members and in how reports become operations."""
+
+    mode = ""
+
+    def __init__(self, lock_id: str, task: str, target: tuple[str, str], sources=()):
+        self.lock_id = lock_id
+        self.task = task
+        self.target = tuple(target)
+        self.sources: tuple[str, ...] = tuple(sorted(set(sources)))
+        self.members: dict = {}
+        self.ops: dict[tuple[str, int], Operation] = {}
+        self.seq = 0
+
+    def set_sources(self, sources) -> None:
+        if sources is not None:
+            self.sources = tuple(sorted(set(sources)))
+
+    def _op(self, source: str, step: int) -> Operation:
+        from dm_core.shardddl.errors import ShardDDLLockError
+
+        op = self.ops.get((source, step))
+        if op is None:
+            raise ShardDDLLockError(f"{source} has no operation for step {step} of lock {self.lock_id}")
+        return op
+
+    def _op_rows(self) -> list[dict]:
+        """The operations as store rows."""
+        return [{"source_id": op.source, "upstream_schema": op.upstream[0], "upstream_table": op.upstream[1],
+                 "step": op.step, "action": op.action, "ddls": list(op.ddls), "state": op.state,
+                 "exec_index": op.exec_index, "detail": op.to_dict()} for _, op in sorted(self.ops.items())]
+
+    def _restore_ops(self, rows: list[dict]) -> None:
+        for r in rows:
+            op = Operation.from_dict(r["detail"])
+            op.action, op.state, op.exec_index = r["action"], r["state"], r["exec_index"]
+            self.ops[(op.source, op.step)] = op

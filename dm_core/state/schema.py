@@ -9,6 +9,8 @@ share it without importing the store, and the store never has to import them.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 SCHEMA = os.environ.get("SHARDFLOW_STATE_SCHEMA", "shardflow")
 
@@ -124,3 +126,18 @@ def migrate_state(cur) -> None:
     """The state store's own tables (``StateStore.migrate``); shard DDL, the full phase's
     plans and online DDL add theirs through ``apply_schema`` under their own lock keys."""
     apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("source_state", "requested"))
+
+
+@contextmanager
+def transaction(conn) -> Iterator[Any]:
+    """A cursor whose work commits when the block ends and rolls back if it raises: every
+    state-store reader and writer (StateStore, the full phase's PlanStore) runs one per call."""
+    cur = conn.cursor()
+    try:
+        yield cur
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        cur.close()

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 from dm_core.errors import ErrorCode
 from dm_core.secrets import state_key
-from dm_core.state.schema import SCHEMA, migrate_state
+from dm_core.state.schema import SCHEMA, migrate_state, transaction
 
 def _with_tls_key(config: dict, fn) -> dict:
     """``config`` with ``fn`` applied to its TLS private key (sealing or unsealing it)."""
@@ -90,15 +90,8 @@ class StateStore:
 
     @contextmanager
     def tx(self) -> Iterator[Any]:
-        cur = self._conn.cursor()
-        try:
+        with transaction(self._conn) as cur:
             yield cur
-            self._conn.commit()
-        except BaseException:
-            self._conn.rollback()
-            raise
-        finally:
-            cur.close()
 
     def migrate(self) -> None:
         with self.tx() as cur:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, Operation, pos_from_json,
+from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, LockBase, Operation, pos_from_json,
                                      pos_to_json)
 from dm_core.shardddl.ddl_norm import comparison_key, schema_from_create, statement_changes
 from dm_core.shardddl.errors import ShardDDLLockError, ShardDDLUnsupported
@@ -130,20 +130,15 @@ def _in_effect(ch: Change, schema: TableSchema) -> bool:
     return False
 
 
-class Lock:
+class Lock(LockBase):
     mode = "optimistic"
 
     def __init__(self, lock_id: str, task: str, target: tuple[str, str], sources=(),
                  initial: TableSchema | None = None):
-        self.lock_id = lock_id
-        self.task = task
-        self.target = tuple(target)
-        self.sources: tuple[str, ...] = tuple(sorted(set(sources)))
+        super().__init__(lock_id, task, target, sources)
         self.initial = initial
         self.joined = initial
         self.members: dict[Key, Member] = {}
-        self.ops: dict[tuple[str, int], Operation] = {}
-        self.seq = 0
         self.op_seq = 0
 
     # ---- queries ------------------------------------------------------------------------------
@@ -215,10 +210,6 @@ class Lock:
         }
 
     # ---- transitions -----------------------------------------------------------------------------
-    def set_sources(self, sources) -> None:
-        if sources is not None:
-            self.sources = tuple(sorted(set(sources)))
-
     def report(self, info: Info) -> Operation:
         if info.lock_id != self.lock_id:
             raise ShardDDLLockError(f"info for {info.lock_id} given to lock {self.lock_id}")
@@ -428,12 +419,6 @@ class Lock:
         return next((o for o in sorted(self.ops.values(), key=lambda o: o.order)
                      if o.order < op.order and o.action == EXEC and o.state != DONE), None)
 
-    def _op(self, source: str, step: int) -> Operation:
-        op = self.ops.get((source, step))
-        if op is None:
-            raise ShardDDLLockError(f"{source} has no operation {step} in lock {self.lock_id}")
-        return op
-
     # ---- persistence ---------------------------------------------------------------------------------
     def to_rows(self) -> tuple[dict, list[dict], list[dict]]:
         lock = {"lock_id": self.lock_id, "task": self.task, "mode": self.mode, "target_schema": self.target[0],
@@ -446,10 +431,7 @@ class Lock:
                     "ddls": list(m.pending.ddls) if m.pending else None,
                     "position": str(m.pending.position) if m.pending else None, "state": m.to_json()}
                    for k, m in sorted(self.members.items())]
-        ops = [{"source_id": op.source, "upstream_schema": op.upstream[0], "upstream_table": op.upstream[1],
-                "step": op.step, "action": op.action, "ddls": list(op.ddls), "state": op.state,
-                "exec_index": op.exec_index, "detail": op.to_dict()} for _, op in sorted(self.ops.items())]
-        return lock, members, ops
+        return lock, members, self._op_rows()
 
     @classmethod
     def from_rows(cls, lock: dict, members: list[dict], ops: list[dict]) -> "Lock":
@@ -461,8 +443,5 @@ class Lock:
         lk.seq, lk.op_seq = st.get("seq", 0), st.get("op_seq", 0)
         for r in members:
             lk.members[(r["source_id"], r["upstream_schema"], r["upstream_table"])] = Member.from_json(r["state"])
-        for r in ops:
-            op = Operation.from_dict(r["detail"])
-            op.action, op.state, op.exec_index = r["action"], r["state"], r["exec_index"]
-            lk.ops[(op.source, op.step)] = op
+        lk._restore_ops(ops)
         return lk

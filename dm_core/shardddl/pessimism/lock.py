@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, Operation, fmt_tables,
+from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, LockBase, Operation, fmt_tables,
                                      pos_from_json, pos_to_json)
 from dm_core.position import Position
 from dm_core.shardddl.ddl_norm import comparison_key
@@ -90,20 +90,15 @@ class SourceMember:
                    pos_from_json(st.get("done_pos")), tuple((s, tuple(d)) for s, d in st.get("forced", [])))
 
 
-class Lock:
+class Lock(LockBase):
     mode = "pessimistic"
 
     def __init__(self, lock_id: str, task: str, target: tuple[str, str], sources=()):
-        self.lock_id = lock_id
-        self.task = task
-        self.target = tuple(target)
-        self.sources: tuple[str, ...] = tuple(sorted(set(sources)))
+        super().__init__(lock_id, task, target, sources)
         self.step = 0
         self.ddls: tuple[str, ...] | None = None
         self.owner: str | None = None
-        self.seq = 0
         self.members: dict[str, SourceMember] = {}
-        self.ops: dict[tuple[str, int], Operation] = {}
 
     # ---- queries --------------------------------------------------------------------------------
     @property
@@ -167,10 +162,6 @@ class Lock:
         }
 
     # ---- transitions -----------------------------------------------------------------------------
-    def set_sources(self, sources) -> None:
-        if sources is not None:
-            self.sources = tuple(sorted(set(sources)))
-
     def report(self, info: Info) -> Operation:
         """Record a source's info (idempotent); raises ShardDDLInconsistent on different DDLs."""
         if info.lock_id != self.lock_id:
@@ -402,12 +393,6 @@ class Lock:
     def _exec_op(self, step: int) -> Operation | None:
         return next((op for (s, k), op in self.ops.items() if k == step and op.action == EXEC and not op.forced), None)
 
-    def _op(self, source: str, step: int) -> Operation:
-        op = self.ops.get((source, step))
-        if op is None:
-            raise ShardDDLLockError(f"{source} has no operation for step {step} of lock {self.lock_id}")
-        return op
-
     def _unfinished(self) -> list[str]:
         return sorted({op.source for op in self._step_ops() if op.state != DONE}) or self.unsynced()
 
@@ -439,10 +424,7 @@ class Lock:
                 members.append({"source_id": s, "upstream_schema": t[0], "upstream_table": t[1],
                                 "ddls": list(m.report.ddls) if m.report else None,
                                 "position": str(m.report.position) if m.report else None, "state": st})
-        ops = [{"source_id": op.source, "upstream_schema": "", "upstream_table": "", "step": op.step,
-                "action": op.action, "ddls": list(op.ddls), "state": op.state, "exec_index": op.exec_index,
-                "detail": op.to_dict()} for _, op in sorted(self.ops.items())]
-        return lock, members, ops
+        return lock, members, self._op_rows()
 
     @classmethod
     def from_rows(cls, lock: dict, members: list[dict], ops: list[dict]) -> "Lock":
@@ -456,8 +438,5 @@ class Lock:
         for s, rows in by_source.items():
             tables = [(r["upstream_schema"], r["upstream_table"]) for r in rows if r["upstream_table"]]
             lk.members[s] = SourceMember.from_state(s, tables, rows[0]["state"])
-        for r in ops:
-            op = Operation.from_dict(r["detail"])
-            op.action, op.state, op.exec_index = r["action"], r["state"], r["exec_index"]
-            lk.ops[(op.source, op.step)] = op
+        lk._restore_ops(ops)
         return lk
