@@ -165,6 +165,46 @@ def parse_query(buf: bytes, s: int, e: int, post_header_len: int) -> tuple[bytes
     return schema, buf[p + schema_len + 1:e].decode("utf-8", "backslashreplace")
 
 
+# QUERY status variables: code → bytes after the code (None: a length byte then that many bytes;
+# "names": Q_UPDATED_DB_NAMES; "invoker": two length-prefixed strings). An unknown code ends the
+# walk: its length cannot be known, and nothing after it is needed badly enough to guess.
+_STATUS_SIZES = {0: 4, 1: 8, 3: 4, 4: 6, 5: None, 6: None, 7: 2, 8: 2, 9: 8, 10: 4, 11: "invoker", 12: "names",
+                 13: 3, 16: 1, 17: 8, 18: 2, 19: 1, 20: 1, 128: 3, 129: 8}
+Q_TIME_ZONE_CODE = 5
+
+
+def query_time_zone(buf: bytes, s: int, post_header_len: int) -> str | None:
+    """The session time zone a QUERY event was logged with (status variable Q_TIME_ZONE_CODE,
+    written when the statement used the zone), or None. A DDL with ``DEFAULT CURRENT_TIMESTAMP``
+    filled its existing rows in that zone."""
+    b = s + HEADER_LEN
+    status_len = buf[b + 11] | buf[b + 12] << 8
+    p, end = b + post_header_len, b + post_header_len + status_len
+    while p < end:
+        code = buf[p]
+        p += 1
+        size = _STATUS_SIZES.get(code, "unknown")
+        if code == Q_TIME_ZONE_CODE:
+            n = buf[p]
+            return buf[p + 1:p + 1 + n].decode("ascii", "replace")
+        if size is None:
+            p += 1 + buf[p]
+        elif size == "invoker":
+            p += 1 + buf[p]
+            p += 1 + buf[p]
+        elif size == "names":
+            count = buf[p]
+            p += 1
+            if count != 254:
+                for _ in range(count):
+                    p = buf.index(0, p, end) + 1
+        elif size == "unknown":
+            return None
+        else:
+            p += size
+    return None
+
+
 # ---- TABLE_MAP -------------------------------------------------------------------------------
 @dataclass(slots=True)
 class ColumnDef:

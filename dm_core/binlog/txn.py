@@ -31,5 +31,6 @@ class Txn:
     ddl: str | None = None         # set for a DDL (query event outside a transaction)
     ddl_schema: str | None = None  # the session's current database for the DDL
     start: Position | None = None  # where the event group began (DDL: to pause before it)
-    timestamp: int = 0             # upstream commit time (unix seconds), for lag
+    timestamp: int = 0             # upstream commit time (unix seconds), for lag; a DDL runs at it
+    time_zone: str | None = None   # a DDL's session time zone, when the event records it
     gtid: str | None = None

@@ -222,7 +222,7 @@ class FastBinlogWindow:
                     position, pkey = cur, (fno, pos)
                     self.position, self.events_read = position, count
                     yield Txn(end=cur, ddl=q, ddl_schema=schema.decode() or None, start=txn_start,
-                              timestamp=ts, gtid=gstate)
+                              timestamp=ts, gtid=gstate, time_zone=ev.query_time_zone(buf, s, phl[T_QUERY]))
                     txn = None
             elif typ == T_ROTATE:
                 count += 1

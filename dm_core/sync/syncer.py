@@ -43,6 +43,7 @@ from dm_core.state import lifecycle
 from dm_core.ddl.kind import ddl_event_type
 from dm_core.shardddl.ddl_norm import normalize
 from dm_core.ddl import replay as ddl_replay
+from dm_core.ddl.clock import event_clock, upstream_time_zone
 from dm_core.sync import isolate
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
 from dm_core.sync.online_ddl import OnlineDDL
@@ -158,6 +159,7 @@ class Syncer:
         self.budget_seconds = budget_seconds
         self._plans: dict[tuple, _TablePlan] = {}
         self._catalog: TargetCatalog | None = None
+        self._upstream_zone: str | None = None
         self._missing_noted: set[tuple[str, str]] = set()
         self.shard = ShardSync(task, source_id, store)
         self.online = OnlineDDL(task, source_id, store, self.rules) if task.online_ddl else None
@@ -190,6 +192,7 @@ class Syncer:
         uconn = connect(up)
         try:
             until = Position(*master_position(uconn))
+            self._upstream_zone = upstream_time_zone(uconn)   # a DDL's clock when its event names no zone
         finally:
             uconn.close()
         start = self._resolve_gtid(up, self._start_position(st, until))
@@ -555,7 +558,8 @@ class Syncer:
         if self.shard.skip_plain_ddl(txn.start):
             return None  # ran in the pass before a shard DDL rewind
         try:
-            done = ddl_replay.run(dconn, routed.sql, routed.kind, replay=replay)
+            with event_clock(dconn, txn.timestamp, txn.time_zone, self._upstream_zone):
+                done = ddl_replay.run(dconn, routed.sql, routed.kind, replay=replay)
         except Exception as e:
             err = ddl_error(e, f"`{routed.sql}`")
             if not err.code.terminal:
@@ -578,7 +582,8 @@ class Syncer:
 
     def _shard_ddl(self, txn: Txn, sql: str, dconn, res: WindowResult, replay: bool = False) -> ShardStep | None:
         n = normalize(sql, txn.ddl_schema, self.rules.router.route, mode=self.task.shard_mode)
-        step = self.shard.handle(txn, n, dconn, replay=replay)
+        with event_clock(dconn, txn.timestamp, txn.time_zone, self._upstream_zone):
+            step = self.shard.handle(txn, n, dconn, replay=replay)
         res.shard.append(step.message)
         res.ddls.extend(step.executed)
         if step.lock:

@@ -208,3 +208,29 @@ def test_charsets_map_to_python_codecs_like_the_library():
     assert decode.python_codec("gbk") == "gbk"
     assert decode.python_codec("binary") is None and decode.python_codec("swe7") is None
     assert decode.python_codec(None) == "utf-8"
+
+
+def _query_event(status: bytes, schema=b"db", sql=b"ALTER TABLE t ADD x datetime DEFAULT now()") -> bytes:
+    from dm_core.binlog.events import HEADER_LEN
+
+    post = (7).to_bytes(4, "little") + (0).to_bytes(4, "little") + bytes([len(schema)]) + b"\0\0" + \
+        len(status).to_bytes(2, "little")
+    return b"\0" * HEADER_LEN + post + status + schema + b"\0" + sql
+
+
+QUERY_ZONES = [  # status variables before the zone -> the zone read (None: not recorded / cannot walk)
+    (b"\x00" + b"\0" * 4 + b"\x01" + b"\0" * 8 + b"\x04" + b"\0" * 6 + b"\x05\x06+02:00", "+02:00"),
+    (b"\x0c\x02ab\0cd\0" + b"\x05\x06SYSTEM", "SYSTEM"),            # updated-db names, then the zone
+    (b"\x0b\x01u\x01h" + b"\x05\x0dEurope/Berlin", "Europe/Berlin"),  # invoker user@host
+    (b"\x00" + b"\0" * 4 + b"\x80\0\0\0", None),                     # MariaDB's HRNOW, no zone
+    (b"\xfe\x05\x06+02:00", None),                                    # an unknown code ends the walk
+]
+
+
+@pytest.mark.parametrize("status, zone", QUERY_ZONES)
+def test_query_event_time_zone(status, zone):
+    from dm_core.binlog.events import parse_query, query_time_zone
+
+    buf = _query_event(status)
+    assert query_time_zone(buf, 0, 13) == zone
+    assert parse_query(buf, 0, len(buf), 13) == (b"db", "ALTER TABLE t ADD x datetime DEFAULT now()")
