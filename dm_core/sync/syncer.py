@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from dm_core import faults
 from dm_core.classify import ddl_error
 from dm_core.db import connect, connect_native, master_position, qi
-from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.errors import ErrorCode, ShardflowError, Terminal
 from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
 from dm_core.sources import replica_server_id, source_endpoint, source_rules, target_endpoint
@@ -233,7 +233,7 @@ class Syncer:
                     try:
                         pause = self._handle_ddl(txn, dconn, skip_at, replace_with, res, replay=safe)
                     except ShardflowError as e:
-                        if e.code is None or not e.code.terminal:
+                        if not isinstance(e, Terminal):
                             raise
                         pause = e
                     if isinstance(pause, ShardStep):
@@ -280,7 +280,7 @@ class Syncer:
             if not res.stopped_early:  # after a shard DDL rewind, rows past the checkpoint were applied
                 self._settle_exit_point(st, checkpoint)
         except ShardflowError as e:
-            if e.code is not None and e.code.terminal:
+            if isinstance(e, Terminal):
                 flusher.take_error()  # the pause position must be committed, not just submitted
                 self._pause(None, e, res, at=e.position or checkpoint)
             else:
@@ -467,7 +467,7 @@ class Syncer:
             if action == "ignore":
                 continue
             if action == "error":
-                raise ErrorCode.DDL_UNSUPPORTED.error(
+                raise ErrorCode.FILTERED_AS_ERROR.error(
                     f"binlog event filter says Error for {ch.op} on `{ch.schema}`.`{ch.table}`")
             if p.expr is not None:
                 if ch.op == "insert" and p.expr.skip_insert(ch.after):
@@ -539,7 +539,7 @@ class Syncer:
             if action == "ignore":
                 return None
             if action == "error":
-                return ErrorCode.DDL_UNSUPPORTED.error(f"binlog event filter says Error for: {sql}")
+                return ErrorCode.FILTERED_AS_ERROR.error(f"binlog event filter says Error for: {sql}")
             return self._shard_ddl(txn, sql, dconn, res, replay)
         names = routed.tables or ([(txn.ddl_schema, "")] if txn.ddl_schema else [])
         if not any(ba.allow_table(s, t) if t else ba.allow_schema(s) for s, t in names):
@@ -551,7 +551,7 @@ class Syncer:
         if action == "ignore":
             return None
         if action == "error":
-            return ErrorCode.DDL_UNSUPPORTED.error(f"binlog event filter says Error for: {sql}")
+            return ErrorCode.FILTERED_AS_ERROR.error(f"binlog event filter says Error for: {sql}")
         if routed.sql is None:
             log.info("source %s: nothing to run downstream for %s (%s)", self.source_id, sql, routed.note)
             return None
@@ -562,7 +562,7 @@ class Syncer:
                 done = ddl_replay.run(dconn, routed.sql, routed.kind, replay=replay)
         except Exception as e:
             err = ddl_error(e, f"`{routed.sql}`")
-            if not err.code.terminal:
+            if not isinstance(err, Terminal):
                 raise err from None  # retried by the source (session.py)
             return err
         for t in routed.targets:
