@@ -1,4 +1,4 @@
-"""Micro-benchmark: decoding one binlog range with BinlogWindow vs FastBinlogWindow.
+"""Micro-benchmark: decoding one binlog range with OracleBinlogWindow vs BinlogWindow.
 
 Workload (upstream up1 of the local stack, schema ``fdbench_<pid>``, dropped afterwards),
 written before anything is timed, as two binlog ranges:
@@ -10,8 +10,8 @@ The table mixes the common column types (int, bigint unsigned, varchar, char, de
 datetime(6), timestamp, nullable text). Each reader reads each range whole (no budget),
 nothing applied; rows/s divides the workload's rows by the wall time of the window,
 connection included, and by this process's CPU time (steadier on a busy machine, and the
-server's share of the work is the same for both readers). FastBinlogWindow's output
-(Txns, position, events_read) is checked equal to BinlogWindow's.
+server's share of the work is the same for both readers). BinlogWindow's output
+(Txns, position, events_read) is checked equal to OracleBinlogWindow's.
 
     .venv/bin/python -m bench.fast_decode [--small 50000] [--big 50] [--rows 1000] [--repeat 3]
 """
@@ -28,10 +28,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import stack_from_env  # noqa: E402
-from dm_core.binlog import FastBinlogWindow  # noqa: E402
+from dm_core.binlog import BinlogWindow  # noqa: E402
 from dm_core.db import connect, master_position, qi  # noqa: E402
 from dm_core.position import Position  # noqa: E402
-from dm_core.sync.reader import BinlogWindow  # noqa: E402
+from tests.oracle_binlog import OracleBinlogWindow  # noqa: E402
 
 DDL = """CREATE TABLE {t} (
   id int NOT NULL,
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small", type=int, default=50_000, help="single-row transactions")
     ap.add_argument("--big", type=int, default=50, help="multi-row INSERT transactions")
     ap.add_argument("--rows", type=int, default=1000, help="rows per multi-row transaction")
-    ap.add_argument("--repeat", type=int, default=3, help="FastBinlogWindow runs (best kept)")
+    ap.add_argument("--repeat", type=int, default=3, help="BinlogWindow runs (best kept)")
     args = ap.parse_args(argv)
 
     ep = stack_from_env().up1
@@ -131,18 +131,18 @@ def main(argv: list[str] | None = None) -> int:
                   f"{start}..{until} ({'%.1f MB' % (size / 1e6) if size else 'spans files'})", flush=True)
 
         for name, (start, until, rows, size) in ranges.items():
-            slow_s, slow_cpu, slow, ws = read(BinlogWindow, ep, start, until, 88001)
+            slow_s, slow_cpu, slow, ws = read(OracleBinlogWindow, ep, start, until, 88001)
             best = best_cpu = float("inf")
             for _ in range(args.repeat):
-                sec, cpu, fast, wf = read(FastBinlogWindow, ep, start, until, 88002)
+                sec, cpu, fast, wf = read(BinlogWindow, ep, start, until, 88002)
                 best, best_cpu = min(best, sec), min(best_cpu, cpu)
             mine = sum(1 for x in slow for r in x.rows if r.schema == schema)
             same = (fast == slow and wf.position == ws.position and wf.events_read == ws.events_read)
             print(f"[{name}] {mine} rows of ours, {sum(len(x.rows) for x in slow)} rows in range, "
                   f"{len(slow)} txns, {size / 1e6 if size else float('nan'):.1f} MB")
-            print(f"[{name}]   BinlogWindow (mysql-replication): {slow_s:7.2f}s wall {rows / slow_s:9.0f} rows/s"
+            print(f"[{name}]   OracleBinlogWindow (mysql-replication): {slow_s:7.2f}s wall {rows / slow_s:9.0f} rows/s"
                   f" | {slow_cpu:6.2f}s cpu {rows / slow_cpu:9.0f} rows/s")
-            print(f"[{name}]   FastBinlogWindow (best of {args.repeat}):  {best:7.2f}s wall {rows / best:9.0f} rows/s"
+            print(f"[{name}]   BinlogWindow (best of {args.repeat}):  {best:7.2f}s wall {rows / best:9.0f} rows/s"
                   f" | {best_cpu:6.2f}s cpu {rows / best_cpu:9.0f} rows/s")
             print(f"[{name}]   ratio fast/slow: {slow_s / best:.1f}x wall, {slow_cpu / best_cpu:.1f}x cpu;"
                   f" identical output: {same}", flush=True)

@@ -11,7 +11,7 @@ range is applied; rows/s always divides the workload's row count (others writing
 at the same time only add events every engine must skip).
 
 Engines:
-- decode_only: ``BinlogWindow`` (mysql-replication) over [start, end), rows counted, nothing
+- decode_only: ``OracleBinlogWindow`` (mysql-replication) over [start, end), rows counted, nothing
   applied: what the library the issue names reads per second.
 - naive: the same reader, one autocommit statement per row (INSERT / UPDATE / DELETE by id)
   into the merged table.
@@ -244,9 +244,9 @@ def _verify(what: str, got: tuple[int, int], want: tuple[int, int]) -> bool:
 
 # ---- decode only / naive ------------------------------------------------------------------------
 def _window(up: Endpoint, start: Position, end: Position, k: int):
-    from dm_core.sync.reader import BinlogWindow
+    from tests.oracle_binlog import OracleBinlogWindow
 
-    return BinlogWindow(up, start, end, server_id=_client_server_id(k), budget_events=1 << 62, budget_seconds=1e9)
+    return OracleBinlogWindow(up, start, end, server_id=_client_server_id(k), budget_events=1 << 62, budget_seconds=1e9)
 
 
 def run_decode(up: Endpoint, w: dict, nbytes: int | None) -> dict:
@@ -262,7 +262,7 @@ def run_decode(up: Endpoint, w: dict, nbytes: int | None) -> dict:
     if seen != w["rows"]:
         log.warning("WARNING: decode saw %d row events of %s's shards, the workload wrote %d", seen, SCHEMA, w["rows"])
     return figures(w["rows"], nbytes, seconds, with_rss=False, row_events_seen=seen, other_row_events=other,
-                   how="dm_core.sync.reader.BinlogWindow (mysql-replication, freeze_schema) over [start, end), rows counted")
+                   how="tests.oracle_binlog.OracleBinlogWindow (mysql-replication, freeze_schema) over [start, end), rows counted")
 
 
 def run_naive(up: Endpoint, down: Endpoint, w: dict, nbytes: int | None, want: tuple[int, int]) -> dict:
@@ -304,7 +304,7 @@ def run_naive(up: Endpoint, down: Endpoint, w: dict, nbytes: int | None, want: t
     ok = _verify("naive", checksum(down, NAIVE_SCHEMA), want)
     execute(down, f"DROP DATABASE IF EXISTS {bench_schema(NAIVE_SCHEMA)}")
     return figures(w["rows"], nbytes, seconds, with_rss=False, statements=n, rows_ok=ok,
-                   how="BinlogWindow + one autocommit pymysql statement per row (INSERT / UPDATE / DELETE by id)")
+                   how="OracleBinlogWindow + one autocommit pymysql statement per row (INSERT / UPDATE / DELETE by id)")
 
 
 # ---- MariaDB's replica --------------------------------------------------------------------------

@@ -4,9 +4,10 @@
 - ``events``: the event header, control events and TABLE_MAP (binlog v4, MySQL + MariaDB);
 - ``decode``: one generated row decoder per table (values as mysql-replication yields them);
 - ``txn``: what a window delivers (``Txn`` of ``RowChange`` rows, or one DDL);
-- ``window``: ``FastBinlogWindow``, a drop-in for ``dm_core.sync.reader.BinlogWindow``.
+- ``window``: ``BinlogWindow``, the syncer's reader (held to the mysql-replication oracle in
+  ``tests/oracle_binlog.py``).
 """
 
-from dm_core.binlog.window import FastBinlogWindow
+from dm_core.binlog.window import BinlogWindow
 
-__all__ = ["FastBinlogWindow"]
+__all__ = ["BinlogWindow"]

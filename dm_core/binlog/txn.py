@@ -1,6 +1,6 @@
 """What a binlog window delivers: whole transactions (``Txn``) of row changes
 (``RowChange``), or one DDL statement. Both readers (``binlog.window`` and the
-mysql-replication one in ``sync.reader``) produce them and the syncer consumes them; they
+mysql-replication one in ``tests/oracle_binlog.py``) produce them and the syncer consumes them; they
 live here so that ``binlog/`` does not depend on ``sync/``.
 """
 
@@ -32,5 +32,5 @@ class Txn:
     ddl_schema: str | None = None  # the session's current database for the DDL
     start: Position | None = None  # where the event group began (DDL: to pause before it)
     timestamp: int = 0             # upstream commit time (unix seconds), for lag; a DDL runs at it
-    time_zone: str | None = None   # a DDL's session time zone, when the event records it
     gtid: str | None = None
+    time_zone: str | None = None   # a DDL's session time zone, when the event records it

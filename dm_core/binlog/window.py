@@ -1,7 +1,8 @@
-"""FastBinlogWindow: BinlogWindow's contract, on our own dump reader and row decoders.
+"""BinlogWindow: the product's binlog reader, on our own dump reader and row decoders.
 
-Same interface and output as ``dm_core.sync.reader.BinlogWindow`` (read its docstring for
-why windows stop where they do): iterate the transactions in [start, until) of one
+The tests hold it to an oracle, ``tests/oracle_binlog.py`` (mysql-replication, the reader
+shardflow began with; read its docstring for why windows stop where they do): the same
+interface and output: iterate the transactions in [start, until) of one
 upstream as ``Txn`` objects holding ``RowChange`` rows; ``position`` is the last position
 safe to resume from; ``events_read`` counts the events the old reader counted (row events,
 XID, QUERY, ROTATE, MariaDB GTID, HEARTBEAT), so ``budget_events`` cuts windows at the same
@@ -12,7 +13,7 @@ a ROTATE or HEARTBEAT seen outside a transaction; then, and only then, the windo
 Positions follow the server's event headers: every event's ``log_pos`` (the end of that
 event) moves the stream position; a ROTATE moves it to (next file, position).
 
-Differences from BinlogWindow, all on inputs it mishandles:
+Differences from the oracle, all on inputs it mishandles:
 - the budgets end a window only once it has moved past ``start`` (a budget spent before
   the first transaction, e.g. ``budget_events=1``, made the old reader return without
   progress, forever);
@@ -43,8 +44,8 @@ _OPS = {**{t: "insert" for t in ev.WRITE_ROWS}, **{t: "update" for t in ev.UPDAT
         **{t: "delete" for t in ev.DELETE_ROWS}}
 
 
-class FastBinlogWindow:
-    """Iterate the transactions in [start, until) of one upstream (drop-in for BinlogWindow).
+class BinlogWindow:
+    """Iterate the transactions in [start, until) of one upstream (the syncer's reader).
 
     ``budget_events``/``budget_seconds`` bound the window; both are checked only at
     transaction boundaries, so a window always ends at a position safe to resume from.

@@ -51,7 +51,7 @@ from dm_core.sync.flusher import Batch, BatchFlusher
 from dm_core.sync.job import RowJob
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
 from dm_core.sync.workers import WorkerPool
-from dm_core.binlog import FastBinlogWindow
+from dm_core.binlog import BinlogWindow
 from dm_core.binlog.txn import RowChange, Txn
 from dm_core.target import TargetCatalog, TargetTable
 
@@ -201,7 +201,7 @@ class Syncer:
         res = WindowResult(self.source_id, str(start), str(start), str(until))
         dconn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
         self._catalog = TargetCatalog(dconn)
-        window = FastBinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
+        window = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
                               budget_events=self.budget_events, budget_seconds=self.budget_seconds)
         flusher, flush_store, pool = self._start_flusher(res, safe_exit, until)
         pending = Batch(start)

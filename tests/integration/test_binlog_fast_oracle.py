@@ -1,4 +1,4 @@
-"""FastBinlogWindow against BinlogWindow (mysql-replication) on the real upstream: same Txns.
+"""BinlogWindow against OracleBinlogWindow (mysql-replication) on the real upstream: same Txns.
 
 One table with every column type MariaDB logs, rows at the edges of each type (min/max,
 NULL, unicode, negative, zero dates, fractions), then INSERT/UPDATE/DELETE and a DDL; both
@@ -12,10 +12,10 @@ import decimal
 
 import pytest
 
-from dm_core.binlog import FastBinlogWindow
+from dm_core.binlog import BinlogWindow
 from dm_core.db import connect, master_position, qi, qt
 from dm_core.position import Position
-from dm_core.sync.reader import BinlogWindow
+from tests.oracle_binlog import OracleBinlogWindow
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +95,7 @@ def _insert(cur, table, row_id, values, raw=()):
 def _both(ep, start, until, **budget):
     """Read [start, until) with both readers (each in as many windows as the budget needs)."""
     out = []
-    for cls, sid in ((BinlogWindow, 4343), (FastBinlogWindow, 4344)):
+    for cls, sid in ((OracleBinlogWindow, 4343), (BinlogWindow, 4344)):
         txns, pos, reads = [], start, []
         while pos.key() < until.key():
             w = cls(ep, pos, until, server_id=sid, **budget)
@@ -108,9 +108,9 @@ def _both(ep, start, until, **budget):
 
 
 def _library_time_bug(a, b) -> bool:
-    """mysql-replication misreads negative TIME values with a fraction (FastBinlogWindow
+    """mysql-replication misreads negative TIME values with a fraction (BinlogWindow
     does not: see decode.make_time2), and reads zero / invalid dates as None where
-    FastBinlogWindow keeps their text (written back as they were: decode.invalid_datetime)."""
+    BinlogWindow keeps their text (written back as they were: decode.invalid_datetime)."""
     negative_time = isinstance(a, datetime.timedelta) and a < datetime.timedelta(0) and bool(a.microseconds) \
         and isinstance(b, datetime.timedelta)
     return negative_time or (a is None and isinstance(b, str) and "-00" in b[:10])
@@ -258,6 +258,6 @@ def test_time_values_match_the_server(db):
         until = Position(*master_position(conn)[:2])
         cur.execute(f"SELECT {', '.join(cols)} FROM {t} ORDER BY id")
         want = [tuple(r) for r in cur.fetchall()]
-    got = [tuple(r.after[c] for c in cols) for txn in FastBinlogWindow(ep, start, until, server_id=4345)
+    got = [tuple(r.after[c] for c in cols) for txn in BinlogWindow(ep, start, until, server_id=4345)
            for r in txn.rows if r.schema == schema]
     assert got == want

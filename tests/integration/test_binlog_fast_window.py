@@ -1,20 +1,20 @@
-"""FastBinlogWindow against a real MariaDB over TCP: budgets and resume, rotation, idle
+"""BinlogWindow against a real MariaDB over TCP: budgets and resume, rotation, idle
 heartbeats, volume (> 10 MB, one event > 16 MB), a lost position, an early stop."""
 
 import time
 
 import pytest
 
-from dm_core.binlog import FastBinlogWindow
+from dm_core.binlog import BinlogWindow
 from dm_core.db import connect, master_position, qt
 from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.position import Position
-from dm_core.sync.reader import BinlogWindow
+from tests.oracle_binlog import OracleBinlogWindow
 
 pytestmark = pytest.mark.integration
 
 
-def _read_all(ep, start, until, cls=FastBinlogWindow, server_id=4242, **budget):
+def _read_all(ep, start, until, cls=BinlogWindow, server_id=4242, **budget):
     """Read [start, until) in as many windows as the budget needs, resuming each from the last."""
     txns, pos, windows = [], start, []
     while pos.key() < until.key():
@@ -66,8 +66,8 @@ def test_budgeted_windows_deliver_each_change_once_like_the_old_reader(table):
     assert ins[7]["u"] == 4_000_000_000 and ins[7]["j"] == '{"a": 1}'
     upd = [r for r in mine if r.op == "update"]
     assert upd[0].before["v"] == "v0-0" and upd[0].after["v"] == "upd"
-    # the same windows, cut at the same transactions, as BinlogWindow's
-    old = _read_all(ep, start, until, cls=BinlogWindow, server_id=4243, budget_events=40)
+    # the same windows, cut at the same transactions, as OracleBinlogWindow's
+    old = _read_all(ep, start, until, cls=OracleBinlogWindow, server_id=4243, budget_events=40)
     assert (txns, end, windows) == old
 
 
@@ -99,7 +99,7 @@ def test_window_follows_binlog_rotation(table):
     txns, end, _ = _read_all(ep, start, until)
     assert [r.after["v"] for r in _rows(txns, schema)] == ["before", "after"]
     assert end.file == until.file
-    assert (txns, end) == _read_all(ep, start, until, cls=BinlogWindow, server_id=4243)[:2]
+    assert (txns, end) == _read_all(ep, start, until, cls=OracleBinlogWindow, server_id=4243)[:2]
 
 
 def test_idle_end_of_a_fresh_binlog_is_reached_by_heartbeat(table):
@@ -113,7 +113,7 @@ def test_idle_end_of_a_fresh_binlog_is_reached_by_heartbeat(table):
         cur.execute("FLUSH BINARY LOGS")
     until = Position(*master_position(conn)[:2])
     t0 = time.monotonic()
-    w = FastBinlogWindow(ep, start, until, server_id=4242, budget_seconds=10)
+    w = BinlogWindow(ep, start, until, server_id=4242, budget_seconds=10)
     assert list(w) == []
     assert w.position.key() >= until.key() and w.position.file == until.file
     assert time.monotonic() - t0 < 5
@@ -150,9 +150,9 @@ def test_a_position_the_server_does_not_have_is_terminal(table):
     here = Position(*master_position(conn)[:2])
     gone = Position("mysql-bin.999998", 4)
     with pytest.raises(ShardflowError) as exc:
-        list(FastBinlogWindow(ep, gone, Position("mysql-bin.999999", 4), server_id=4242))
+        list(BinlogWindow(ep, gone, Position("mysql-bin.999999", 4), server_id=4242))
     assert exc.value.code is ErrorCode.BINLOG_POSITION_LOST
-    assert list(FastBinlogWindow(ep, here, here, server_id=4242)) == []  # empty range: no connection
+    assert list(BinlogWindow(ep, here, here, server_id=4242)) == []  # empty range: no connection
 
 
 def test_consumer_may_stop_early_and_resume_from_the_last_txn(table):
@@ -162,7 +162,7 @@ def test_consumer_may_stop_early_and_resume_from_the_last_txn(table):
         for i in range(20):
             cur.execute(f"INSERT INTO {qt(schema, 't')} (id, v) VALUES (%s, 'x')", (i,))
     until = Position(*master_position(conn)[:2])
-    w = FastBinlogWindow(ep, start, until, server_id=4242)
+    w = BinlogWindow(ep, start, until, server_id=4242)
     seen = []
     for txn in w:
         seen.extend(_rows([txn], schema))

@@ -1,10 +1,10 @@
-"""BinlogWindow against a real MariaDB over TCP: file/pos resume, budgets, rotation, volume."""
+"""OracleBinlogWindow against a real MariaDB over TCP: file/pos resume, budgets, rotation, volume."""
 
 import pytest
 
 from dm_core.db import connect, master_position, qt
 from dm_core.position import Position
-from dm_core.sync.reader import BinlogWindow
+from tests.oracle_binlog import OracleBinlogWindow
 
 pytestmark = pytest.mark.integration
 
@@ -13,7 +13,7 @@ def _read_all(ep, start, until, **budget):
     """Read [start, until) in as many windows as the budget needs, resuming each from the last."""
     rows, pos, windows = [], start, 0
     while pos.key() < until.key():
-        w = BinlogWindow(ep, pos, until, server_id=4242, **budget)
+        w = OracleBinlogWindow(ep, pos, until, server_id=4242, **budget)
         for txn in w:
             rows.extend(txn.rows)
         assert w.position.key() > pos.key(), "a window must make progress"

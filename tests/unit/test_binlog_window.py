@@ -1,4 +1,4 @@
-"""FastBinlogWindow on synthetic streams: the MySQL 8 shapes the local stack cannot produce
+"""BinlogWindow on synthetic streams: the MySQL 8 shapes the local stack cannot produce
 (v2 row events with extra data, binary JSON, GTID-less BEGIN/COMMIT), TABLE_MAP metadata,
 and the refusals (compressed events, bad CRCs)."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from dm_core.binlog import events as ev
 from dm_core.binlog.txn import RowChange, Txn
-from dm_core.binlog.window import FastBinlogWindow
+from dm_core.binlog.window import BinlogWindow
 from dm_core.db import Endpoint
 from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.position import Position
@@ -97,7 +97,7 @@ class FakeDump:
 def run(binlog, start=None, until=None, **kw):
     start = start or Position(binlog.file, 4)
     until = until or Position(binlog.file, binlog.pos)
-    w = FastBinlogWindow(EP, start, until, server_id=9, **kw)
+    w = BinlogWindow(EP, start, until, server_id=9, **kw)
     return list(w._run(FakeDump(binlog))), w
 
 

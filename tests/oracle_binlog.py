@@ -1,4 +1,6 @@
-"""Binlog reading: a bounded window of whole transactions from a position.
+"""The test oracle for dm_core/binlog: mysql-replication reading a bounded window of whole
+transactions from a position, as shardflow's first reader did. The integration tests hold
+``dm_core.binlog.BinlogWindow`` to its output; the bench's decode-only baseline uses it.
 
 mysql-replication against MariaDB has two traps (../shared/FIELD-NOTES.md):
 - with ``is_mariadb=True`` and no GTID it ignores file/pos and replays from the start;
@@ -24,7 +26,7 @@ from dm_core.db import Endpoint
 from dm_core.position import Position
 
 
-class BinlogWindow:
+class OracleBinlogWindow:
     """Iterate the transactions in [start, until) of one upstream.
 
     ``budget_events``/``budget_seconds`` bound the window; both are checked only at
