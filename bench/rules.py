@@ -25,7 +25,7 @@ one CPU (``sched_setaffinity``, restored afterwards):
 
 - iterate_only: walk the transactions and copy every row image (``dict(row)``), which
   touches each value: the cost of just iterating the rows.
-- shardflow_rules: the syncer's own row path, ``Syncer._txn_jobs(txn, safe=False)``, on a
+- shardflow_rules: the syncer's own row path, ``RowPath.jobs(txn, safe=False)``, on a
   ``Syncer`` per source built without a state store and with a stand-in for the downstream
   catalog (``_Catalog``: the target table's shape comes from the rules instead of
   information_schema). So it runs the real ``_plan`` (block/allow list, route, column
@@ -59,6 +59,7 @@ from bench.common import machine, ratio
 from dm_core.binlog.txn import RowChange, Txn
 from dm_core.config.task import TaskConfig, parse_task
 from dm_core.position import Position
+from dm_core.sync.row_path import RowPath
 from dm_core.sync.syncer import Syncer
 from dm_core.target import TargetTable
 
@@ -239,13 +240,14 @@ class _Catalog:
         self._cache.pop((schema.lower(), table.lower()), None)
 
 
-def syncers(task: TaskConfig) -> dict[str, Syncer]:
-    """One ``Syncer`` per source, ready for ``_txn_jobs`` (no state store, no database)."""
+def syncers(task: TaskConfig) -> dict[str, RowPath]:
+    """The row path of each source's syncer (dm_core/sync/row_path.py), with a catalog that
+    needs no database (no state store either)."""
     out = {}
     for sid in SOURCES:
-        s = Syncer(task, sid, store=None)
-        s._catalog = _Catalog(s.rules)
-        out[sid] = s
+        rows = Syncer(task, sid, store=None).rows
+        rows.use_catalog(_Catalog(rows.rules))
+        out[sid] = rows
     return out
 
 
@@ -264,23 +266,23 @@ def iterate_only(data: dict[str, list[Txn]]) -> int:
     return n
 
 
-def shardflow_rules(data: dict[str, list[Txn]], by_source: dict[str, Syncer]) -> int:
+def shardflow_rules(data: dict[str, list[Txn]], by_source: dict[str, RowPath]) -> int:
     """The syncer's row path over every transaction. Returns the row jobs produced (rows kept)."""
     kept = 0
     for sid, txns in data.items():
-        jobs = by_source[sid]._txn_jobs
+        jobs = by_source[sid].jobs
         for txn in txns:
             kept += len(jobs(txn, False))
     return kept
 
 
-def build_plans(by_source: dict[str, Syncer]) -> int:
-    """``Syncer._plan`` for every table of every source, on cold caches. Returns the plans built."""
+def build_plans(by_source: dict[str, RowPath]) -> int:
+    """``RowPath.plan`` for every table of every source, on cold caches. Returns the plans built."""
     n = 0
     for sid, s in by_source.items():
         for schema in SCHEMAS:
             for table in TABLES:
-                s._plan(RowChange("insert", schema, table, None, dict.fromkeys(COLUMNS)))
+                s.plan(RowChange("insert", schema, table, None, dict.fromkeys(COLUMNS)))
                 n += 1
     return n
 
@@ -331,7 +333,7 @@ def check(data: dict[str, list[Txn]]) -> dict:
         s = by_source[sid]
         for txn in txns[:SPOT_CHECK_TXNS]:
             for ch in txn.rows:
-                jobs = s._txn_jobs(Txn(txn.end, [ch]), False)
+                jobs = s.jobs(Txn(txn.end, [ch]), False)
                 if ch.table.startswith("tmp_"):
                     assert jobs == [], ch
                     seen["blocked"] = True

@@ -51,7 +51,7 @@ def render_rules(out: dict) -> str:
     d = out["data"]
     cols = ["seconds", "rows_per_s", "note"]
     names = {"iterate_only": "iterate only (copy each row image)",
-             "shardflow_rules": "shardflow rules (Syncer._txn_jobs)"}
+             "shardflow_rules": "shardflow rules (RowPath.jobs)"}
     rows = [_row(names[k], r, cols) for k, r in out["results"].items()]
     for row in rows:
         row[1] = fmt(row[1], 3)

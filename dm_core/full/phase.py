@@ -23,7 +23,7 @@ step tolerates a schema that is ahead of or behind the binlog position it stands
    error; a chunk whose table changed while it was read is read again;
 3. sync replays from L in safe mode (full-row REPLACE, DELETE+REPLACE) up to past the high
    watermark. Each row is written with the columns its binlog image has that the target
-   has (syncer.written_columns), so a target column the image lacks gets its default,
+   has (row_path.written_columns), so a target column the image lacks gets its default,
    as the upstream's ADD COLUMN gave it;
 4. a DDL met in that replay runs only its changes the target lacks (ddl/replay.py;
    the shard DDL owner does the same in executor.run_operation): D is skipped if the

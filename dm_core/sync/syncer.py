@@ -24,7 +24,6 @@ Protocol of a window (every step survives the process dying right after it):
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import gc
 import logging
@@ -47,13 +46,14 @@ from dm_core.ddl.clock import event_clock, upstream_time_zone
 from dm_core.sync import isolate
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
 from dm_core.sync.online_ddl import OnlineDDL
-from dm_core.sync.flusher import Batch, BatchFlusher
-from dm_core.sync.job import RowJob
+from dm_core.sync.apply_queue import ApplyQueue, Batch
+
+from dm_core.sync.row_path import RowPath
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
 from dm_core.sync.workers import WorkerPool
 from dm_core.binlog import BinlogWindow
-from dm_core.binlog.txn import RowChange, Txn
-from dm_core.target import TargetCatalog, TargetTable
+from dm_core.binlog.txn import Txn
+from dm_core.target import TargetCatalog
 
 log = logging.getLogger("shardflow.sync")
 
@@ -76,6 +76,12 @@ class WindowResult:
     lag_seconds: float | None = None
     seconds: float = 0.0
 
+    @property
+    def caught_up(self) -> bool:
+        """The window read up to the upstream position it started with, and nothing holds the
+        source back (a shard DDL wait or rewind, a pause)."""
+        return self.end == self.until and not self.stopped_early and not self.waiting and not self.paused
+
     def summary(self) -> str:
         s = (f"source {self.source_id}: {self.rows} rows in {self.txns} transactions, "
              f"{self.start} → {self.end} (upstream at {self.until}), safe mode {'on' if self.safe_mode else 'off'}, "
@@ -90,41 +96,8 @@ class WindowResult:
             s += f"\nPAUSED: {self.paused}"
         return s
 
-
-def written_columns(target: TargetTable, row_columns: set[str]) -> TargetTable:
-    """``target`` narrowed to the columns a row of this upstream shape carries (its key
-    always stays). A target column the row lacks gets its downstream default, as the
-    upstream gave it when the column was added, instead of NULL: what a DM worker writes
-    (it uses the upstream table's columns), and what makes replay over a target created
-    after an ADD COLUMN converge (dm_core/full/phase.py)."""
-    if all(c in row_columns for c in target.columns):
-        return target
-    if not target.key_is_unique:  # keyless: the key is every column, so it narrows too
-        keep = tuple(c for c in target.columns if c in row_columns)
-        return dataclasses.replace(target, columns=keep, key=keep)
-    keep = tuple(c for c in target.columns if c in row_columns or c in target.key)
-    return dataclasses.replace(target, columns=keep)
-
-
-class _TablePlan:
-    """Everything the row path needs for one upstream table shape, built once."""
-
-    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr", "actions", "missing")
-
-    def __init__(self):
-        self.skip = False
-        self.target = None
-        self.mapping = None
-        self.columns = None
-        self.extract = {}
-        self.expr = None
-        self.actions = {}  # binlog event filter's answer by row op: without SQL text it depends on nothing else
-        self.missing = None  # the error when the target table does not exist downstream
-
-
 # Cyclic-GC thresholds while a window runs (see _rare_young_collections).
 _GC_THRESHOLD = (50_000, 50, 100)
-
 
 @contextmanager
 def _rare_young_collections():
@@ -144,7 +117,6 @@ def _rare_young_collections():
     finally:
         gc.set_threshold(*old)
 
-
 class Syncer:
     def __init__(self, task, source_id: str, store, *, budget_events: int = 200_000, budget_seconds: float = 30.0,
                  generation: int | None = None):
@@ -157,14 +129,24 @@ class Syncer:
         self.syncer_cfg = self.inst.syncer
         self.budget_events = budget_events
         self.budget_seconds = budget_seconds
-        self._plans: dict[tuple, _TablePlan] = {}
-        self._catalog: TargetCatalog | None = None
+        self.rows = RowPath(self.rules, source_id)   # filter, route, map: RowChange -> RowJob
         self._upstream_zone: str | None = None
-        self._missing_noted: set[tuple[str, str]] = set()
         self.shard = ShardSync(task, source_id, store)
         self.online = OnlineDDL(task, source_id, store, self.rules) if task.online_ddl else None
 
     # ---- entry point ------------------------------------------------------------------
+    def run_until(self, deadline: float, *, max_windows: int | None = None) -> WindowResult:
+        """Windows back to back until the source caught up, paused, waits on a shard DDL lock
+        or is no longer running, ``max_windows`` ran, or ``deadline`` (time.monotonic) passed;
+        the last window's result. The sensor's session, the tests and the bench all loop so."""
+        n = 0
+        while True:
+            res = self.run_window()
+            n += 1
+            if (res.caught_up or res.paused or res.waiting or res.state != "sync" or time.monotonic() >= deadline
+                    or (max_windows is not None and n >= max_windows)):
+                return res
+
     def run_window(self) -> WindowResult:
         with _rare_young_collections():
             return self._run_window()
@@ -200,25 +182,25 @@ class Syncer:
         safe_exit = self._safe_exit(st)
         res = WindowResult(self.source_id, str(start), str(start), str(until))
         dconn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
-        self._catalog = TargetCatalog(dconn)
+        self.rows.use_catalog(TargetCatalog(dconn))
         window = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
                               budget_events=self.budget_events, budget_seconds=self.budget_seconds)
-        flusher, flush_store, pool = self._start_flusher(res, safe_exit, until)
+        applier, flush_store, pool = self._start_applier(res, safe_exit, until)
         pending = Batch(start)
-        checkpoint = start  # the last position handed to the flusher (committed after barrier())
-        # DM's `batch` is per worker: a flusher batch feeds every worker one transaction's worth
+        checkpoint = start  # the last position handed to the applier (committed after barrier())
+        # DM's `batch` is per worker: a applier batch feeds every worker one transaction's worth
         batch = max(1, int(self.syncer_cfg.batch)) * max(1, int(self.syncer_cfg.worker_count))
 
         unrecorded = not st["binlog_file"]  # the first window records its start even if idle
 
         def flush(upto: Position, force: bool = False) -> None:
-            """Hand the pending rows to the flusher; ``force``: write the checkpoint too."""
+            """Hand the pending rows to the applier; ``force``: write the checkpoint too."""
             nonlocal pending, checkpoint, unrecorded
-            if pending.stmts or pending.txns or upto.key() > checkpoint.key() or unrecorded or force:
+            if pending.jobs or pending.txns or upto.key() > checkpoint.key() or unrecorded or force:
                 unrecorded = False
                 pending.upto = upto
                 pending.force = force
-                flusher.submit(pending)
+                applier.submit(pending)
             checkpoint = upto
             pending = Batch(upto)
 
@@ -228,7 +210,7 @@ class Syncer:
                 res.safe_mode = res.safe_mode or safe
                 if txn.ddl is not None:
                     flush(txn.start or checkpoint, force=True)
-                    flusher.barrier()  # a DDL runs only after every DML before it is durable
+                    applier.barrier()  # a DDL runs only after every DML before it is durable
                     self.shard.committed(checkpoint)
                     try:
                         pause = self._handle_ddl(txn, dconn, skip_at, replace_with, res, replay=safe)
@@ -244,8 +226,7 @@ class Syncer:
                             checkpoint = pause.rewind_to
                             self.shard.committed(checkpoint)
                             self.shard.persist()
-                            self._catalog = TargetCatalog(dconn)
-                            self._plans.clear()
+                            self.rows.use_catalog(TargetCatalog(dconn))
                         else:
                             res.waiting = pause.message
                         res.stopped_early = True
@@ -255,18 +236,18 @@ class Syncer:
                         break
                     pending.txns, pending.last_ts = 1, txn.timestamp
                     flush(txn.end, force=True)
-                    flusher.barrier()
+                    applier.barrier()
                     continue
                 if skip_at and skip_at == str(txn.start):  # `dmctl binlog skip|replace` of a rejected transaction
                     flush(txn.start, force=True)
-                    flusher.barrier()
+                    applier.barrier()
                     self._operator_step(txn, dconn, replace_with, res)
                     pending.txns, pending.last_ts = 1, txn.timestamp
                     flush(txn.end, force=True)
-                    flusher.barrier()
+                    applier.barrier()
                     continue
                 pending.spans.append((txn.start, txn.end))
-                pending.stmts.extend(self._txn_jobs(txn, safe, self.shard.row_gate(txn.start)))
+                pending.jobs.extend(self.rows.jobs(txn, safe, self._row_gate(txn)))
                 pending.rows += len(txn.rows)
                 pending.txns += 1
                 pending.last_ts = txn.timestamp or pending.last_ts
@@ -274,20 +255,20 @@ class Syncer:
                     flush(txn.end)
             if not res.paused and not res.stopped_early:  # keep the checkpoint before the statement
                 flush(window.position if window.position.key() > checkpoint.key() else checkpoint, force=True)
-            flusher.barrier()
+            applier.barrier()
             self.shard.committed(checkpoint)
             self.shard.persist()
             if not res.stopped_early:  # after a shard DDL rewind, rows past the checkpoint were applied
                 self._settle_exit_point(st, checkpoint)
         except ShardflowError as e:
             if isinstance(e, Terminal):
-                flusher.take_error()  # the pause position must be committed, not just submitted
+                applier.take_error()  # the pause position must be committed, not just submitted
                 self._pause(None, e, res, at=e.position or checkpoint)
             else:
                 raise
         finally:
             try:
-                flusher.close()
+                applier.close()
             finally:
                 dconn.close()
                 pool.close()
@@ -302,7 +283,7 @@ class Syncer:
             res.state = "paused"
         return res
 
-    def _start_flusher(self, res: WindowResult, safe_exit: Position | None, until: Position):
+    def _start_applier(self, res: WindowResult, safe_exit: Position | None, until: Position):
         """The background apply thread with its own downstream and state-store connections."""
         from dm_core.state.store import StateStore
 
@@ -336,17 +317,17 @@ class Syncer:
 
         def apply(b: Batch) -> None:
             try:
-                pool.apply(b.stmts)
+                pool.apply(b.jobs)
             except ShardflowError as e:
                 if e.code is not ErrorCode.DML_REJECTED:
                     raise
-                culprit = isolate.find_culprit(pool.apply, b.stmts, b.spans)
+                culprit = isolate.find_culprit(pool.apply, b.jobs, b.spans)
                 if culprit is not None:
                     raise culprit from None
                 log.warning("source %s: a batch the downstream rejected (%s) went through one transaction at a "
                             "time in safe mode", self.source_id, e.message)
 
-        return BatchFlusher(before_apply=before_apply, apply=apply, committed=committed), store, pool
+        return ApplyQueue(before_apply=before_apply, apply=apply, committed=committed), store, pool
 
     # ---- positions --------------------------------------------------------------------
     def _start_position(self, st: dict, now: Position) -> Position:
@@ -405,89 +386,11 @@ class Syncer:
             return 0.0
         return max(0.0, time.time() - last_ts)
 
-    # ---- rows -------------------------------------------------------------------------
-    def _plan(self, ch: RowChange) -> _TablePlan:
-        row = ch.after if ch.after is not None else ch.before
-        cols = tuple(row)
-        key = (ch.schema, ch.table, cols)
-        p = self._plans.get(key)
-        if p is not None:
-            return p
-        p = _TablePlan()
-        r = self.rules
-        if not r.block_allow.allow_table(ch.schema, ch.table):
-            p.skip = True
-        else:
-            if any(c.startswith("UNKNOWN_COL") for c in cols):
-                raise ErrorCode.SCHEMA_UNKNOWN.error(
-                    f"row events of `{ch.schema}`.`{ch.table}` carry no column names")
-            p.columns = list(cols)
-            ts, tt = r.router.route(ch.schema, ch.table)
-            p.mapping = r.column_mapper.plan(ch.schema, ch.table, p.columns)
-            p.extract = r.router.extract_values(ch.schema, ch.table, self.source_id)
-            try:
-                p.target = written_columns(self._catalog.get(ts, tt), set(p.columns) | set(p.extract))
-            except ShardflowError as e:
-                if e.code is not ErrorCode.DML_EXEC_FAILED:
-                    raise
-                p.missing = e  # see _txn_jobs
-            p.expr = r.expr_filter.compile(ch.schema, ch.table, p.columns)
-        self._plans[key] = p
-        return p
-
-    def _map(self, p: _TablePlan, row: dict | None) -> dict | None:
-        if row is None:
+    def _row_gate(self, txn: Txn):
+        """Rows of tables a shard DDL rewind already applied are skipped (shard_sync.py)."""
+        if not self.shard.row_gate(txn.start):
             return None
-        if p.mapping is not None:
-            row = dict(zip(p.columns, p.mapping.map_row([row[c] for c in p.columns])))
-        if p.extract:
-            row = {**row, **p.extract}
-        return row
-
-    def _txn_jobs(self, txn: Txn, safe: bool, gated: bool = False) -> list[RowJob]:
-        out: list[RowJob] = []
-        bf = self.rules.binlog_filter
-        for ch in txn.rows:
-            p = self._plan(ch)
-            if p.skip:
-                continue
-            if gated and self.shard.skip_row((ch.schema, ch.table), txn.start):
-                continue
-            if p.missing is not None:
-                if not safe:
-                    raise p.missing
-                # Replaying the safe-mode range over targets created after it began: a table
-                # renamed or dropped later in the binlog is gone already, and its rows as of
-                # then were read by the full load (dm_core/full/phase.py).
-                self._note_missing(ch)
-                continue
-            action = p.actions.get(ch.op)
-            if action is None:
-                action = p.actions[ch.op] = bf.action(ch.schema, ch.table, ch.op, None)
-            if action == "ignore":
-                continue
-            if action == "error":
-                raise ErrorCode.FILTERED_AS_ERROR.error(
-                    f"binlog event filter says Error for {ch.op} on `{ch.schema}`.`{ch.table}`")
-            if p.expr is not None:
-                if ch.op == "insert" and p.expr.skip_insert(ch.after):
-                    continue
-                if ch.op == "update" and p.expr.skip_update(ch.before, ch.after):
-                    continue
-                if ch.op == "delete" and p.expr.skip_delete(ch.before):
-                    continue
-            before, after = ch.before, ch.after
-            if p.mapping is not None or p.extract:  # else _map would return the rows as they are
-                before, after = self._map(p, before), self._map(p, after)
-            out.append(RowJob(ch.op, p.target, before, after, safe, txn.end))
-        return out
-
-    def _note_missing(self, ch: RowChange) -> None:
-        key = (ch.schema, ch.table)
-        if key not in self._missing_noted:
-            self._missing_noted.add(key)
-            log.warning("source %s: rows of `%s`.`%s` skipped while replaying in safe mode: its target does not "
-                        "exist downstream (renamed or dropped later in the binlog)", self.source_id, *key)
+        return lambda table: self.shard.skip_row(table, txn.start)
 
     # ---- DDL --------------------------------------------------------------------------
     def _handle_ddl(self, txn: Txn, dconn, skip_at, replace_with, res: WindowResult, *,
@@ -566,8 +469,7 @@ class Syncer:
                 raise err from None  # retried by the source (session.py)
             return err
         for t in routed.targets:
-            self._catalog.forget(*t)
-        self._plans.clear()
+            self.rows.forget(*t)
         res.ddls.extend(done)
         return None
 
@@ -589,8 +491,7 @@ class Syncer:
         if step.lock:
             res.locks.append(step.lock)
         if step.executed:
-            self._catalog.forget(*n.target)
-            self._plans.clear()
+            self.rows.forget(*n.target)
         return None if step.action == GO else step
 
     def _settle_exit_point(self, st: dict, checkpoint: Position) -> None:

@@ -1,6 +1,6 @@
 """The DML worker pool: compactor → causality → merger → `worker-count` parallel executors.
 
-One batch at a time (the flusher calls ``apply`` in order):
+One batch at a time (the apply queue (apply_queue.py) calls ``apply`` in order):
 1. ``compact`` merges changes of the same key inside the batch (``syncers.compact``);
 2. ``Causality`` sends every job to a worker so that jobs sharing a key stay on one worker
    in binlog order; a job whose keys already sit on two workers is a conflict: the queued

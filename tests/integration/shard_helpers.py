@@ -196,7 +196,7 @@ def active_locks(task, store) -> list[dict]:
 
 
 def caught_up(r) -> bool:
-    return r.end == r.until and not r.stopped_early and not r.waiting and not r.paused
+    return r.caught_up
 
 
 def drive(task, store, source_ids, *, max_rounds=60, budget_events=400, fail=True):
@@ -209,11 +209,7 @@ def drive(task, store, source_ids, *, max_rounds=60, budget_events=400, fail=Tru
     for _ in range(max_rounds):
         settled = True
         for sid, s in syncers.items():
-            for _ in range(20):
-                r = s.run_window()
-                last[sid] = r
-                if r.paused or r.waiting or caught_up(r):
-                    break
+            r = last[sid] = s.run_until(float("inf"), max_windows=20)
             if r.paused:
                 return last
             if not caught_up(r):
@@ -232,11 +228,7 @@ def drive_some(task, store, source_ids, windows=5):
     from dm_core.sync.syncer import Syncer
 
     for sid in source_ids:
-        s = Syncer(task, sid, store, budget_events=400)
-        for _ in range(windows):
-            r = s.run_window()
-            if r.paused or r.waiting or caught_up(r):
-                break
+        Syncer(task, sid, store, budget_events=400).run_until(float("inf"), max_windows=windows)
 
 
 def assert_settled(last) -> None:

@@ -40,8 +40,8 @@ def test_partition_id_and_extract_columns_on_a_mapped_row():
     syncer = rules.syncers(rules.parse())["mysql-02"]
     row = {"id": 42, "name": "n", "amount": rules.Decimal("1.50"), "created": None, "flag": 0, "note": None}
     txn = rules.Txn(rules.Position("mysql-bin.000001", 4), [rules.RowChange("insert", "shard_3", "t_2", None, row)])
-    (job,) = syncer._txn_jobs(txn, False)
+    (job,) = syncer.jobs(txn, False)
     assert (job.target.schema, job.target.table) == ("merged", "orders")
     assert job.after == {**row, "id": 2 << 59 | 3 << 52 | 2 << 44 | 42, "c_table": "2", "c_schema": "3", "c_source": "02"}
     negative = rules.RowChange("insert", "shard_3", "t_2", None, {**row, "amount": rules.Decimal("-1")})
-    assert syncer._txn_jobs(rules.Txn(txn.end, [negative]), False) == []
+    assert syncer.jobs(rules.Txn(txn.end, [negative]), False) == []

@@ -23,7 +23,7 @@ from dm_core.position import Position
 @dataclass
 class Batch:
     upto: Position          # resume point after the last transaction of the batch
-    stmts: list = field(default_factory=list)   # the batch's RowJobs, in binlog order
+    jobs: list = field(default_factory=list)    # the batch's RowJobs, in binlog order
     rows: int = 0
     txns: int = 0
     last_ts: Any = None
@@ -31,7 +31,10 @@ class Batch:
     spans: list = field(default_factory=list)   # (start, end) of each transaction (isolate.py)
 
 
-class BatchFlusher:
+class ApplyQueue:
+    """Batches applied downstream in submission order on one background thread (above); in DM
+    terms the apply, not the "flush", which there means writing the checkpoint."""
+
     _STOP = object()
 
     def __init__(self, *, before_apply: Callable[[Batch], None], apply: Callable[[Batch], None],
@@ -41,7 +44,7 @@ class BatchFlusher:
         self._error: BaseException | None = None
         self._idle = threading.Condition()
         self._inflight = 0
-        self._thread = threading.Thread(target=self._run, name="shardflow-flusher", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="shardflow-apply", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -51,7 +54,7 @@ class BatchFlusher:
                 return
             try:
                 if self._error is None:
-                    if b.stmts:
+                    if b.jobs:
                         self._before(b)
                         self._apply(b)
                     self._committed(b)

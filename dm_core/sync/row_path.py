@@ -1,0 +1,161 @@
+"""The row path of sync: one upstream row change → the downstream job that applies it.
+
+In order, per row: the block-allow list (a table the task does not replicate gives
+nothing), the shard DDL gate (rows a rewind already applied), the binlog event filter (by
+row operation), the expression filters, then routing (the target table, narrowed to the
+columns this row shape carries), column mapping and the route's extract columns. Each
+upstream table shape is planned once (``TablePlan``) until a DDL makes the syncer
+``forget`` it. The syncer (syncer.py) calls ``jobs`` per transaction; bench/rules.py
+measures it alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from dm_core.binlog.txn import RowChange, Txn
+from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.sync.job import RowJob
+from dm_core.target import TargetTable
+
+log = logging.getLogger("shardflow.sync")
+
+
+def written_columns(target: TargetTable, row_columns: set[str]) -> TargetTable:
+    """``target`` narrowed to the columns a row of this upstream shape carries (its key
+    always stays). A target column the row lacks gets its downstream default, as the
+    upstream gave it when the column was added, instead of NULL: what a DM worker writes
+    (it uses the upstream table's columns), and what makes replay over a target created
+    after an ADD COLUMN converge (dm_core/full/phase.py)."""
+    if all(c in row_columns for c in target.columns):
+        return target
+    if not target.key_is_unique:  # keyless: the key is every column, so it narrows too
+        keep = tuple(c for c in target.columns if c in row_columns)
+        return dataclasses.replace(target, columns=keep, key=keep)
+    keep = tuple(c for c in target.columns if c in row_columns or c in target.key)
+    return dataclasses.replace(target, columns=keep)
+
+
+class TablePlan:
+    """Everything the row path needs for one upstream table shape, built once."""
+
+    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr", "actions", "missing")
+
+    def __init__(self):
+        self.skip = False
+        self.target = None
+        self.mapping = None
+        self.columns = None
+        self.extract = {}
+        self.expr = None
+        self.actions = {}  # binlog event filter's answer by row op: without SQL text it depends on nothing else
+        self.missing = None  # the error when the target table does not exist downstream
+
+
+class RowPath:
+    """The row path of one source: its rules, and the downstream catalog of target tables."""
+
+    def __init__(self, rules, source_id: str, catalog=None):
+        self.rules, self.source_id, self.catalog = rules, source_id, catalog
+        self._plans: dict[tuple, TablePlan] = {}
+        self._missing_noted: set[tuple[str, str]] = set()
+
+    def use_catalog(self, catalog) -> None:
+        """A new downstream connection's catalog: plans are built again against it."""
+        self.catalog = catalog
+        self._plans.clear()
+
+    def forget(self, schema: str, table: str) -> None:
+        """A DDL changed the target ``schema.table``: its shape and every plan are read again."""
+        if self.catalog is not None:
+            self.catalog.forget(schema, table)
+        self._plans.clear()
+
+    def plan(self, ch: RowChange) -> TablePlan:
+        """The row path of one upstream table shape (built once, until ``forget``)."""
+        row = ch.after if ch.after is not None else ch.before
+        cols = tuple(row)
+        key = (ch.schema, ch.table, cols)
+        p = self._plans.get(key)
+        if p is not None:
+            return p
+        p = TablePlan()
+        r = self.rules
+        if not r.block_allow.allow_table(ch.schema, ch.table):
+            p.skip = True
+        else:
+            if any(c.startswith("UNKNOWN_COL") for c in cols):
+                raise ErrorCode.SCHEMA_UNKNOWN.error(
+                    f"row events of `{ch.schema}`.`{ch.table}` carry no column names")
+            p.columns = list(cols)
+            ts, tt = r.router.route(ch.schema, ch.table)
+            p.mapping = r.column_mapper.plan(ch.schema, ch.table, p.columns)
+            p.extract = r.router.extract_values(ch.schema, ch.table, self.source_id)
+            try:
+                p.target = written_columns(self.catalog.get(ts, tt), set(p.columns) | set(p.extract))
+            except ShardflowError as e:
+                if e.code is not ErrorCode.DML_EXEC_FAILED:
+                    raise
+                p.missing = e  # see jobs
+            p.expr = r.expr_filter.compile(ch.schema, ch.table, p.columns)
+        self._plans[key] = p
+        return p
+
+    @staticmethod
+    def map_row(p: "TablePlan", row: dict | None) -> dict | None:
+        if row is None:
+            return None
+        if p.mapping is not None:
+            row = dict(zip(p.columns, p.mapping.map_row([row[c] for c in p.columns])))
+        if p.extract:
+            row = {**row, **p.extract}
+        return row
+
+    def jobs(self, txn: Txn, safe: bool, skip_table=None) -> list[RowJob]:
+        """The downstream jobs of ``txn``'s rows, in order: rows of tables the block-allow list,
+        ``skip_table(schema, table)``, the binlog event filter or an expression filter drop
+        produce none; the rest are routed and mapped. ``safe``: the jobs replay idempotently."""
+        out: list[RowJob] = []
+        bf = self.rules.binlog_filter
+        for ch in txn.rows:
+            p = self.plan(ch)
+            if p.skip:
+                continue
+            if skip_table is not None and skip_table((ch.schema, ch.table)):
+                continue
+            if p.missing is not None:
+                if not safe:
+                    raise p.missing
+                # Replaying the safe-mode range over targets created after it began: a table
+                # renamed or dropped later in the binlog is gone already, and its rows as of
+                # then were read by the full load (dm_core/full/phase.py).
+                self._note_missing(ch)
+                continue
+            action = p.actions.get(ch.op)
+            if action is None:
+                action = p.actions[ch.op] = bf.action(ch.schema, ch.table, ch.op, None)
+            if action == "ignore":
+                continue
+            if action == "error":
+                raise ErrorCode.FILTERED_AS_ERROR.error(
+                    f"binlog event filter says Error for {ch.op} on `{ch.schema}`.`{ch.table}`")
+            if p.expr is not None:
+                if ch.op == "insert" and p.expr.skip_insert(ch.after):
+                    continue
+                if ch.op == "update" and p.expr.skip_update(ch.before, ch.after):
+                    continue
+                if ch.op == "delete" and p.expr.skip_delete(ch.before):
+                    continue
+            before, after = ch.before, ch.after
+            if p.mapping is not None or p.extract:  # else map_row would return the rows as they are
+                before, after = self.map_row(p, before), self.map_row(p, after)
+            out.append(RowJob(ch.op, p.target, before, after, safe, txn.end))
+        return out
+
+    def _note_missing(self, ch: RowChange) -> None:
+        key = (ch.schema, ch.table)
+        if key not in self._missing_noted:
+            self._missing_noted.add(key)
+            log.warning("source %s: rows of `%s`.`%s` skipped while replaying in safe mode: its target does not "
+                        "exist downstream (renamed or dropped later in the binlog)", self.source_id, *key)
