@@ -40,7 +40,7 @@ ALREADY_APPLIED = {
     1068,  # multiple primary key defined
     1091,  # can't DROP column/key; check that it exists
     1146,  # table doesn't exist: renamed or dropped later in the binlog (created after it, the target
-           # never had this name; its rows are skipped in the same range, see Syncer._txn_jobs)
+           # never had this name; its rows are skipped in the same range, see RowPath.jobs in sync/row_path.py)
     1505,  # partition management on a not partitioned table (REMOVE PARTITIONING twice)
     1507,  # error in list of partitions to DROP (already dropped)
     1517,  # duplicate partition name
