@@ -19,7 +19,7 @@ Engines:
   ``replicate_wild_do_table=bench_inc.%``) started at ``start`` with ``START SLAVE UNTIL
   end``, timed until Exec_Master_Log_Pos reaches ``end``; parallel = 4 optimistic threads.
   The replica keeps the shards apart (it has no routing); it applies the same row events.
-- shardflow: ``Syncer.run_window()`` repeatedly from a checkpoint at ``start`` until the
+- shardflow: ``Syncer.run_until()`` (windows back to back) from a checkpoint at ``start`` until the
   checkpoint passes ``end`` (the sensor's window budget), merging the shards into
   bench_inc.t downstream (a DM route ``t_*`` → ``t``, shard-mode pessimistic).
 
@@ -470,12 +470,11 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
         store.put_task(TASK_NAME, text, "running")
         store.update_source_state(TASK_NAME, SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos, stage="sync")
         syncer = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)
-        windows = 0
         settle(up, down)
         t0 = time.monotonic()
+        counted = []
         while True:
-            res = syncer.run_window()
-            windows += 1
+            res = syncer.run_until(t0 + timeout, on_window=counted.append)
             if res.paused or res.state != "sync":
                 raise RuntimeError(f"the syncer stopped ({res.state}): {res.paused}")
             cp = _checkpoint(store)
@@ -483,12 +482,13 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
                 break
             if time.monotonic() - t0 > timeout:
                 raise RuntimeError(f"the syncer did not reach {end} in {timeout:.0f}s (checkpoint {cp})")
+        windows = len(counted)
         seconds = time.monotonic() - t0
         ok = _verify("shardflow", checksum(down, SCHEMA), want)
         out = figures(w["rows"], nbytes, seconds, with_rss=False, windows=windows,
                       transactions_per_s=round(w["transactions"] / seconds, 1), rows_ok=ok,
                       batch=int(task.instance(SOURCE_ID).syncer.batch), syncer=syncer or "DM defaults",
-                      how=f"Syncer.run_window() (budget {budget_events} events / {budget_seconds:.0f}s) from a checkpoint at "
+                      how=f"Syncer.run_until() (windows of budget {budget_events} events / {budget_seconds:.0f}s) from a checkpoint at "
                           "start until the checkpoint passes end")
         if lag:
             rate = min(2000.0, max(20.0, 0.5 * w["transactions"] / seconds))

@@ -204,15 +204,16 @@ def _textual_alter(sql: str, text: str, default_schema: str | None, route: Route
     >>> n.action, n.kind, n.sql
     ('coordinate', 'alter table', 'ALTER TABLE `db`.`t` CONVERT TO CHARACTER SET utf8mb4')
     """
-    from dm_core.ddl.kind import ddl_event_type
-    from dm_core.ddl.text import table_spans, tokenize
+    from dm_core.ddl.parsed import parse_ddl
+    from dm_core.ddl.text import tokenize
 
-    kind = ddl_event_type(text)
+    ddl = parse_ddl(text, default_schema)
+    kind = ddl.kind
     if kind != "alter table" and not kind.endswith("table partition"):
         return None
     if any(t.kind == "punct" and t.text == ";" for t in tokenize(text)):
         return None  # several statements
-    spans = table_spans(text, default_schema)
+    spans = ddl.spans
     if len(spans) != 1 or spans[0].role != "table":
         return None
     sp = spans[0]

@@ -35,8 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dm_core.db import qt
-from dm_core.ddl.kind import ddl_event_type
-from dm_core.ddl.text import Span, replace_spans, table_spans
+from dm_core.ddl.parsed import parse_ddl
+from dm_core.ddl.text import Span, replace_spans
 
 Table = tuple[str, str]
 
@@ -67,8 +67,8 @@ def _always(schema: str, table: str) -> bool:
 def route_ddl(sql: str, default_schema: str | None, route, allow=_always) -> RoutedDDL:
     """Route ``sql`` through ``route(schema, table) -> (schema, table)``; ``allow(schema, table)``
     says which tables the task replicates (see the module docstring)."""
-    kind = ddl_event_type(sql)
-    spans = table_spans(sql, default_schema)
+    ddl = parse_ddl(sql, default_schema)
+    kind, spans = ddl.kind, list(ddl.spans)
     if not spans:
         return RoutedDDL(kind or "unknown", [], None, error="cannot tell which table this statement changes")
     if spans[0].role == "db":

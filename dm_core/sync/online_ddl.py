@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from dm_core.db import qt
 from dm_core.errors import ErrorCode
 from dm_core.ddl.kind import ddl_event_type
+from dm_core.ddl.parsed import parse_ddl
 from dm_core.state import schema as _schema
 from dm_core.ddl.text import Span, table_spans
 
@@ -206,7 +207,8 @@ class OnlineDDL:
     # ---- statements ---------------------------------------------------------------------------
     def handle(self, sql: str, default_schema: str | None, pos) -> OnlineStep | None:
         """None: the statement does not touch the tools' tables (handle it as usual)."""
-        spans = table_spans(sql, default_schema)
+        ddl = parse_ddl(sql, default_schema)
+        spans = list(ddl.spans)
         if not spans or spans[0].role == "db":
             return None
         kinds = [self.kinds.kind(s.table) for s in spans]
@@ -215,7 +217,7 @@ class OnlineDDL:
         subject = spans[0]
         if not self.allow.allow_table(subject.schema, self.kinds.real_name(subject.table)):
             return OnlineStep(notes=[f"online DDL of a table this task does not replicate: {sql}"])
-        kind = ddl_event_type(sql)
+        kind = ddl.kind
         if subject.role == "old":
             return self._rename(spans, sql)
         if kind == "drop table":

@@ -133,44 +133,44 @@ class SyncSession:
         if self._syncer is None:
             self._syncer = Syncer(self.task, sid, self.store, budget_seconds=self.window_seconds,
                                   generation=self.generation)
-        deadline = self._clock() + self.step_seconds
         out = StepOutcome("sync")
-        while True:
-            try:
-                res = self._syncer.run_window()
-            except Exception as e:  # noqa: BLE001 - every error ends in a retry or a pause, said in the log
-                return self._failed(e, out)
-            self.failures = 0
-            out.last = res
-            if res.state == lifecycle.STOPPED:
-                out.state = lifecycle.STOPPED
-                out.say(logging.INFO, f"task {name} is stopped (or started again): source {sid} ends its sync")
-                self._flush_record(out)
-                return out
-            if res.state == "paused" and res.paused:
-                out.state = "paused"
-                out.say(logging.ERROR, f"source {sid} is paused: {res.paused}\nwhat to do: fix it, then "
-                                       f"`dmctl binlog skip {name}` / `dmctl binlog replace {name} \"SQL\"` / "
-                                       f"`dmctl resume-task {name} -s {sid}`")
-                return self._rest(out)
+
+        def seen(res) -> None:  # every window that ran: what the UI records, what the task log says
             if res.state != "sync":
-                out.state = res.state
-                out.say(logging.INFO, f"task {name} is {res.state}: source {sid} waits")
-                return self._rest(out)
+                return
             self._accumulate(res)
             if res.rows or res.ddls or res.shard:
                 out.say(logging.INFO, res.summary())
-            if res.waiting:
-                out.state = "waiting"
-                out.say(logging.WARNING, f"source {sid} waits on a shard DDL lock: {res.waiting}\nsee `dmctl "
-                                         f"shard-ddl-lock {name}`; a lock stuck for good is released with "
-                                         "`dmctl shard-ddl-lock unlock LOCK_ID`")
-                return self._rest(out)
-            if res.end == res.until and not res.stopped_early:
-                out.state = "caught_up"
-                break
-            if self._clock() >= deadline:
-                break
+
+        try:
+            res = self._syncer.run_until(self._clock() + self.step_seconds, on_window=seen, clock=self._clock)
+        except Exception as e:  # noqa: BLE001 - every error ends in a retry or a pause, said in the log
+            return self._failed(e, out)
+        self.failures = 0
+        out.last = res
+        if res.state == lifecycle.STOPPED:
+            out.state = lifecycle.STOPPED
+            out.say(logging.INFO, f"task {name} is stopped (or started again): source {sid} ends its sync")
+            self._flush_record(out)
+            return out
+        if res.state == "paused" and res.paused:
+            out.state = "paused"
+            out.say(logging.ERROR, f"source {sid} is paused: {res.paused}\nwhat to do: fix it, then "
+                                   f"`dmctl binlog skip {name}` / `dmctl binlog replace {name} \"SQL\"` / "
+                                   f"`dmctl resume-task {name} -s {sid}`")
+            return self._rest(out)
+        if res.state != "sync":
+            out.state = res.state
+            out.say(logging.INFO, f"task {name} is {res.state}: source {sid} waits")
+            return self._rest(out)
+        if res.waiting:
+            out.state = "waiting"
+            out.say(logging.WARNING, f"source {sid} waits on a shard DDL lock: {res.waiting}\nsee `dmctl "
+                                     f"shard-ddl-lock {name}`; a lock stuck for good is released with "
+                                     "`dmctl shard-ddl-lock unlock LOCK_ID`")
+            return self._rest(out)
+        if res.caught_up:
+            out.state = "caught_up"
         self._finish(out)
         return out
 

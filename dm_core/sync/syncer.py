@@ -1,30 +1,27 @@
 """One bounded sync window of one source: the DM syncer unit, run once per sensor poke.
 
-Protocol of a window (every step survives the process dying right after it):
-1. Read the source's state. Stopped or paused task or source, or a run of an earlier start
-   (dm_core/state/lifecycle.py: gate) → do nothing. A source paused on an error waits for
-   `dmctl binlog skip|replace` or `dmctl resume-task`.
-2. start = checkpoint, else the full phase's low watermark, else the task's `meta`, else
-   the upstream's current position. until = the upstream's write position now.
-3. Read whole transactions in [start, until) (see reader.py), run each row through
-   block/allow list → binlog event filter → route → expression filter → column mapping →
-   DML build, and collect statements into batches of `syncers.batch` rows.
-4. Before the window's first batch goes downstream, the safe-mode exit point is raised to
-   the window's end (`until`, durable in Postgres; one write per window). Then batches
-   commit downstream, in order. The checkpoint follows them, written every
-   `checkpoint-flush-interval` seconds and always at a DDL and at the window's end. A crash
-   anywhere leaves checkpoint <= applied <= exit point, so the next window replays in safe
-   mode (REPLACE / DELETE+REPLACE) up to the exit point, which is idempotent: at-least-once
-   delivery made exact.
-5. A DDL flushes everything before it, then runs alone, then the checkpoint moves past it.
-   A DDL on a sharded target goes through shard DDL coordination (shard_sync.py): it may
-   stop the window before the DDL (the lock waits for other shards) or move the
-   checkpoint back (pessimistic mode replays the rows it held back).
+Protocol of a window (every step survives the process dying right after it), one method each:
+1. ``_open``: read the source's state. Stopped or paused task or source, or a run of an earlier
+   start (dm_core/state/lifecycle.py: gate) → do nothing. A source paused on an error waits
+   for `dmctl binlog skip|replace` or `dmctl resume-task`. Then [start, until): start = the
+   checkpoint (checkpoint.py), until = the upstream's write position now.
+2. ``_take``, per whole transaction read from the binlog (dm_core/binlog): rows go through the
+   row path (row_path.py) into the pending batch, sent every `syncers.batch` x workers rows to
+   the apply queue (apply_queue.py). Before the window's first batch goes downstream, the
+   safe-mode exit point is raised to the window's end (one write per window). Batches commit
+   downstream in order; the checkpoint follows them, every `checkpoint-flush-interval`
+   seconds and always at a DDL and at the window's end. A crash anywhere leaves checkpoint <=
+   applied <= exit point, so the next window replays in safe mode up to the exit point.
+3. ``_take_ddl``: a DDL flushes everything before it, then runs alone, then the checkpoint
+   moves past it. A DDL on a sharded target goes through shard DDL coordination
+   (shard_sync.py): it may stop the window before the DDL (the lock waits for other shards)
+   or move the checkpoint back (pessimistic mode replays the rows it held back).
+4. ``_end``: the last batch and the checkpoint, the exit point back down; ``_report``: what
+   the window did (rows, lag), for the session and the UI.
 """
 
 from __future__ import annotations
 
-import datetime
 import gc
 import logging
 import time
@@ -39,7 +36,7 @@ from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
 from dm_core.sources import replica_server_id, source_endpoint, source_rules, target_endpoint
 from dm_core.state import lifecycle
-from dm_core.ddl.kind import ddl_event_type
+from dm_core.ddl.parsed import parse_ddl
 from dm_core.shardddl.ddl_norm import normalize
 from dm_core.ddl import replay as ddl_replay
 from dm_core.ddl.clock import event_clock, upstream_time_zone
@@ -47,7 +44,7 @@ from dm_core.sync import isolate
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
 from dm_core.sync.online_ddl import OnlineDDL
 from dm_core.sync.apply_queue import ApplyQueue, Batch
-
+from dm_core.sync.checkpoint import SourcePositions, lag_seconds
 from dm_core.sync.row_path import RowPath
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
 from dm_core.sync.workers import WorkerPool
@@ -117,6 +114,47 @@ def _rare_young_collections():
     finally:
         gc.set_threshold(*old)
 
+@dataclass
+class _Window:
+    """What one window carries between its stages."""
+
+    st: dict                       # the source's state row when the window began
+    res: WindowResult
+    until: Position
+    safe_exit: Position | None
+    binlog: BinlogWindow
+    dconn: object
+    applier: ApplyQueue
+    closers: list
+    skip_at: str | None = None     # `dmctl binlog skip|replace`: the transaction it names
+    replace_with: str | None = None
+    pending: Batch | None = None
+    checkpoint: Position | None = None  # the last position handed to the applier (durable after barrier())
+    unrecorded: bool = False       # the first window records its start even if idle
+
+    def flush(self, upto: Position, force: bool = False) -> None:
+        """Hand the pending rows to the applier; ``force``: write the checkpoint too."""
+        p = self.pending
+        if p.jobs or p.txns or upto.key() > self.checkpoint.key() or self.unrecorded or force:
+            self.unrecorded = False
+            p.upto, p.force = upto, force
+            self.applier.submit(p)
+        self.checkpoint = upto
+        self.pending = Batch(upto)
+
+    def settle(self, upto: Position) -> None:
+        """Everything up to ``upto`` durable downstream, checkpoint written."""
+        self.flush(upto, force=True)
+        self.applier.barrier()
+
+    def close(self) -> None:
+        try:
+            self.applier.close()
+        finally:
+            for c in self.closers:
+                c.close()
+
+
 class Syncer:
     def __init__(self, task, source_id: str, store, *, budget_events: int = 200_000, budget_seconds: float = 30.0,
                  generation: int | None = None):
@@ -124,26 +162,31 @@ class Syncer:
         self.generation = generation  # the start (dm_core/state/lifecycle.py) the calling DAG run belongs to
         self.source_id = source_id
         self.store = store
-        self.inst = task.instance(source_id)
         self.rules = source_rules(task, store, source_id)  # + the source file's `filters`
-        self.syncer_cfg = self.inst.syncer
+        self.syncer_cfg = task.instance(source_id).syncer
         self.budget_events = budget_events
         self.budget_seconds = budget_seconds
+        self.positions = SourcePositions(task, source_id, store)
         self.rows = RowPath(self.rules, source_id)   # filter, route, map: RowChange -> RowJob
         self._upstream_zone: str | None = None
+        self._last_ts = None
         self.shard = ShardSync(task, source_id, store)
         self.online = OnlineDDL(task, source_id, store, self.rules) if task.online_ddl else None
 
-    # ---- entry point ------------------------------------------------------------------
-    def run_until(self, deadline: float, *, max_windows: int | None = None) -> WindowResult:
+    # ---- entry points -----------------------------------------------------------------
+    def run_until(self, deadline: float, *, max_windows: int | None = None, on_window=None,
+                  clock=time.monotonic) -> WindowResult:
         """Windows back to back until the source caught up, paused, waits on a shard DDL lock
-        or is no longer running, ``max_windows`` ran, or ``deadline`` (time.monotonic) passed;
-        the last window's result. The sensor's session, the tests and the bench all loop so."""
+        or is no longer running, ``max_windows`` ran, or ``deadline`` (on ``clock``) passed;
+        the last window's result. ``on_window(result)`` sees every window. The sensor's
+        session, the tests and the bench all loop so."""
         n = 0
         while True:
             res = self.run_window()
             n += 1
-            if (res.caught_up or res.paused or res.waiting or res.state != "sync" or time.monotonic() >= deadline
+            if on_window is not None:
+                on_window(res)
+            if (res.caught_up or res.paused or res.waiting or res.state != "sync" or clock() >= deadline
                     or (max_windows is not None and n >= max_windows)):
                 return res
 
@@ -152,7 +195,29 @@ class Syncer:
             return self._run_window()
 
     def _run_window(self) -> WindowResult:
+        """The window's stages, in order (each a method below)."""
         t0 = time.monotonic()
+        w = self._open()                       # gate, operator command, positions, connections
+        if isinstance(w, WindowResult):
+            return w
+        try:
+            for txn in w.binlog:               # whole transactions in [checkpoint, until)
+                if not self._take(w, txn):     # DDL, operator step, or rows into the batch
+                    break
+            self._end(w)                       # the last batch, the checkpoint, the exit point
+        except ShardflowError as e:
+            if not isinstance(e, Terminal):
+                raise                          # retried by the session from the checkpoint
+            w.applier.take_error()  # the pause position must be committed, not just submitted
+            self._pause(None, e, w.res, at=e.position or w.checkpoint)
+        finally:
+            w.close()
+        return self._report(w, t0)
+
+    # ---- stage 1: open ----------------------------------------------------------------
+    def _open(self) -> "_Window | WindowResult":
+        """Gate the window on the task's lifecycle and a paused source's operator command,
+        then fix [start, until) and the safe-mode exit point and open the connections."""
         st = self.store.source_state(self.task.name, self.source_id)
         info = self.store.task_info(self.task.name)
         gate = lifecycle.gate(info, st, self.generation) if info is not None else lifecycle.Gate(lifecycle.RUNNING)
@@ -177,113 +242,20 @@ class Syncer:
             self._upstream_zone = upstream_time_zone(uconn)   # a DDL's clock when its event names no zone
         finally:
             uconn.close()
-        start = self._resolve_gtid(up, self._start_position(st, until))
+        start = self.positions.start(st, until, up)
         self.shard.load(st)
-        safe_exit = self._safe_exit(st)
+        safe_exit = self.positions.load_exit_point(st)
         res = WindowResult(self.source_id, str(start), str(start), str(until))
         dconn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
         self.rows.use_catalog(TargetCatalog(dconn))
-        window = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
+        binlog = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
                               budget_events=self.budget_events, budget_seconds=self.budget_seconds)
-        applier, flush_store, pool = self._start_applier(res, safe_exit, until)
-        pending = Batch(start)
-        checkpoint = start  # the last position handed to the applier (committed after barrier())
-        # DM's `batch` is per worker: a applier batch feeds every worker one transaction's worth
-        batch = max(1, int(self.syncer_cfg.batch)) * max(1, int(self.syncer_cfg.worker_count))
+        applier, closers = self._start_applier(res, until)
+        return _Window(st, res, until, safe_exit, binlog, dconn, applier, [dconn, *closers],
+                       skip_at=skip_at, replace_with=replace_with, pending=Batch(start), checkpoint=start,
+                       unrecorded=not st["binlog_file"])
 
-        unrecorded = not st["binlog_file"]  # the first window records its start even if idle
-
-        def flush(upto: Position, force: bool = False) -> None:
-            """Hand the pending rows to the applier; ``force``: write the checkpoint too."""
-            nonlocal pending, checkpoint, unrecorded
-            if pending.jobs or pending.txns or upto.key() > checkpoint.key() or unrecorded or force:
-                unrecorded = False
-                pending.upto = upto
-                pending.force = force
-                applier.submit(pending)
-            checkpoint = upto
-            pending = Batch(upto)
-
-        try:
-            for txn in window:
-                safe = self.syncer_cfg.safe_mode or (safe_exit is not None and txn.end.key() <= safe_exit.key())
-                res.safe_mode = res.safe_mode or safe
-                if txn.ddl is not None:
-                    flush(txn.start or checkpoint, force=True)
-                    applier.barrier()  # a DDL runs only after every DML before it is durable
-                    self.shard.committed(checkpoint)
-                    try:
-                        pause = self._handle_ddl(txn, dconn, skip_at, replace_with, res, replay=safe)
-                    except ShardflowError as e:
-                        if not isinstance(e, Terminal):
-                            raise
-                        pause = e
-                    if isinstance(pause, ShardStep):
-                        if pause.action == REWIND:
-                            # durable before the groups say the round is resolved (source_group)
-                            self._set_checkpoint(pause.rewind_to)
-                            faults.hit("shardddl.sync.after_rewind_checkpoint")
-                            checkpoint = pause.rewind_to
-                            self.shard.committed(checkpoint)
-                            self.shard.persist()
-                            self.rows.use_catalog(TargetCatalog(dconn))
-                        else:
-                            res.waiting = pause.message
-                        res.stopped_early = True
-                        break
-                    if pause:
-                        self._pause(txn, pause, res)
-                        break
-                    pending.txns, pending.last_ts = 1, txn.timestamp
-                    flush(txn.end, force=True)
-                    applier.barrier()
-                    continue
-                if skip_at and skip_at == str(txn.start):  # `dmctl binlog skip|replace` of a rejected transaction
-                    flush(txn.start, force=True)
-                    applier.barrier()
-                    self._operator_step(txn, dconn, replace_with, res)
-                    pending.txns, pending.last_ts = 1, txn.timestamp
-                    flush(txn.end, force=True)
-                    applier.barrier()
-                    continue
-                pending.spans.append((txn.start, txn.end))
-                pending.jobs.extend(self.rows.jobs(txn, safe, self._row_gate(txn)))
-                pending.rows += len(txn.rows)
-                pending.txns += 1
-                pending.last_ts = txn.timestamp or pending.last_ts
-                if pending.rows >= batch:
-                    flush(txn.end)
-            if not res.paused and not res.stopped_early:  # keep the checkpoint before the statement
-                flush(window.position if window.position.key() > checkpoint.key() else checkpoint, force=True)
-            applier.barrier()
-            self.shard.committed(checkpoint)
-            self.shard.persist()
-            if not res.stopped_early:  # after a shard DDL rewind, rows past the checkpoint were applied
-                self._settle_exit_point(st, checkpoint)
-        except ShardflowError as e:
-            if isinstance(e, Terminal):
-                applier.take_error()  # the pause position must be committed, not just submitted
-                self._pause(None, e, res, at=e.position or checkpoint)
-            else:
-                raise
-        finally:
-            try:
-                applier.close()
-            finally:
-                dconn.close()
-                pool.close()
-                flush_store.close()
-        res.end = str(checkpoint)
-        res.seconds = time.monotonic() - t0
-        res.lag_seconds = self._lag(checkpoint, until, self._last_ts)
-        rate = res.rows / res.seconds if res.seconds > 0 else None
-        self.store.update_source_state(self.task.name, self.source_id, lag_seconds=res.lag_seconds,
-                                       rows_per_second=rate)
-        if res.paused:
-            res.state = "paused"
-        return res
-
-    def _start_applier(self, res: WindowResult, safe_exit: Position | None, until: Position):
+    def _start_applier(self, res: WindowResult, until: Position):
         """The background apply thread with its own downstream and state-store connections."""
         from dm_core.state.store import StateStore
 
@@ -291,18 +263,13 @@ class Syncer:
         cfg = self.syncer_cfg
         pool = WorkerPool(lambda: connect_native(target_endpoint(self.task)),
                           cfg.worker_count, compact=cfg.compact, multiple_rows=cfg.multiple_rows)
-        exit_point = self._exit_point = [safe_exit]
         self._last_ts = None
         interval = float(cfg.checkpoint_flush_interval)
         unsaved = {"rows": 0, "txns": 0, "at": time.monotonic()}
 
         def before_apply(b: Batch) -> None:
             # Every batch of this window ends at or before `until`: one write covers them all.
-            top = until if until.key() >= b.upto.key() else b.upto
-            if exit_point[0] is None or top.key() > exit_point[0].key():
-                store.update_source_state(self.task.name, self.source_id,
-                                          safe_exit_file=top.file, safe_exit_pos=top.pos)
-                exit_point[0] = top
+            self.positions.raise_exit_point(until if until.key() >= b.upto.key() else b.upto, store)
 
         def committed(b: Batch) -> None:
             unsaved["rows"] += b.rows
@@ -312,7 +279,7 @@ class Syncer:
             self._last_ts = b.last_ts or self._last_ts
             now = time.monotonic()
             if b.force or now - unsaved["at"] >= interval:
-                self._checkpoint(b.upto, unsaved["rows"], unsaved["txns"], self._last_ts, store)
+                self.positions.write(b.upto, unsaved["rows"], unsaved["txns"], self._last_ts, store)
                 unsaved.update(rows=0, txns=0, at=now)
 
         def apply(b: Batch) -> None:
@@ -327,64 +294,87 @@ class Syncer:
                 log.warning("source %s: a batch the downstream rejected (%s) went through one transaction at a "
                             "time in safe mode", self.source_id, e.message)
 
-        return ApplyQueue(before_apply=before_apply, apply=apply, committed=committed), store, pool
+        return ApplyQueue(before_apply=before_apply, apply=apply, committed=committed), [pool, store]
 
-    # ---- positions --------------------------------------------------------------------
-    def _start_position(self, st: dict, now: Position) -> Position:
-        if st["binlog_file"]:
-            return Position(st["binlog_file"], int(st["binlog_pos"]), st["binlog_gtid"])
-        if st["low_file"]:
-            return Position(st["low_file"], int(st["low_pos"]), st["low_gtid"])
-        meta = self.inst.meta
-        if meta is not None and meta.binlog_name:
-            return Position(meta.binlog_name, int(meta.binlog_pos or 4), meta.binlog_gtid)
-        if meta is not None and meta.binlog_gtid:
-            return Position("", 4, meta.binlog_gtid)  # found by GTID (_resolve_gtid)
-        return now
+    # ---- stage 2: one transaction -----------------------------------------------------
+    def _take(self, w: _Window, txn: Txn) -> bool:
+        """One transaction of the window; False ends the window (a pause, a shard DDL wait or
+        rewind). Rows go into the pending batch, which is sent every `batch` rows x workers."""
+        safe = self.syncer_cfg.safe_mode or (w.safe_exit is not None and txn.end.key() <= w.safe_exit.key())
+        w.res.safe_mode = w.res.safe_mode or safe
+        if txn.ddl is not None:
+            return self._take_ddl(w, txn, safe)
+        if w.skip_at and w.skip_at == str(txn.start):  # `dmctl binlog skip|replace` of a rejected transaction
+            w.settle(txn.start)
+            self._operator_step(txn, w.dconn, w.replace_with, w.res)
+            w.pending.txns, w.pending.last_ts = 1, txn.timestamp
+            w.settle(txn.end)
+            return True
+        p = w.pending
+        p.spans.append((txn.start, txn.end))
+        p.jobs.extend(self.rows.jobs(txn, safe, self._row_gate(txn)))
+        p.rows += len(txn.rows)
+        p.txns += 1
+        p.last_ts = txn.timestamp or p.last_ts
+        # DM's `batch` is per worker: a batch feeds every worker one transaction's worth
+        if p.rows >= max(1, int(self.syncer_cfg.batch)) * max(1, int(self.syncer_cfg.worker_count)):
+            w.flush(txn.end)
+        return True
 
-    def _resolve_gtid(self, up, start: Position) -> Position:
-        """With `enable-gtid` on the source, a start whose binlog file this server does not
-        have (purged, or the source failed over to another server) is found by its GTID state."""
-        enabled = self._gtid_enabled()
-        if not start.file and not enabled:
-            raise ErrorCode.CONFIG_INVALID.error(
-                f"source {self.source_id}: the task's meta gives only binlog-gtid, but the source has "
-                f"enable-gtid off", workaround="Set `enable-gtid: true` in the source file and run "
-                "`dmctl operate-source create` again, or give meta binlog-name and binlog-pos.")
-        if not start.gtid or not enabled:
-            return start
-        from dm_core.binlog.gtid import binlog_files, position_of_gtid
+    def _take_ddl(self, w: _Window, txn: Txn, safe: bool) -> bool:
+        """A DDL runs alone: everything before it durable first, the checkpoint past it after."""
+        w.settle(txn.start or w.checkpoint)
+        self.shard.committed(w.checkpoint)
+        try:
+            step = self._handle_ddl(txn, w.dconn, w.skip_at, w.replace_with, w.res, replay=safe)
+        except ShardflowError as e:
+            if not isinstance(e, Terminal):
+                raise
+            step = e
+        if isinstance(step, ShardStep):
+            if step.action == REWIND:
+                # durable before the groups say the round is resolved (source_group)
+                self.positions.rewind(step.rewind_to)
+                faults.hit("shardddl.sync.after_rewind_checkpoint")
+                w.checkpoint = step.rewind_to
+                self.shard.committed(w.checkpoint)
+                self.shard.persist()
+                self.rows.use_catalog(TargetCatalog(w.dconn))
+            else:
+                w.res.waiting = step.message
+            w.res.stopped_early = True
+            return False
+        if step:
+            self._pause(txn, step, w.res)
+            return False
+        w.pending.txns, w.pending.last_ts = 1, txn.timestamp
+        w.settle(txn.end)
+        return True
 
-        if start.file and start.file in binlog_files(up):
-            return start
-        found = position_of_gtid(up, start.gtid, server_id=replica_server_id(self.task.name, self.source_id))
-        log.warning("source %s: binlog file %r is not on %s; resuming after GTID %s at %s",
-                    self.source_id, start.file, up, start.gtid, found)
-        return found
+    # ---- stage 3: end -----------------------------------------------------------------
+    def _end(self, w: _Window) -> None:
+        """The last batch and the checkpoint at the window's end (or kept before the statement
+        that paused or stopped it), then the exit point back down to the checkpoint."""
+        if not w.res.paused and not w.res.stopped_early:
+            pos = w.binlog.position
+            w.flush(pos if pos.key() > w.checkpoint.key() else w.checkpoint, force=True)
+        w.applier.barrier()
+        self.shard.committed(w.checkpoint)
+        self.shard.persist()
+        if not w.res.stopped_early:  # after a shard DDL rewind, rows past the checkpoint were applied
+            self.positions.settle_exit_point(w.st, w.checkpoint)
 
-    def _gtid_enabled(self) -> bool:
-        got = self.store.get_source(self.source_id)
-        return bool(got and got[0].get("enable-gtid"))
-
-    @staticmethod
-    def _safe_exit(st: dict) -> Position | None:
-        cands = [Position(st[f], int(st[p])) for f, p in (("safe_exit_file", "safe_exit_pos"), ("high_file", "high_pos"))
-                 if st[f]]
-        return max(cands, key=Position.key) if cands else None
-
-    def _checkpoint(self, pos: Position, rows: int, txns: int, last_ts, store=None) -> None:
-        fields = dict(binlog_file=pos.file, binlog_pos=pos.pos, stage="sync")
-        if pos.gtid:
-            fields["binlog_gtid"] = pos.gtid
-        if last_ts:
-            fields["last_event_ts"] = datetime.datetime.fromtimestamp(last_ts, datetime.timezone.utc)
-        (store or self.store).add_applied(self.task.name, self.source_id, rows, txns, **fields)
-
-    @staticmethod
-    def _lag(checkpoint: Position, until: Position, last_ts) -> float:
-        if checkpoint.key() >= until.key() or not last_ts:
-            return 0.0
-        return max(0.0, time.time() - last_ts)
+    def _report(self, w: _Window, t0: float) -> WindowResult:
+        res = w.res
+        res.end = str(w.checkpoint)
+        res.seconds = time.monotonic() - t0
+        res.lag_seconds = lag_seconds(w.checkpoint, w.until, self._last_ts)
+        rate = res.rows / res.seconds if res.seconds > 0 else None
+        self.store.update_source_state(self.task.name, self.source_id, lag_seconds=res.lag_seconds,
+                                       rows_per_second=rate)
+        if res.paused:
+            res.state = "paused"
+        return res
 
     def _row_gate(self, txn: Txn):
         """Rows of tables a shard DDL rewind already applied are skipped (shard_sync.py)."""
@@ -415,8 +405,7 @@ class Syncer:
 
     def _handle_statement(self, txn: Txn, sql: str, dconn, res: WindowResult, *,
                           replay: bool) -> ShardflowError | ShardStep | None:
-        kind = ddl_event_type(sql)
-        if kind not in TABLE_DDL:
+        if parse_ddl(sql, txn.ddl_schema).kind not in TABLE_DDL:
             # GRANT, CREATE USER, triggers, views, OPTIMIZE/ANALYZE/REPAIR…: not table data; DM skips them too
             log.info("source %s: skipping non-table statement at %s: %.200s", self.source_id, txn.start, redact_sql(sql))
             return None
@@ -493,24 +482,6 @@ class Syncer:
         if step.executed:
             self.rows.forget(*n.target)
         return None if step.action == GO else step
-
-    def _settle_exit_point(self, st: dict, checkpoint: Position) -> None:
-        """A window that ended cleanly applied nothing past its checkpoint: bring the exit
-        point raised to the window's `until` back down, so the next window does not run in
-        safe mode for rows never applied (a crash before this line only costs safe mode)."""
-        raised = self._exit_point[0]
-        floor = Position(st["safe_exit_file"], int(st["safe_exit_pos"])) if st["safe_exit_file"] else None
-        settle = checkpoint if floor is None or checkpoint.key() > floor.key() else floor
-        if raised is not None and raised.key() > settle.key():
-            self.store.update_source_state(self.task.name, self.source_id,
-                                           safe_exit_file=settle.file, safe_exit_pos=settle.pos)
-            self._exit_point[0] = settle
-
-    def _set_checkpoint(self, pos: Position) -> None:
-        fields = dict(binlog_file=pos.file, binlog_pos=pos.pos)
-        if pos.gtid:
-            fields["binlog_gtid"] = pos.gtid
-        self.store.update_source_state(self.task.name, self.source_id, **fields)
 
     def _pause(self, txn: Txn | None, err: ShardflowError, res: WindowResult, at: Position | None = None) -> None:
         pos = (txn.start if txn is not None else None) or at

@@ -1,0 +1,128 @@
+"""Where one source's sync stands: the checkpoint it resumes from and its safe-mode exit point.
+
+Both live in the source's row of the state store (dm_core/state/schema.py, ``source_state``):
+
+- the **checkpoint** (``binlog_file``/``binlog_pos``/``binlog_gtid``): every change before it is
+  durable downstream. It is written only after the batches before it committed (the apply
+  queue's ``committed`` callback), every ``checkpoint-flush-interval`` seconds and always at a
+  DDL and at a window's end. DM calls writing it "flush".
+- the **safe-mode exit point** (``safe_exit_file``/``safe_exit_pos``, and the full phase's high
+  watermark): changes up to it may already be downstream, so they are replayed in safe mode
+  (REPLACE, DELETE+REPLACE), which is idempotent. It is raised to the window's end *before* the
+  window's first batch is sent, and brought back to the checkpoint when the window ended
+  cleanly.
+
+So after a crash anywhere, checkpoint <= applied <= exit point, and the next window's replay
+from the checkpoint is exact. Where a window starts when there is no checkpoint yet: the full
+phase's low watermark, else the task's ``meta``, else the upstream's position now.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+
+from dm_core.errors import ErrorCode
+from dm_core.position import Position
+from dm_core.sources import replica_server_id
+
+log = logging.getLogger("shardflow.sync")
+
+
+class SourcePositions:
+    """The checkpoint and the safe-mode exit point of one (task, source)."""
+
+    def __init__(self, task, source_id: str, store):
+        self.task, self.source_id, self.store = task, source_id, store
+        self.exit_point: Position | None = None   # as last written by this window
+
+    # ---- where a window starts --------------------------------------------------------
+    def start(self, st: dict, now: Position, up) -> Position:
+        """The checkpoint, else the low watermark, else ``meta``, else ``now``; found by GTID
+        when its binlog file is gone (``up``: the upstream endpoint)."""
+        return self._resolve_gtid(up, self._recorded_start(st, now))
+
+    def _recorded_start(self, st: dict, now: Position) -> Position:
+        if st["binlog_file"]:
+            return Position(st["binlog_file"], int(st["binlog_pos"]), st["binlog_gtid"])
+        if st["low_file"]:
+            return Position(st["low_file"], int(st["low_pos"]), st["low_gtid"])
+        meta = self.task.instance(self.source_id).meta
+        if meta is not None and meta.binlog_name:
+            return Position(meta.binlog_name, int(meta.binlog_pos or 4), meta.binlog_gtid)
+        if meta is not None and meta.binlog_gtid:
+            return Position("", 4, meta.binlog_gtid)  # found by GTID (_resolve_gtid)
+        return now
+
+    def _resolve_gtid(self, up, start: Position) -> Position:
+        """With `enable-gtid` on the source, a start whose binlog file this server does not
+        have (purged, or the source failed over to another server) is found by its GTID state."""
+        got = self.store.get_source(self.source_id)
+        enabled = bool(got and got[0].get("enable-gtid"))
+        if not start.file and not enabled:
+            raise ErrorCode.CONFIG_INVALID.error(
+                f"source {self.source_id}: the task's meta gives only binlog-gtid, but the source has "
+                f"enable-gtid off", workaround="Set `enable-gtid: true` in the source file and run "
+                "`dmctl operate-source create` again, or give meta binlog-name and binlog-pos.")
+        if not start.gtid or not enabled:
+            return start
+        from dm_core.binlog.gtid import binlog_files, position_of_gtid
+
+        if start.file and start.file in binlog_files(up):
+            return start
+        found = position_of_gtid(up, start.gtid, server_id=replica_server_id(self.task.name, self.source_id))
+        log.warning("source %s: binlog file %r is not on %s; resuming after GTID %s at %s",
+                    self.source_id, start.file, up, start.gtid, found)
+        return found
+
+    # ---- the safe-mode exit point -----------------------------------------------------
+    def load_exit_point(self, st: dict) -> Position | None:
+        """The higher of the recorded exit point and the full phase's high watermark."""
+        cands = [Position(st[f], int(st[p])) for f, p in (("safe_exit_file", "safe_exit_pos"), ("high_file", "high_pos"))
+                 if st[f]]
+        self.exit_point = max(cands, key=Position.key) if cands else None
+        return self.exit_point
+
+    def raise_exit_point(self, top: Position, store) -> None:
+        """Before a batch is sent: the exit point covers it (one write per window: ``top`` is
+        the window's end). ``store``: the apply thread's own connection."""
+        if self.exit_point is None or top.key() > self.exit_point.key():
+            store.update_source_state(self.task.name, self.source_id, safe_exit_file=top.file, safe_exit_pos=top.pos)
+            self.exit_point = top
+
+    def settle_exit_point(self, st: dict, checkpoint: Position) -> None:
+        """A window that ended cleanly applied nothing past its checkpoint: bring the exit
+        point raised to the window's `until` back down, so the next window does not run in
+        safe mode for rows never applied (a crash before this line only costs safe mode)."""
+        floor = Position(st["safe_exit_file"], int(st["safe_exit_pos"])) if st["safe_exit_file"] else None
+        settle = checkpoint if floor is None or checkpoint.key() > floor.key() else floor
+        if self.exit_point is not None and self.exit_point.key() > settle.key():
+            self.store.update_source_state(self.task.name, self.source_id,
+                                           safe_exit_file=settle.file, safe_exit_pos=settle.pos)
+            self.exit_point = settle
+
+    # ---- the checkpoint ---------------------------------------------------------------
+    def write(self, pos: Position, rows: int, txns: int, last_ts, store) -> None:
+        """After the batches up to ``pos`` committed: the checkpoint, with the rows and
+        transactions applied since the last one (the UI's counters)."""
+        fields = dict(binlog_file=pos.file, binlog_pos=pos.pos, stage="sync")
+        if pos.gtid:
+            fields["binlog_gtid"] = pos.gtid
+        if last_ts:
+            fields["last_event_ts"] = datetime.datetime.fromtimestamp(last_ts, datetime.timezone.utc)
+        store.add_applied(self.task.name, self.source_id, rows, txns, **fields)
+
+    def rewind(self, pos: Position) -> None:
+        """Move the checkpoint back (a pessimistic shard DDL lock replays the rows it held)."""
+        fields = dict(binlog_file=pos.file, binlog_pos=pos.pos)
+        if pos.gtid:
+            fields["binlog_gtid"] = pos.gtid
+        self.store.update_source_state(self.task.name, self.source_id, **fields)
+
+
+def lag_seconds(checkpoint: Position, until: Position, last_ts) -> float:
+    """How far behind the source is: 0 when caught up, else the age of the last applied event."""
+    if checkpoint.key() >= until.key() or not last_ts:
+        return 0.0
+    return max(0.0, time.time() - last_ts)
