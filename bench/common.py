@@ -189,18 +189,91 @@ def percentile(values: list[float], p: float) -> float | None:
     return s[k]
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_of(pid: int) -> tuple[str, float] | None:
+    """(command name, user+system CPU-seconds so far) of a live process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            head, rest = f.read().rsplit(")", 1)
+    except OSError:
+        return None
+    fields = rest.split()
+    return head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def server_pids(ports) -> dict[int, int]:
+    """port -> pid of the local stack's mariadbd listening there (by its --port argument)."""
+    want = {f"--port={p}": p for p in ports}
+    found = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                args = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if args and os.path.basename(args[0]) in ("mariadbd", "mysqld"):
+            for a in args:
+                if a in want:
+                    found[want[a]] = int(d)
+    return found
+
+
+def _kind_of(pid: int, comm: str) -> str:
+    """A process's kind for the CPU figures: PySpark's executor-side Python (its daemon and
+    the workers it forks) apart from the driver's."""
+    if not comm.startswith("python"):
+        return comm
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().decode(errors="replace")
+    except OSError:
+        return "python"
+    return "python executors" if "pyspark.daemon" in cmd or "pyspark/daemon" in cmd else "python driver"
+
+
+class ServerCPU:
+    """CPU-seconds the stack's servers spend inside the block: ``{name: seconds}``."""
+
+    def __init__(self, named_ports: dict[str, int]):
+        pids = server_pids(named_ports.values())
+        self.pids = {name: pids.get(port) for name, port in named_ports.items()}
+        self.seconds: dict[str, float] = {}
+
+    def _now(self) -> dict[str, float]:
+        out = {}
+        for name, pid in self.pids.items():
+            got = _cpu_of(pid) if pid else None
+            out[name] = got[1] if got else 0.0
+        return out
+
+    def __enter__(self) -> "ServerCPU":
+        self._t0 = self._now()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end = self._now()
+        self.seconds = {k: round(end[k] - self._t0[k], 1) for k in end}
+
+
 class TreeRSS:
-    """Peak resident memory of some processes plus all their descendants, sampled.
+    """Peak resident memory of some processes plus all their descendants, sampled; and the
+    CPU-seconds of every process of the trees, by kind (``cpu_by_kind``).
 
     Sums VmRSS over the process trees every ``interval`` seconds (from /proc) and keeps the
     maximum: spark-submit's JVM and its Python workers, or mydumper+myloader. Sampling can
-    miss a short spike; it is a figure to compare, not an exact high-water mark.
+    miss a short spike; it is a figure to compare, not an exact high-water mark. CPU is the
+    last sample of each process (up to ``interval`` of a process's last moments is missed).
     """
 
     def __init__(self, interval: float = 0.2):
         self.interval = interval
         self.roots: set[int] = set()
         self.peak = 0
+        self.cpu: dict[int, tuple[str, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._page = os.sysconf("SC_PAGE_SIZE")
@@ -238,7 +311,17 @@ class TreeRSS:
                     total += int(f.read().split()[1]) * self._page
             except (OSError, IndexError, ValueError):
                 pass
+            got = _cpu_of(p)
+            if got is not None:
+                self.cpu[p] = (self.cpu[p][0] if p in self.cpu else _kind_of(p, got[0]), got[1])
         return total
+
+    def cpu_by_kind(self) -> dict[str, float]:
+        """CPU-seconds of the trees' processes by command name (java, python, mydumper ...)."""
+        out: dict[str, float] = {}
+        for kind, sec in self.cpu.values():
+            out[kind] = round(out.get(kind, 0.0) + sec, 1)
+        return out
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -41,7 +41,7 @@ from pathlib import Path
 from pymysql.converters import escape_string
 
 from bench.common import (
-    JDBC_JAR, ROOT, VENV_BIN, Skipped, Stack, TreeRSS, bench_schema, drop_schemas, execute, figures,
+    JDBC_JAR, ROOT, VENV_BIN, ServerCPU, Skipped, Stack, TreeRSS, bench_schema, drop_schemas, execute, figures,
     finish, guarded, python_env, query, ratio, run_logged, work_dir,
 )
 from dm_core.db import Endpoint, connect, qt
@@ -144,6 +144,17 @@ def seed(stack: Stack, rows: int) -> dict:
     return {"rows": rows, "bytes": nbytes, "seeded": "created", "seconds": round(time.monotonic() - t0, 1)}
 
 
+def _servers(stack: Stack) -> ServerCPU:
+    """CPU-seconds of the three servers over an engine's run (the engines' figures' ``cpu_seconds``)."""
+    return ServerCPU({"upstream 1": stack.up1.port, "upstream 2": stack.up2.port, "downstream": stack.down.port})
+
+
+def _cpu(servers: ServerCPU, rss: "TreeRSS | None" = None) -> dict:
+    out = {**servers.seconds, **(rss.cpu_by_kind() if rss is not None else {})}
+    out["total"] = round(sum(out.values()), 1)
+    return out
+
+
 def _reset_downstream(stack: Stack) -> None:
     drop_schemas(stack.down, PREFIX + "_")
     execute(stack.down, f"DROP DATABASE IF EXISTS {bench_schema(TARGET_DB)}")
@@ -205,7 +216,7 @@ def run_mydumper(stack: Stack, rows: int, nbytes: int) -> dict:
     ups = [(ep, _defaults_file(wd / f"up{i}.cnf", ep), wd / f"dump{i}") for i, ep in enumerate(stack.ups, 1)]
     down_cnf = _defaults_file(wd / "down.cnf", stack.down)
     try:
-        with TreeRSS() as rss:
+        with TreeRSS() as rss, _servers(stack) as servers:
             t0 = time.monotonic()
             dumps = [run_logged([tools["mydumper"], f"--defaults-file={cnf}", "-h", ep.host, "-P", str(ep.port),
                                  "-t", str(THREADS), "-r", "100000", "--trx-consistency-only",
@@ -223,7 +234,7 @@ def run_mydumper(stack: Stack, rows: int, nbytes: int) -> dict:
             seconds = time.monotonic() - t0
         dump_bytes = sum(f.stat().st_size for _, _, out in ups for f in out.iterdir())
         got = _downstream_rows(stack, shards)
-        return figures(got, nbytes, seconds, rss.peak, dump_seconds=round(t_dump, 3),
+        return figures(got, nbytes, seconds, rss.peak, dump_seconds=round(t_dump, 3), cpu_seconds=_cpu(servers, rss),
                        load_seconds=round(seconds - t_dump, 3), dump_bytes=dump_bytes,
                        rows_ok=_check_rows("mydumper+myloader", got, rows),
                        how=f"mydumper -t {THREADS} -r 100000 per source (both at once), then myloader -t {THREADS} "
@@ -258,16 +269,17 @@ def run_outfile(stack: Stack, rows: int, nbytes: int) -> dict:
             down.close()
 
     try:
-        t0 = time.monotonic()
-        execute(stack.down, *[f"CREATE DATABASE {bench_schema(s)}" for s in sorted({sh.schema for sh in shards})])
-        with ThreadPoolExecutor(max_workers=THREADS) as ex:
-            list(ex.map(copy, shards))
-        seconds = time.monotonic() - t0
+        with _servers(stack) as servers:
+            t0 = time.monotonic()
+            execute(stack.down, *[f"CREATE DATABASE {bench_schema(s)}" for s in sorted({sh.schema for sh in shards})])
+            with ThreadPoolExecutor(max_workers=THREADS) as ex:
+                list(ex.map(copy, shards))
+            seconds = time.monotonic() - t0
         file_bytes = sum(f.stat().st_size for f in wd.iterdir())
     finally:
         shutil.rmtree(wd, ignore_errors=True)
     got = _downstream_rows(stack, shards)
-    return figures(got, nbytes, seconds, None, file_bytes=file_bytes,
+    return figures(got, nbytes, seconds, None, file_bytes=file_bytes, cpu_seconds=_cpu(servers),
                    rows_ok=_check_rows("INTO OUTFILE + LOAD DATA", got, rows),
                    how=f"per table SELECT INTO OUTFILE upstream + LOAD DATA INFILE downstream, {THREADS} tables at a time; "
                        "all work happens inside the servers (no client RSS to report)")
@@ -321,7 +333,7 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, merged: bool = True, 
            str(ROOT / "spark_jobs" / "full_load.py"), "--task", name, "--report", str(work_dir() / "full-report.json")]
     with StateStore(stack.state_dsn) as store:
         register(store, {sid: ep for (sid, _), ep in zip(SOURCES, stack.ups)}, name, text)
-        with TreeRSS() as rss:
+        with TreeRSS() as rss, _servers(stack) as servers:
             t0 = time.monotonic()
             prepare(task, store)
             t1 = time.monotonic()
@@ -336,7 +348,7 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, merged: bool = True, 
     got = (query(stack.down, f"SELECT COUNT(*) FROM {qt(TARGET_DB, 't')}")[0][0] if merged
            else _downstream_rows(stack, layout(stack, rows)))
     report = json.loads((work_dir() / "full-report.json").read_text())
-    return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3),
+    return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3), cpu_seconds=_cpu(servers, rss),
                    load_seconds=report["seconds"], write_mode=report["write_mode"],
                    executor_stage_seconds=report.get("stages", {}),
                    spark_seconds=round(t2 - t1, 3), finish_seconds=round(seconds - (t2 - t0), 3),
@@ -352,13 +364,16 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, merged: bool = True, 
 def run(stack: Stack, rows: int) -> dict:
     data = seed(stack, rows)
     log.info("full: %s rows, %.1f MB of text, data %s", f"{rows:,}", data["bytes"] / 1e6, data["seeded"])
-    res = {
-        "mydumper_myloader": guarded("baseline A: mydumper + myloader", run_mydumper, stack, rows, data["bytes"]),
-        "outfile_load_data": guarded("baseline B: INTO OUTFILE + LOAD DATA INFILE", run_outfile, stack, rows, data["bytes"]),
-        "shardflow": guarded("shardflow: Spark full phase", run_shardflow, stack, rows, data["bytes"]),
-        "shardflow_copy": guarded("shardflow: Spark full phase, tables copied as themselves", run_shardflow, stack,
-                                  rows, data["bytes"], merged=False),
+    engines = {
+        "mydumper_myloader": ("baseline A: mydumper + myloader", run_mydumper, {}),
+        "outfile_load_data": ("baseline B: INTO OUTFILE + LOAD DATA INFILE", run_outfile, {}),
+        "shardflow": ("shardflow: Spark full phase", run_shardflow, {}),
+        "shardflow_copy": ("shardflow: Spark full phase, tables copied as themselves", run_shardflow, {"merged": False}),
     }
+    # SHARDFLOW_BENCH_FULL_ENGINES=shardflow_copy,mydumper_myloader: a subset, while working on one
+    chosen = [e for e in os.environ.get("SHARDFLOW_BENCH_FULL_ENGINES", "").split(",") if e] or list(engines)
+    res = {k: (guarded(title, fn, stack, rows, data["bytes"], **kw) if k in chosen else {"skipped": "not chosen"})
+           for k, (title, fn, kw) in engines.items()}
     try:
         _reset_downstream(stack)
     except Exception as e:  # the figures are taken; leftovers are dropped by the next run

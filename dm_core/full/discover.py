@@ -29,6 +29,7 @@ class SourceTable:
     rows_estimate: int = 0
     extract: dict[str, str] = field(default_factory=dict)
     column_types: list[str] = field(default_factory=list)  # DATA_TYPE of each column (extract.py casts some)
+    column_nullable: list[bool] = field(default_factory=list)  # each column may be NULL (empty: unknown, assume so)
 
     @property
     def name(self) -> str:

@@ -98,7 +98,8 @@ def chunk_shape(up_conn, down_conn, st, widened=frozenset()) -> ChunkShape:
         for k, c in down.items())
     drifted = drifted or any((c[2].lower(), c[3]) != (down[c[0].lower()][2].lower(), down[c[0].lower()][3])
                              for c in cols if c[0].lower() not in widened)
-    table = replace(st, columns=[c[0] for c in cols], column_types=[c[1].lower() for c in cols])
+    table = replace(st, columns=[c[0] for c in cols], column_types=[c[1].lower() for c in cols],
+                    column_nullable=[c[3].upper() != "NO" for c in cols])
     return ChunkShape(table, drifted, tuple(up))
 
 
