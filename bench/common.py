@@ -273,7 +273,7 @@ class TreeRSS:
         self.interval = interval
         self.roots: set[int] = set()
         self.peak = 0
-        self.cpu: dict[int, tuple[str, float]] = {}
+        self.cpu: dict[int, tuple[str, float, str]] = {}   # pid -> (kind, CPU-seconds, command name)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._page = os.sysconf("SC_PAGE_SIZE")
@@ -313,13 +313,15 @@ class TreeRSS:
                 pass
             got = _cpu_of(p)
             if got is not None:
-                self.cpu[p] = (self.cpu[p][0] if p in self.cpu else _kind_of(p, got[0]), got[1])
+                known = self.cpu.get(p)  # a kind is kept unless the process exec'd (bash -> java)
+                kind = known[0] if known and known[2] == got[0] else _kind_of(p, got[0])
+                self.cpu[p] = (kind, got[1], got[0])
         return total
 
     def cpu_by_kind(self) -> dict[str, float]:
         """CPU-seconds of the trees' processes by command name (java, python, mydumper ...)."""
         out: dict[str, float] = {}
-        for kind, sec in self.cpu.values():
+        for kind, sec, _comm in self.cpu.values():
             out[kind] = round(out.get(kind, 0.0) + sec, 1)
         return out
 

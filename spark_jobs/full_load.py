@@ -39,7 +39,7 @@ time.tzset()
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PROJECT_ROOT)
 
-from spark_jobs.spark_session import create_session  # noqa: E402 (after the path above)
+from spark_jobs.spark_session import LazySession  # noqa: E402 (after the path above)
 log = logging.getLogger("shardflow.full_load")
 
 
@@ -347,7 +347,7 @@ def _lander(spark, task, st, up_ep, target_ep, args):
                               chunk.chunk_id, task.name, shape.drifted, types, turn)
             (got,) = spark.sparkContext.parallelize([chunk.chunk_id], 1).mapPartitions(fn).collect()
             return _report(chunk, t0, got)
-        df = spark.read.jdbc(_jdbc_url(up_ep), chunk_query(now, chunk.where, dump_where),
+        df = spark.session.read.jdbc(_jdbc_url(up_ep), chunk_query(now, chunk.where, dump_where),
                              properties=_props(up_ep, fetchsize="10000"))
         df = _transformed(df, now, task)
         if mode == "load":
@@ -454,7 +454,7 @@ def _run(args) -> int:
         chunk_writer.ensure_meta(down, task.meta_schema)
     finally:
         down.close()
-    spark = create_session(f"shardflow-full-{task.name}")
+    spark = LazySession(f"shardflow-full-{task.name}")
     per_source = []  # (source id, pool-size, [(table, endpoint, chunk rows)])
     for inst in task.mysql_instances:
         ep = source_endpoint(store, inst.source_id)

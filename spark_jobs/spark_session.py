@@ -17,22 +17,65 @@ JDBC_JAR = os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-cl
 DRIVER_JAVA_OPTIONS = "-Duser.timezone=UTC -XX:TieredStopAtLevel=1"
 
 
-def create_session(app: str):
-    from pyspark.sql import SparkSession
+def _conf(app: str):
+    from pyspark import SparkConf
 
+    conf = (SparkConf().setAppName(app)
+            .set("spark.sql.session.timeZone", "UTC")
+            .set("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
+            .set("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+            .set("spark.executorEnv.TZ", "UTC")
+            .set("spark.sql.readSideCharPadding", "false")  # CHAR(n) values as stored, not blank-padded
+            .set("spark.scheduler.mode", "FAIR")
+            .set("spark.ui.enabled", "false"))
+    if "spark.jars" not in (os.environ.get("PYSPARK_SUBMIT_ARGS") or "") and not conf.contains("spark.jars"):
+        conf = conf.set("spark.jars", JDBC_JAR)
+    return conf
+
+
+def _ship_project(sc) -> None:
     from dm_core.packaging import project_archive
 
-    b = (SparkSession.builder.appName(app)
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
-         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-         .config("spark.executorEnv.TZ", "UTC")
-         .config("spark.sql.readSideCharPadding", "false")  # CHAR(n) values as stored, not blank-padded
-         .config("spark.scheduler.mode", "FAIR")
-         .config("spark.ui.enabled", "false"))
-    if "spark.jars" not in (os.environ.get("PYSPARK_SUBMIT_ARGS") or ""):
-        b = b.config("spark.jars", JDBC_JAR)
-    spark = b.getOrCreate()
     # executors import dm_core from this archive, never from a checkout on their disk
-    spark.sparkContext.addPyFile(project_archive(tempfile.mkdtemp(prefix="shardflow-job-")))
+    sc.addPyFile(project_archive(tempfile.mkdtemp(prefix="shardflow-job-")))
+
+
+def create_session(app: str):
+    """A SparkSession (DataFrames, Spark SQL) with the settings above."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.config(conf=_conf(app)).getOrCreate()
+    _ship_project(spark.sparkContext)
     return spark
+
+
+class LazySession:
+    """The SparkContext now, the SQL session when first asked for (``session``).
+
+    Why: building the SQL session (Catalyst's session state in the JVM, pandas and pyarrow
+    imported in the driver) took 1.8 of a job's ~5 s start-up here, and the full load's text
+    path never uses it: it only runs Python functions on executors. Tables that take the
+    JDBC path build it on first use.
+    """
+
+    def __init__(self, app: str):
+        import threading
+
+        from pyspark import SparkContext
+
+        self.sparkContext = SparkContext.getOrCreate(_conf(app))
+        _ship_project(self.sparkContext)
+        self._session = None
+        self._lock = threading.Lock()
+
+    @property
+    def session(self):
+        with self._lock:
+            if self._session is None:
+                from pyspark.sql import SparkSession
+
+                self._session = SparkSession.builder.getOrCreate()  # on this SparkContext
+            return self._session
+
+    def stop(self) -> None:
+        self.sparkContext.stop()
