@@ -469,12 +469,12 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
         reset_task(store, TASK_NAME)
         store.put_task(TASK_NAME, text, "running")
         store.update_source_state(TASK_NAME, SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos, stage="sync")
-        syncer = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)
+        engine = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)
         settle(up, down)
         t0 = time.monotonic()
         counted = []
         while True:
-            res = syncer.run_until(t0 + timeout, on_window=counted.append)
+            res = engine.run_until(t0 + timeout, on_window=counted.append)
             if res.paused or res.state != "sync":
                 raise RuntimeError(f"the syncer stopped ({res.state}): {res.paused}")
             cp = _checkpoint(store)
@@ -493,7 +493,7 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
         if lag:
             rate = min(2000.0, max(20.0, 0.5 * w["transactions"] / seconds))
             count = int(min(max(100, w["transactions"] // 5), max(100, rate * LAG_SECONDS)))
-            out["lag"] = guarded("shardflow: lag under steady load", measure_lag, up, down, store, syncer, wl, rate, count)
+            out["lag"] = guarded("shardflow: lag under steady load", measure_lag, up, down, store, engine, wl, rate, count)
         store.set_task_status(TASK_NAME, "stopped")  # leave nothing registered that looks live
         store.disable_source(SOURCE_ID)
     execute(down, f"DROP DATABASE IF EXISTS {bench_schema(SCHEMA)}")
