@@ -47,7 +47,8 @@ def _parse_arguments(argv=None):
     p = argparse.ArgumentParser(description="shardflow full load (Spark)")
     p.add_argument("--task", required=True, help="task name (its file is registered in the state store)")
     p.add_argument("--chunk-rows", type=int, default=None,
-                   help="rows per chunk (default: the instance's mydumper `rows`, else $SHARDFLOW_CHUNK_ROWS, else 200000)")
+                   help="rows per chunk (default: the instance's mydumper `rows`, else $SHARDFLOW_CHUNK_ROWS, else "
+                        "about mydumper `chunk-filesize` MB, 64 by default: dm_core/full/chunking.chunk_rows)")
     p.add_argument("--write-batch", type=int, default=10_000, help="rows per JDBC batch / executemany call")
     p.add_argument("--write-mode", choices=("load", "staging", "rows"),
                    default=os.environ.get("SHARDFLOW_WRITE_MODE", "load"))
@@ -432,6 +433,7 @@ def _run(args) -> int:
     from dm_core.config.task import parse_task
     from dm_core.db import connect
     from dm_core.full import chunk_writer
+    from dm_core.full.chunking import chunk_rows
     from dm_core.full.discover import discover
     from dm_core.full.loader import TableResult, load_table
     from dm_core.sources import source_endpoint, target_endpoint
@@ -463,8 +465,10 @@ def _run(args) -> int:
             tables = discover(conn, inst.source_id, task.rules_for(inst.source_id))
         finally:
             conn.close()
-        rows = args.chunk_rows or inst.mydumper.rows or int(os.environ.get("SHARDFLOW_CHUNK_ROWS", 200_000))
-        per_source.append((inst.source_id, max(1, int(inst.loader.pool_size)), [(st, ep, rows) for st in tables]))
+        fallback = int(os.environ.get("SHARDFLOW_CHUNK_ROWS") or 0)
+        per_source.append((inst.source_id, max(1, int(inst.loader.pool_size)),
+                           [(st, ep, chunk_rows(st, inst.mydumper.rows, inst.mydumper.chunk_filesize, args.chunk_rows,
+                                                fallback)) for st in tables]))
     tables_at_once = max(1, sum(min(pool, len(jobs)) for _, pool, jobs in per_source))
     per_table = max(1, spark.sparkContext.defaultParallelism // tables_at_once)
     routed = Counter((st.target_schema, st.target_table) for _, _, jobs in per_source for st, _, _ in jobs)

@@ -104,11 +104,9 @@ KEYS: dict[tuple[str, str], Key] = {
         when=lambda v: v not in (0, None)),
     **{("MetaConfig", k): Key(WORKS) for k in ("binlog-name", "binlog-pos", "binlog-gtid")},
     **{("MydumperConfig", k): v for k, v in {
-        **_works("rows", "where"),
+        **_works("rows", "where", "chunk-filesize"),
         "threads": _warn("is not used: the dump's parallelism is Spark's cores and loaders.pool-size",
                          "set loaders.pool-size (tables loaded at once)"),
-        "chunk-filesize": _warn("is not used: tables are split into chunks of `rows` rows (default 200000)",
-                                "set `rows` instead"),
         "extra-args": _warn("is not used: no mydumper/dumpling process runs", "express table selection with "
                             "block-allow-list and row selection with `where`"),
         "skip-tz-utc": _warn("is not used: the full load reads and writes TIMESTAMP values in UTC on both sides, "

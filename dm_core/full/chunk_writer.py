@@ -19,7 +19,7 @@ keyless tables (no key to make a second copy harmless) and on-duplicate-logical 
 (a second INSERT would fail) included -- not only at-least-once made harmless by REPLACE.
 
 Each chunk is one downstream transaction: on TiDB keep chunk rows × row size below
-``txn-total-size-limit`` (default 100 MB; the default 200k rows of ~100 bytes is 20 MB).
+``txn-total-size-limit`` (default 100 MB; chunks default to about 64 MB, chunking.chunk_rows).
 Staging tables of a job that died and is never rerun stay in the meta schema (named
 ``_sf_stage_<plan>_<chunk>``); a rerun drops and refills them.
 

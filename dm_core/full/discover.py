@@ -30,6 +30,7 @@ class SourceTable:
     extract: dict[str, str] = field(default_factory=dict)
     column_types: list[str] = field(default_factory=list)  # DATA_TYPE of each column (extract.py casts some)
     column_nullable: list[bool] = field(default_factory=list)  # each column may be NULL (empty: unknown, assume so)
+    avg_row_bytes: int = 0            # information_schema AVG_ROW_LENGTH (0: unknown); sizes chunks
 
     @property
     def name(self) -> str:
@@ -40,10 +41,10 @@ def discover(conn, source_id: str, rules) -> list[SourceTable]:
     """Allowed base tables of one source with their routes, keys and size estimates."""
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT table_schema, table_name, COALESCE(table_rows, 0) FROM information_schema.tables "
-            "WHERE table_type = 'BASE TABLE' ORDER BY table_schema, table_name"
+            "SELECT table_schema, table_name, COALESCE(table_rows, 0), COALESCE(avg_row_length, 0) "
+            "FROM information_schema.tables WHERE table_type = 'BASE TABLE' ORDER BY table_schema, table_name"
         )
-        tables = [(s, t, int(n)) for s, t, n in cur.fetchall()
+        tables = [(s, t, int(n), int(a)) for s, t, n, a in cur.fetchall()
                   if s.lower() not in SYSTEM_SCHEMAS and rules.block_allow.allow_table(s, t)]
         if not tables:
             return []
@@ -62,7 +63,7 @@ def discover(conn, source_id: str, rules) -> list[SourceTable]:
         for s, t, i, c, nu in cur.fetchall():
             idx.setdefault((s, t), {}).setdefault(i, (not int(nu), []))[1].append(c)
     out = []
-    for s, t, n in tables:
+    for s, t, n, avg in tables:
         ccols = cols.get((s, t), [])
         types = {c: dt for c, dt, _ in ccols}
         nullable = {c: nl for c, _, nl in ccols}
@@ -78,5 +79,5 @@ def discover(conn, source_id: str, rules) -> list[SourceTable]:
         ts, tt = rules.router.route(s, t)
         out.append(SourceTable(source_id, s, t, ts, tt, [c for c, _, _ in ccols], key,
                                [types[c] for c in key], n, rules.router.extract_values(s, t, source_id),
-                               [dt for _, dt, _ in ccols]))
+                               [dt for _, dt, _ in ccols], avg_row_bytes=avg))
     return out

@@ -62,7 +62,6 @@ WARNED_TASK_KEYS = [
     ("syncers.y", "enable-ansi-quotes: true", "syncers.y.enable-ansi-quotes"),
     ("syncers.y", "max-retry: 3", "syncers.y.max-retry"),
     ("mydumpers.d", "threads: 32", "mydumpers.d.threads"),
-    ("mydumpers.d", "chunk-filesize: '128'", "mydumpers.d.chunk-filesize"),
     ("mydumpers.d", "skip-tz-utc: true", "mydumpers.d.skip-tz-utc"),
     ("mydumpers.d", "extra-args: '--consistency none'", "mydumpers.d.extra-args"),
     ("mydumpers.d", "statement-size: 50000", "mydumpers.d.statement-size"),
@@ -109,7 +108,7 @@ def test_loader_keys_that_work_or_keep_dm_defaults_do_not_warn(line):
 
 @pytest.mark.parametrize("where,line", [
     ("mydumpers.d", "threads: 4"), ("mydumpers.d", "chunk-filesize: '64'"), ("mydumpers.d", "skip-tz-utc: false"),
-    ("mydumpers.d", "where: 'id > 10'"), ("mydumpers.d", "statement-size: 1000000"), ("syncers.y", "queue-size: 1024"),
+    ("mydumpers.d", "chunk-filesize: '128'"), ("mydumpers.d", "where: 'id > 10'"), ("mydumpers.d", "statement-size: 1000000"), ("syncers.y", "queue-size: 1024"),
     ("syncers.y", "safe-mode-duration: 60s"), ("syncers.y", "compact: true"), ("", "timezone: '+08:00'"),
     ("", "online-ddl: true"), ("", "collation_compatible: loose"), ("", "clean-dump-file: true"),
     ("", "validators: {v: {mode: none}}")])
