@@ -247,10 +247,14 @@ class Syncer:
         safe_exit = self.positions.load_exit_point(st)
         res = WindowResult(self.source_id, str(start), str(start), str(until))
         dconn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
-        self.rows.use_catalog(TargetCatalog(dconn))
-        binlog = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
-                              budget_events=self.budget_events, budget_seconds=self.budget_seconds)
-        applier, closers = self._start_applier(res, until)
+        try:
+            self.rows.use_catalog(TargetCatalog(dconn))
+            binlog = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
+                                  budget_events=self.budget_events, budget_seconds=self.budget_seconds)
+            applier, closers = self._start_applier(res, until)
+        except BaseException:
+            dconn.close()   # the window never started: nothing else to undo
+            raise
         return _Window(st, res, until, safe_exit, binlog, dconn, applier, [dconn, *closers],
                        skip_at=skip_at, replace_with=replace_with, pending=Batch(start), checkpoint=start,
                        unrecorded=not st["binlog_file"])
