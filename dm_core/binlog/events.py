@@ -170,23 +170,28 @@ def parse_query(buf: bytes, s: int, e: int, post_header_len: int) -> tuple[bytes
 # walk: its length cannot be known, and nothing after it is needed badly enough to guess.
 _STATUS_SIZES = {0: 4, 1: 8, 3: 4, 4: 6, 5: None, 6: None, 7: 2, 8: 2, 9: 8, 10: 4, 11: "invoker", 12: "names",
                  13: 3, 16: 1, 17: 8, 18: 2, 19: 1, 20: 1, 128: 3, 129: 8}
+Q_SQL_MODE_CODE = 1
 Q_TIME_ZONE_CODE = 5
 
 
-def query_time_zone(buf: bytes, s: int, post_header_len: int) -> str | None:
-    """The session time zone a QUERY event was logged with (status variable Q_TIME_ZONE_CODE,
-    written when the statement used the zone), or None. A DDL with ``DEFAULT CURRENT_TIMESTAMP``
-    filled its existing rows in that zone."""
+def query_status(buf: bytes, s: int, post_header_len: int) -> tuple[str | None, int | None]:
+    """(session time zone, sql_mode bitmap) a QUERY event was logged with, each None when the
+    event does not record it (status variables Q_TIME_ZONE_CODE, written when the statement
+    used the zone, and Q_SQL_MODE_CODE, the server's own bit numbering). A DDL means what it
+    meant under both: ``DEFAULT CURRENT_TIMESTAMP`` filled its existing rows in that zone, and
+    ``'a\\b'`` is two backslashes under NO_BACKSLASH_ESCAPES."""
     b = s + HEADER_LEN
     status_len = buf[b + 11] | buf[b + 12] << 8
     p, end = b + post_header_len, b + post_header_len + status_len
+    zone = mode = None
     while p < end:
         code = buf[p]
         p += 1
         size = _STATUS_SIZES.get(code, "unknown")
         if code == Q_TIME_ZONE_CODE:
-            n = buf[p]
-            return buf[p + 1:p + 1 + n].decode("ascii", "replace")
+            zone = buf[p + 1:p + 1 + buf[p]].decode("ascii", "replace")
+        elif code == Q_SQL_MODE_CODE:
+            mode = int.from_bytes(buf[p:p + 8], "little")
         if size is None:
             p += 1 + buf[p]
         elif size == "invoker":
@@ -199,10 +204,10 @@ def query_time_zone(buf: bytes, s: int, post_header_len: int) -> str | None:
                 for _ in range(count):
                     p = buf.index(0, p, end) + 1
         elif size == "unknown":
-            return None
+            break
         else:
             p += size
-    return None
+    return zone, mode
 
 
 # ---- TABLE_MAP -------------------------------------------------------------------------------

@@ -34,3 +34,4 @@ class Txn:
     timestamp: int = 0             # upstream commit time (unix seconds), for lag; a DDL runs at it
     gtid: str | None = None
     time_zone: str | None = None   # a DDL's session time zone, when the event records it
+    sql_mode: int | None = None    # a DDL's session sql_mode (the upstream's bitmap), when recorded

@@ -222,8 +222,9 @@ class BinlogWindow:
                 else:
                     position, pkey = cur, (fno, pos)
                     self.position, self.events_read = position, count
+                    zone, mode = ev.query_status(buf, s, phl[T_QUERY])
                     yield Txn(end=cur, ddl=q, ddl_schema=schema.decode() or None, start=txn_start,
-                              timestamp=ts, gtid=gstate, time_zone=ev.query_time_zone(buf, s, phl[T_QUERY]))
+                              timestamp=ts, gtid=gstate, time_zone=zone, sql_mode=mode)
                     txn = None
             elif typ == T_ROTATE:
                 count += 1

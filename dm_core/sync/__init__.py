@@ -11,7 +11,7 @@ stages in order, each in its own module:
     4   row_path.py             rows: block-allow list, event filter, expression filters,
                                 route, column mapping, extract columns → ``job.RowJob``
     5   ddl.py, shard_sync.py   DDL: route the statement, coordinate shard DDL locks, run it
-                                (dm_core/ddl: kinds, replay, the upstream's clock)
+                                (dm_core/ddl: kinds, replay, the upstream session's clock and sql_mode)
     6   compactor.py            several changes of one row in a batch become one
     7   causality.py            jobs spread over workers without reordering a row
     8   merger.py, dml.py       one worker's jobs → statements (safe mode: REPLACE)

@@ -39,7 +39,7 @@ from dm_core.state import lifecycle
 from dm_core.ddl.parsed import parse_ddl
 from dm_core.shardddl.ddl_norm import normalize
 from dm_core.ddl import replay as ddl_replay
-from dm_core.ddl.clock import event_clock, upstream_time_zone
+from dm_core.ddl.session import event_session, mode_names, upstream_time_zone, without_lexical
 from dm_core.sync import isolate
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
 from dm_core.sync.online_ddl import OnlineDDL
@@ -169,6 +169,8 @@ class Syncer:
         self.positions = SourcePositions(task, source_id, store)
         self.rows = RowPath(self.rules, source_id)   # filter, route, map: RowChange -> RowJob
         self._upstream_zone: str | None = None
+        self._up = None                               # the upstream endpoint, from the window's start
+        self._modes: dict[int, str] = {}              # sql_mode bitmap -> the upstream's names
         self._last_ts = None
         self.shard = ShardSync(task, source_id, store)
         self.online = OnlineDDL(task, source_id, store, self.rules) if task.online_ddl else None
@@ -235,7 +237,7 @@ class Syncer:
             self.store.update_source_state(self.task.name, self.source_id, stage="sync", error=None,
                                            error_code=None, error_stmt=None)
 
-        up = source_endpoint(self.store, self.source_id)
+        up = self._up = source_endpoint(self.store, self.source_id)
         uconn = connect(up)
         try:
             until = Position(*master_position(uconn))
@@ -454,7 +456,7 @@ class Syncer:
         if self.shard.skip_plain_ddl(txn.start):
             return None  # ran in the pass before a shard DDL rewind
         try:
-            with event_clock(dconn, txn.timestamp, txn.time_zone, self._upstream_zone):
+            with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, self._ddl_mode(txn)):
                 done = ddl_replay.run(dconn, routed.sql, routed.kind, replay=replay)
         except Exception as e:
             err = ddl_error(e, f"`{routed.sql}`")
@@ -465,6 +467,19 @@ class Syncer:
             self.rows.forget(*t)
         res.ddls.extend(done)
         return None
+
+    def _ddl_mode(self, txn: Txn) -> str | None:
+        """The sql_mode names of the session a DDL ran in (ddl/session.py), or None when its
+        event does not record one; each bitmap asked of the upstream once."""
+        if txn.sql_mode is None:
+            return None
+        if txn.sql_mode not in self._modes:
+            conn = connect(self._up)
+            try:
+                self._modes[txn.sql_mode] = mode_names(conn, txn.sql_mode)
+            finally:
+                conn.close()
+        return self._modes[txn.sql_mode]
 
     def _sharded_table(self, tables) -> tuple[str, str] | None:
         """The first replicated upstream table of a DDL whose target is a sharding group."""
@@ -477,7 +492,9 @@ class Syncer:
 
     def _shard_ddl(self, txn: Txn, sql: str, dconn, res: WindowResult, replay: bool = False) -> ShardStep | None:
         n = normalize(sql, txn.ddl_schema, self.rules.router.route, mode=self.task.shard_mode)
-        with event_clock(dconn, txn.timestamp, txn.time_zone, self._upstream_zone):
+        # the normaliser re-renders the statement in standard syntax: the event's mode, less what reads text
+        with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone,
+                           without_lexical(self._ddl_mode(txn))):
             step = self.shard.handle(txn, n, dconn, replay=replay)
         res.shard.append(step.message)
         res.ddls.extend(step.executed)

@@ -218,19 +218,21 @@ def _query_event(status: bytes, schema=b"db", sql=b"ALTER TABLE t ADD x datetime
     return b"\0" * HEADER_LEN + post + status + schema + b"\0" + sql
 
 
-QUERY_ZONES = [  # status variables before the zone -> the zone read (None: not recorded / cannot walk)
-    (b"\x00" + b"\0" * 4 + b"\x01" + b"\0" * 8 + b"\x04" + b"\0" * 6 + b"\x05\x06+02:00", "+02:00"),
-    (b"\x0c\x02ab\0cd\0" + b"\x05\x06SYSTEM", "SYSTEM"),            # updated-db names, then the zone
-    (b"\x0b\x01u\x01h" + b"\x05\x0dEurope/Berlin", "Europe/Berlin"),  # invoker user@host
-    (b"\x00" + b"\0" * 4 + b"\x80\0\0\0", None),                     # MariaDB's HRNOW, no zone
-    (b"\xfe\x05\x06+02:00", None),                                    # an unknown code ends the walk
+QUERY_STATUS = [  # status variables -> (zone, sql_mode bitmap) read (None: not recorded / cannot walk)
+    (b"\x00" + b"\0" * 4 + b"\x01" + (1 << 20 | 4).to_bytes(8, "little") + b"\x04" + b"\0" * 6 + b"\x05\x06+02:00",
+     ("+02:00", 1 << 20 | 4)),                                         # flags2, sql_mode, catalog, zone
+    (b"\x0c\x02ab\0cd\0" + b"\x05\x06SYSTEM", ("SYSTEM", None)),        # updated-db names, then the zone
+    (b"\x0b\x01u\x01h" + b"\x05\x0dEurope/Berlin", ("Europe/Berlin", None)),  # invoker user@host
+    (b"\x00" + b"\0" * 4 + b"\x80\0\0\0", (None, None)),                   # MariaDB's HRNOW, no zone
+    (b"\x01" + (0).to_bytes(8, "little"), (None, 0)),                  # sql_mode '' is recorded as 0
+    (b"\x01" + (3).to_bytes(8, "little") + b"\xfe\x05\x06+02:00", (None, 3)),  # an unknown code ends the walk
 ]
 
 
-@pytest.mark.parametrize("status, zone", QUERY_ZONES)
-def test_query_event_time_zone(status, zone):
-    from dm_core.binlog.events import parse_query, query_time_zone
+@pytest.mark.parametrize("status, want", QUERY_STATUS)
+def test_query_event_status(status, want):
+    from dm_core.binlog.events import parse_query, query_status
 
     buf = _query_event(status)
-    assert query_time_zone(buf, 0, 13) == zone
+    assert query_status(buf, 0, 13) == want
     assert parse_query(buf, 0, len(buf), 13) == (b"db", "ALTER TABLE t ADD x datetime DEFAULT now()")
