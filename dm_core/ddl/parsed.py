@@ -27,6 +27,7 @@ from dm_core.ddl.text import Span, table_spans
 class ParsedDDL:
     sql: str               # as the upstream ran it
     schema: str | None     # the session's default schema when it ran
+    mode: str | None = None  # the session's sql_mode names (how the text reads: ANSI_QUOTES ...)
 
     @cached_property
     def kind(self) -> str:
@@ -36,7 +37,7 @@ class ParsedDDL:
     @cached_property
     def spans(self) -> tuple[Span, ...]:
         """Where the statement names tables (ddl/text.py), in order."""
-        return tuple(table_spans(self.sql, self.schema))
+        return tuple(table_spans(self.sql, self.schema, self.mode))
 
     @property
     def tables(self) -> list[tuple[str, str]]:
@@ -44,7 +45,7 @@ class ParsedDDL:
 
 
 @lru_cache(maxsize=256)
-def parse_ddl(sql: str, schema: str | None) -> ParsedDDL:
+def parse_ddl(sql: str, schema: str | None, mode: str | None = None) -> ParsedDDL:
     """The shared value of one statement; a window's stages ask for it in turn, so a small
     cache keyed by the statement is what makes it parsed once."""
-    return ParsedDDL(sql, schema)
+    return ParsedDDL(sql, schema, mode)

@@ -26,6 +26,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+Mode = str | None   # a session's sql_mode names ("ANSI_QUOTES,..."); None: MySQL's default reading
+
+
+def _reads(mode: Mode) -> tuple[bool, bool]:
+    """(double quotes name identifiers, backslash escapes in strings) under ``mode``."""
+    names = {n.strip().upper() for n in (mode or "").split(",")}
+    return bool(names & {"ANSI_QUOTES", "ANSI"}), "NO_BACKSLASH_ESCAPES" not in names
+
+
 _WORD = re.compile(r"[0-9A-Za-z_$\u0080-\U0010ffff]+")
 _EXEC_COMMENT = re.compile(r"/\*[M]?!\d*")
 
@@ -50,12 +59,18 @@ class Span:
     end: int
 
 
-def tokenize(sql: str) -> list[Token]:
-    """Tokens of ``sql``; comments dropped, executable comments' bodies kept as code.
+def tokenize(sql: str, mode: Mode = None) -> list[Token]:
+    """Tokens of ``sql`` as a session with sql_mode ``mode`` reads it (ANSI_QUOTES: ``"x"``
+    names something; NO_BACKSLASH_ESCAPES: a backslash in a string is itself); comments
+    dropped, executable comments' bodies kept as code.
 
     >>> [t.text for t in tokenize("/*!40101 ALTER */ TABLE `a``b` -- x\\n ADD c INT DEFAULT 'it''s' # y")]
     ['ALTER', 'TABLE', 'a`b', 'ADD', 'c', 'INT', 'DEFAULT', "it's"]
+    >>> sql = '"t" DEFAULT ' + "'a" + chr(92) + "'"   # a backslash that ends nothing
+    >>> [(t.kind, t.text) for t in tokenize(sql, "ANSI_QUOTES,NO_BACKSLASH_ESCAPES")]
+    [('ident', 't'), ('word', 'DEFAULT'), ('string', 'a\\\\')]
     """
+    ansi, backslash = _reads(mode)
     out: list[Token] = []
     i, n = 0, len(sql)
     in_exec = 0  # depth of /*! ... */ we are inside
@@ -81,12 +96,12 @@ def tokenize(sql: str) -> list[Token]:
             j = sql.find("\n", i)
             i = n if j < 0 else j + 1
             continue
-        if ch == "`":
+        if ch == "`" or (ch == '"' and ansi):
             j, buf = i + 1, []
             while j < n:
-                if sql[j] == "`":
-                    if sql.startswith("``", j):
-                        buf.append("`")
+                if sql[j] == ch:
+                    if sql.startswith(ch * 2, j):
+                        buf.append(ch)
                         j += 2
                         continue
                     break
@@ -99,7 +114,7 @@ def tokenize(sql: str) -> list[Token]:
             j, buf = i + 1, []
             while j < n:
                 c = sql[j]
-                if c == "\\" and j + 1 < n:
+                if c == "\\" and backslash and j + 1 < n:
                     buf.append(sql[j + 1])
                     j += 2
                     continue
@@ -164,11 +179,11 @@ class _Cursor:
         return Span(role, default_schema, t.text, t.start, t.end)
 
 
-def table_spans(sql: str, default_schema: str | None) -> list[Span]:
-    """Every place ``sql`` names a table (or a database), in text order; [] when the
-    statement is not one whose names this module knows."""
+def table_spans(sql: str, default_schema: str | None, mode: Mode = None) -> list[Span]:
+    """Every place ``sql`` names a table (or a database), in text order, read under sql_mode
+    ``mode`` (see ``tokenize``); [] when the statement is not one whose names this module knows."""
     d = default_schema or ""
-    toks = tokenize(sql)
+    toks = tokenize(sql, mode)
     c = _Cursor(toks)
     if c.kw("ALTER"):
         c.kw("ONLINE", "OFFLINE")

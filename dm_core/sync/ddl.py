@@ -64,10 +64,11 @@ def _always(schema: str, table: str) -> bool:
     return True
 
 
-def route_ddl(sql: str, default_schema: str | None, route, allow=_always) -> RoutedDDL:
+def route_ddl(sql: str, default_schema: str | None, route, allow=_always, mode: str | None = None) -> RoutedDDL:
     """Route ``sql`` through ``route(schema, table) -> (schema, table)``; ``allow(schema, table)``
-    says which tables the task replicates (see the module docstring)."""
-    ddl = parse_ddl(sql, default_schema)
+    says which tables the task replicates (see the module docstring); ``mode``: the sql_mode
+    the statement ran under (how its text reads, ddl/text.py)."""
+    ddl = parse_ddl(sql, default_schema, mode)
     kind, spans = ddl.kind, list(ddl.spans)
     if not spans:
         return RoutedDDL(kind or "unknown", [], None, error="cannot tell which table this statement changes")

@@ -411,12 +411,13 @@ class Syncer:
 
     def _handle_statement(self, txn: Txn, sql: str, dconn, res: WindowResult, *,
                           replay: bool) -> ShardflowError | ShardStep | None:
-        if parse_ddl(sql, txn.ddl_schema).kind not in TABLE_DDL:
+        mode = self._ddl_mode(txn)   # how the text reads (ANSI_QUOTES ...) and what it means
+        if parse_ddl(sql, txn.ddl_schema, mode).kind not in TABLE_DDL:
             # GRANT, CREATE USER, triggers, views, OPTIMIZE/ANALYZE/REPAIR…: not table data; DM skips them too
             log.info("source %s: skipping non-table statement at %s: %.200s", self.source_id, txn.start, redact_sql(sql))
             return None
         ba = self.rules.block_allow
-        routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route, allow=ba.allow_table)
+        routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route, allow=ba.allow_table, mode=mode)
         if routed.kind in ("create database", "drop database"):
             db = routed.tables[0][0]
             if not ba.allow_schema(db):
@@ -456,7 +457,7 @@ class Syncer:
         if self.shard.skip_plain_ddl(txn.start):
             return None  # ran in the pass before a shard DDL rewind
         try:
-            with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, self._ddl_mode(txn)):
+            with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
                 done = ddl_replay.run(dconn, routed.sql, routed.kind, replay=replay)
         except Exception as e:
             err = ddl_error(e, f"`{routed.sql}`")

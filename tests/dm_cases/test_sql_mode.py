@@ -154,8 +154,13 @@ def test_dm_sql_mode_case(case, stack):
     run_sql(up2, GENERATED_T0, "INSERT INTO sql_mode.t0 (id, a) VALUES (1, 'ab-cd.xml'), (2, 'a.b')")
     run_sql(up1, EXTRA, "INSERT INTO sql_mode.t_extra (id, r) VALUES (1, 0.1), (2, 1.5), (3, NULL)",
             sql_mode="REAL_AS_FLOAT,PIPES_AS_CONCAT,NO_BACKSLASH_ESCAPES,HIGH_NOT_PRECEDENCE")
+    # ANSI_QUOTES: the table is named in double quotes (routing reads the text as the session did)
+    run_sql(up1, "USE sql_mode", 'CREATE TABLE "sql_mode"."t_ansi" ("id" int primary key, "v" varchar(10) '
+            "DEFAULT 'x\"y')", 'INSERT INTO "sql_mode"."t_ansi" ("id") VALUES (1)',
+            'ALTER TABLE "t_ansi" ADD COLUMN "w" int DEFAULT 7', "INSERT INTO \"t_ansi\" (\"id\", \"v\") VALUES (2, 'z')",
+            sql_mode="ANSI_QUOTES")
     sync.settle()
-    tables.update(t0=up2, t_extra=up1)
+    tables.update(t0=up2, t_extra=up1, t_ansi=up1)
     _assert_equal(up1, up2, down, tables)
     (expr,) = run_sql(down, "SELECT generation_expression FROM information_schema.columns WHERE "
                             "table_schema = 'sql_mode' AND table_name = 't0' AND column_name = 'b'")[0]
