@@ -151,8 +151,9 @@ def parse_mariadb_gtid(buf: bytes, s: int, server_id: int) -> tuple[str, int]:
     return f"{domain}-{server_id}-{seq}", buf[b + 12]
 
 
-def parse_query(buf: bytes, s: int, e: int, post_header_len: int) -> tuple[bytes, str]:
-    """QUERY → (default schema as bytes, statement text).
+def parse_query(buf: bytes, s: int, e: int, post_header_len: int, codec: str = "utf-8") -> tuple[bytes, str]:
+    """QUERY → (default schema as bytes, statement text decoded with ``codec``: the client's
+    charset, ``query_status``; a client writing gbk logs gbk bytes).
 
     Post-header: thread id u32, exec time u32, schema length u8, error code u16,
     status-vars length u16 (13 bytes; the FDE may declare more).
@@ -162,7 +163,7 @@ def parse_query(buf: bytes, s: int, e: int, post_header_len: int) -> tuple[bytes
     status_len = buf[b + 11] | buf[b + 12] << 8
     p = b + post_header_len + status_len
     schema = buf[p:p + schema_len]
-    return schema, buf[p + schema_len + 1:e].decode("utf-8", "backslashreplace")
+    return schema, buf[p + schema_len + 1:e].decode(codec, "backslashreplace")
 
 
 # QUERY status variables: code → bytes after the code (None: a length byte then that many bytes;
@@ -171,19 +172,22 @@ def parse_query(buf: bytes, s: int, e: int, post_header_len: int) -> tuple[bytes
 _STATUS_SIZES = {0: 4, 1: 8, 3: 4, 4: 6, 5: None, 6: None, 7: 2, 8: 2, 9: 8, 10: 4, 11: "invoker", 12: "names",
                  13: 3, 16: 1, 17: 8, 18: 2, 19: 1, 20: 1, 128: 3, 129: 8}
 Q_SQL_MODE_CODE = 1
+Q_CHARSET_CODE = 4
 Q_TIME_ZONE_CODE = 5
 
 
-def query_status(buf: bytes, s: int, post_header_len: int) -> tuple[str | None, int | None]:
-    """(session time zone, sql_mode bitmap) a QUERY event was logged with, each None when the
-    event does not record it (status variables Q_TIME_ZONE_CODE, written when the statement
-    used the zone, and Q_SQL_MODE_CODE, the server's own bit numbering). A DDL means what it
-    meant under both: ``DEFAULT CURRENT_TIMESTAMP`` filled its existing rows in that zone, and
-    ``'a\\b'`` is two backslashes under NO_BACKSLASH_ESCAPES."""
+def query_status(buf: bytes, s: int, post_header_len: int) -> tuple[str | None, int | None, int | None]:
+    """(session time zone, sql_mode bitmap, client charset's collation id) a QUERY event was
+    logged with, each None when the event does not record it (status variables
+    Q_TIME_ZONE_CODE, written when the statement used the zone; Q_SQL_MODE_CODE, the server's
+    own bit numbering; Q_CHARSET_CODE, whose first two bytes are character_set_client). A DDL
+    means what it meant under them: ``DEFAULT CURRENT_TIMESTAMP`` filled its existing rows in
+    that zone, a backslash in a string is itself under NO_BACKSLASH_ESCAPES, and the text's
+    bytes are in the client's charset."""
     b = s + HEADER_LEN
     status_len = buf[b + 11] | buf[b + 12] << 8
     p, end = b + post_header_len, b + post_header_len + status_len
-    zone = mode = None
+    zone = mode = client = None
     while p < end:
         code = buf[p]
         p += 1
@@ -192,6 +196,8 @@ def query_status(buf: bytes, s: int, post_header_len: int) -> tuple[str | None, 
             zone = buf[p + 1:p + 1 + buf[p]].decode("ascii", "replace")
         elif code == Q_SQL_MODE_CODE:
             mode = int.from_bytes(buf[p:p + 8], "little")
+        elif code == Q_CHARSET_CODE:
+            client = int.from_bytes(buf[p:p + 2], "little")
         if size is None:
             p += 1 + buf[p]
         elif size == "invoker":
@@ -207,7 +213,7 @@ def query_status(buf: bytes, s: int, post_header_len: int) -> tuple[str | None, 
             break
         else:
             p += size
-    return zone, mode
+    return zone, mode, client
 
 
 # ---- TABLE_MAP -------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import time
 from typing import Iterator
 
 from dm_core.binlog import events as ev
-from dm_core.binlog.decode import compile_table
+from dm_core.binlog.decode import compile_table, python_codec
 from dm_core.binlog.dump import BinlogDump
 from dm_core.binlog.gtid import merge_gtid
 from dm_core.binlog.txn import Txn
@@ -222,7 +222,10 @@ class BinlogWindow:
                 else:
                     position, pkey = cur, (fno, pos)
                     self.position, self.events_read = position, count
-                    zone, mode = ev.query_status(buf, s, phl[T_QUERY])
+                    zone, mode, client = ev.query_status(buf, s, phl[T_QUERY])
+                    codec = python_codec(charsets.get(client)) if client is not None else None
+                    if codec and codec != "utf-8":  # the client wrote its own charset's bytes
+                        q = ev.parse_query(buf, s, end, phl[T_QUERY], codec)[1].strip()
                     yield Txn(end=cur, ddl=q, ddl_schema=schema.decode() or None, start=txn_start,
                               timestamp=ts, gtid=gstate, time_zone=zone, sql_mode=mode)
                     txn = None

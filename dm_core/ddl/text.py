@@ -264,9 +264,15 @@ def table_spans(sql: str, default_schema: str | None, mode: Mode = None) -> list
     return []
 
 
+# what follows ALTER DATABASE when it names no database (it alters the session's default one)
+_DB_OPTION_WORDS = {"CHARACTER", "CHARSET", "COLLATE", "DEFAULT", "COMMENT", "READ", "ENCRYPTION", "UPGRADE"}
+
+
 def _database(c: _Cursor) -> list[Span]:
+    """The database a CREATE/ALTER/DROP DATABASE names; [] when it names none (``ALTER
+    DATABASE CHARACTER SET x``: the default database, which the caller does not guess)."""
     t = c.peek()
-    if t is None or t.kind not in ("word", "ident"):
+    if t is None or t.kind not in ("word", "ident") or (t.kind == "word" and t.text.upper() in _DB_OPTION_WORDS):
         return []
     return [Span("db", t.text, "", t.start, t.end)]
 

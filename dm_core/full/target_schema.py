@@ -264,6 +264,19 @@ def pick_definition(members: list[tuple[SourceTable, ShowCreate]], *, exact: boo
                    "now, rerun the full phase once every shard has it (the low watermark is kept).")
 
 
+def database_options(up_conn, schema: str) -> str:
+    """`` CHARACTER SET x COLLATE y``: the upstream database's defaults, for its target ('' if
+    the upstream does not say)."""
+    with up_conn.cursor() as cur:
+        cur.execute("SELECT default_character_set_name, default_collation_name FROM information_schema.schemata "
+                    "WHERE schema_name = %s", (schema,))
+        got = cur.fetchone()
+    if not got or not got[0]:
+        return ""
+    cs, coll = (v.decode() if isinstance(v, bytes) else v for v in got)
+    return f" CHARACTER SET {qi(cs)}" + (f" COLLATE {qi(coll)}" if coll else "")
+
+
 def ensure_targets(down_conn, members: list[tuple[object, SourceTable]], mapped_columns, *,
                    routes=None, exact: bool = False) -> list[str]:
     """Create every missing target schema/table. ``members`` pairs an upstream connection
@@ -276,9 +289,12 @@ def ensure_targets(down_conn, members: list[tuple[object, SourceTable]], mapped_
         groups.setdefault(tkey, []).append((st, parse_show_create(show_create(up_conn, st.schema, st.table))))
     chosen = [pick_definition(g, exact=exact) for g in groups.values()]  # every refusal before any CREATE
     created = []
+    conn_of = {id(st): up for up, st in members}
     with down_conn.cursor() as cur:
         for st, sc in chosen:
-            cur.execute(f"CREATE DATABASE IF NOT EXISTS {qi(st.target_schema)}")
+            # a table created later without a charset inherits its database's, as upstream
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {qi(st.target_schema)}"
+                        f"{database_options(conn_of[id(st)], st.schema)}")
             sql = create_table_sql(sc, st, mapped_columns(st), routes(st) if routes else None)
             cur.execute(sql)
             created.append(f"{st.target_schema}.{st.target_table}")

@@ -44,7 +44,7 @@ Table = tuple[str, str]
 # OPTIMIZE/ANALYZE/REPAIR TABLE, ...) is not table data and is skipped, as DM does.
 TABLE_DDL = frozenset({
     "create table", "drop table", "alter table", "truncate table", "rename table", "create index", "drop index",
-    "create database", "drop database",
+    "create database", "drop database", "alter database",
     "add table partition", "drop table partition", "truncate table partition", "reorganize table partition",
     "exchange table partition", "coalesce table partition", "rebuild table partition", "split table partition",
 })

@@ -418,18 +418,22 @@ class Syncer:
             return None
         ba = self.rules.block_allow
         routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route, allow=ba.allow_table, mode=mode)
-        if routed.kind in ("create database", "drop database"):
+        if routed.kind in ("create database", "drop database", "alter database"):
             db = routed.tables[0][0]
             if not ba.allow_schema(db):
                 return None
             if self.rules.binlog_filter.action(db, "", routed.kind, sql) != "do":
                 return None
             tdb, _ = self.rules.router.route(db, "")
-            stmt = (f"CREATE DATABASE IF NOT EXISTS {qi(tdb)}" if routed.kind == "create database"
-                    else None)  # never drop a merged target database because one shard did
+            # the database's options (CHARACTER SET, COLLATE, COMMENT) as the upstream wrote them: a table
+            # created later without a charset inherits them; never drop a merged target because one shard did
+            options = sql[parse_ddl(sql, txn.ddl_schema, mode).spans[0].end:].strip().rstrip(";")
+            stmt = {"create database": f"CREATE DATABASE IF NOT EXISTS {qi(tdb)} {options}".strip(),
+                    "alter database": f"ALTER DATABASE {qi(tdb)} {options}" if options else None}.get(routed.kind)
             if stmt:
-                with dconn.cursor() as cur:
-                    cur.execute(stmt)
+                with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
+                    with dconn.cursor() as cur:
+                        cur.execute(stmt)
                 res.ddls.append(stmt)
             return None
         sharded = self._sharded_table(routed.tables)

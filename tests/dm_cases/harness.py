@@ -41,9 +41,11 @@ def run_sql(ep, *stmts, sql_mode: str | None = None, args=None) -> list:
 
 
 class DMFiles:
-    def __init__(self, case: str, tmp_path: Path, stack, sources: dict[str, str], placeholders: dict | None = None):
+    def __init__(self, case: str, tmp_path: Path, stack, sources: dict[str, str], placeholders: dict | None = None,
+                 flavor: str | None = None):
         """``sources``: DM source file name → stack endpoint key (up1 / up2); ``placeholders``:
-        what DM's run.sh substitutes in its task file before starting it (``sed``), same here."""
+        what DM's run.sh substitutes in its task file before starting it (``sed``), same here;
+        ``flavor``: replaces a source file's (DM's CI runs MySQL where ours run MariaDB)."""
         self.conf = HERE / case / "conf"
         self.tmp = tmp_path
         self.sources = []
@@ -51,6 +53,8 @@ class DMFiles:
             doc = yaml.safe_load((self.conf / fname).read_text())
             ep = stack[key]
             doc["from"].update(host=ep.host, port=ep.port, user=ep.user, password=ep.password)
+            if flavor is not None:
+                doc["flavor"] = flavor
             out = tmp_path / fname
             out.write_text(yaml.safe_dump(doc, sort_keys=False))
             self.sources.append(str(out))
