@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # ---- event types --------------------------------------------------------------------------
 QUERY = 2
@@ -176,18 +177,25 @@ Q_CHARSET_CODE = 4
 Q_TIME_ZONE_CODE = 5
 
 
-def query_status(buf: bytes, s: int, post_header_len: int) -> tuple[str | None, int | None, int | None]:
-    """(session time zone, sql_mode bitmap, client charset's collation id) a QUERY event was
-    logged with, each None when the event does not record it (status variables
-    Q_TIME_ZONE_CODE, written when the statement used the zone; Q_SQL_MODE_CODE, the server's
-    own bit numbering; Q_CHARSET_CODE, whose first two bytes are character_set_client). A DDL
-    means what it meant under them: ``DEFAULT CURRENT_TIMESTAMP`` filled its existing rows in
-    that zone, a backslash in a string is itself under NO_BACKSLASH_ESCAPES, and the text's
-    bytes are in the client's charset."""
+class QueryStatus(NamedTuple):
+    """The session a QUERY event was logged in, as far as its status variables say (None: not
+    recorded). A DDL means what it meant there: ``DEFAULT CURRENT_TIMESTAMP`` filled existing
+    rows in ``zone``, a backslash in a string is itself under NO_BACKSLASH_ESCAPES
+    (``sql_mode``, the server's own bit numbering), the text's bytes are in the client's
+    charset, and CREATE DATABASE without a charset takes ``server_collation``."""
+
+    zone: str | None                 # Q_TIME_ZONE_CODE, written when the statement used the zone
+    sql_mode: int | None             # Q_SQL_MODE_CODE
+    client_charset: int | None       # Q_CHARSET_CODE: character_set_client (a collation id)
+    server_collation: int | None     # Q_CHARSET_CODE: collation_server
+
+
+def query_status(buf: bytes, s: int, post_header_len: int) -> QueryStatus:
+    """The ``QueryStatus`` of the QUERY event at ``s``."""
     b = s + HEADER_LEN
     status_len = buf[b + 11] | buf[b + 12] << 8
     p, end = b + post_header_len, b + post_header_len + status_len
-    zone = mode = client = None
+    zone = mode = client = server = None
     while p < end:
         code = buf[p]
         p += 1
@@ -198,6 +206,7 @@ def query_status(buf: bytes, s: int, post_header_len: int) -> tuple[str | None, 
             mode = int.from_bytes(buf[p:p + 8], "little")
         elif code == Q_CHARSET_CODE:
             client = int.from_bytes(buf[p:p + 2], "little")
+            server = int.from_bytes(buf[p + 4:p + 6], "little")
         if size is None:
             p += 1 + buf[p]
         elif size == "invoker":
@@ -213,7 +222,7 @@ def query_status(buf: bytes, s: int, post_header_len: int) -> tuple[str | None, 
             break
         else:
             p += size
-    return zone, mode, client
+    return QueryStatus(zone, mode, client, server)
 
 
 # ---- TABLE_MAP -------------------------------------------------------------------------------

@@ -35,3 +35,4 @@ class Txn:
     gtid: str | None = None
     time_zone: str | None = None   # a DDL's session time zone, when the event records it
     sql_mode: int | None = None    # a DDL's session sql_mode (the upstream's bitmap), when recorded
+    collation_server: int | None = None  # a DDL's session collation_server (collation id), when recorded

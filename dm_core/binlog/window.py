@@ -222,12 +222,13 @@ class BinlogWindow:
                 else:
                     position, pkey = cur, (fno, pos)
                     self.position, self.events_read = position, count
-                    zone, mode, client = ev.query_status(buf, s, phl[T_QUERY])
-                    codec = python_codec(charsets.get(client)) if client is not None else None
+                    qs = ev.query_status(buf, s, phl[T_QUERY])
+                    codec = python_codec(charsets.get(qs.client_charset)) if qs.client_charset is not None else None
                     if codec and codec != "utf-8":  # the client wrote its own charset's bytes
                         q = ev.parse_query(buf, s, end, phl[T_QUERY], codec)[1].strip()
                     yield Txn(end=cur, ddl=q, ddl_schema=schema.decode() or None, start=txn_start,
-                              timestamp=ts, gtid=gstate, time_zone=zone, sql_mode=mode)
+                              timestamp=ts, gtid=gstate, time_zone=qs.zone, sql_mode=qs.sql_mode,
+                              collation_server=qs.server_collation)
                     txn = None
             elif typ == T_ROTATE:
                 count += 1

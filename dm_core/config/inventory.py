@@ -76,10 +76,7 @@ KEYS: dict[tuple[str, str], Key] = {
         "strict-optimistic-shard-mode": _warn("is not implemented: optimistic shard mode resolves DDL as in DM's "
                                               "default (non-strict) mode", when=_true),
         "clean-dump-file": Key(WORKS),      # nothing to clean: no dump files are written
-        "collation_compatible": _warn("strict: target tables of the full load carry the upstream's explicit "
-                                      "collations (as strict does), but DDL from the binlog is applied as written "
-                                      "(as loose does)", "remove it, or add COLLATE clauses upstream",
-                                      when=_lower_in("strict")),
+        "collation_compatible": Key(WORKS),  # strict: dm_core/ddl/collation.py
         "enable-heartbeat": _deprecated(), "heartbeat-update-interval": _deprecated(),
         "heartbeat-report-interval": _deprecated(), "ansi-quotes": _deprecated(), "remove-meta": _deprecated(
             "remove it; `dmctl start-task --remove-meta` clears the checkpoints"),

@@ -36,6 +36,7 @@ from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
 from dm_core.sources import replica_server_id, source_endpoint, source_rules, target_endpoint
 from dm_core.state import lifecycle
+from dm_core.ddl.collation import names_charset, with_database_collation, with_table_defaults
 from dm_core.ddl.parsed import parse_ddl
 from dm_core.shardddl.ddl_norm import normalize
 from dm_core.ddl import replay as ddl_replay
@@ -430,6 +431,10 @@ class Syncer:
             options = sql[parse_ddl(sql, txn.ddl_schema, mode).spans[0].end:].strip().rstrip(";")
             stmt = {"create database": f"CREATE DATABASE IF NOT EXISTS {qi(tdb)} {options}".strip(),
                     "alter database": f"ALTER DATABASE {qi(tdb)} {options}" if options else None}.get(routed.kind)
+            if (routed.kind == "create database" and self.task.collation_compatible == "strict"
+                    and txn.collation_server and not names_charset(sql, mode)):
+                stmt = with_database_collation(stmt, self._upstream_lookup(
+                    "SELECT collation_name FROM information_schema.collations WHERE id = %s", txn.collation_server))
             if stmt:
                 with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
                     with dconn.cursor() as cur:
@@ -460,11 +465,14 @@ class Syncer:
             return None
         if self.shard.skip_plain_ddl(txn.start):
             return None  # ran in the pass before a shard DDL rewind
+        stmt = routed.sql
+        if routed.kind == "create table" and self.task.collation_compatible == "strict" and not names_charset(sql, mode):
+            stmt = with_table_defaults(stmt, *self._upstream_defaults(s0), mode)   # ddl/collation.py
         try:
             with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
-                done = ddl_replay.run(dconn, routed.sql, routed.kind, replay=replay)
+                done = ddl_replay.run(dconn, stmt, routed.kind, replay=replay)
         except Exception as e:
-            err = ddl_error(e, f"`{routed.sql}`")
+            err = ddl_error(e, f"`{stmt}`")
             if not isinstance(err, Terminal):
                 raise err from None  # retried by the source (session.py)
             return err
@@ -485,6 +493,26 @@ class Syncer:
             finally:
                 conn.close()
         return self._modes[txn.sql_mode]
+
+    def _upstream_lookup(self, query: str, arg):
+        """One value from the upstream (a collation's name, a database's defaults)."""
+        conn = connect(self._up)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(query, (arg,))
+                row = cur.fetchone()
+        finally:
+            conn.close()
+        if row is None:
+            raise ErrorCode.DDL_UNSUPPORTED.error(f"collation_compatible strict: the upstream has no answer to "
+                                                  f"{query} for {arg!r}")
+        vals = tuple(v.decode() if isinstance(v, bytes) else v for v in row)
+        return vals[0] if len(vals) == 1 else vals
+
+    def _upstream_defaults(self, schema: str) -> tuple[str, str]:
+        """The upstream database's default charset and collation (a new table's, upstream)."""
+        return self._upstream_lookup("SELECT default_character_set_name, default_collation_name FROM "
+                                     "information_schema.schemata WHERE schema_name = %s", schema)
 
     def _sharded_table(self, tables) -> tuple[str, str] | None:
         """The first replicated upstream table of a DDL whose target is a sharding group."""

@@ -220,14 +220,14 @@ def _query_event(status: bytes, schema=b"db", sql=b"ALTER TABLE t ADD x datetime
 
 QUERY_STATUS = [  # status variables -> (zone, sql_mode bitmap) read (None: not recorded / cannot walk)
     (b"\x00" + b"\0" * 4 + b"\x01" + (1 << 20 | 4).to_bytes(8, "little") + b"\x04" + b"\0" * 6 + b"\x05\x06+02:00",
-     ("+02:00", 1 << 20 | 4, 0)),                                      # flags2, sql_mode, charsets, zone
-    (b"\x0c\x02ab\0cd\0" + b"\x05\x06SYSTEM", ("SYSTEM", None, None)),  # updated-db names, then the zone
-    (b"\x0b\x01u\x01h" + b"\x05\x0dEurope/Berlin", ("Europe/Berlin", None, None)),  # invoker
-    (b"\x00" + b"\0" * 4 + b"\x80\0\0\0", (None, None, None)),             # MariaDB's HRNOW, no zone
-    (b"\x01" + (0).to_bytes(8, "little"), (None, 0, None)),           # sql_mode '' is recorded as 0
-    (b"\x01" + (3).to_bytes(8, "little") + b"\xfe\x05\x06+02:00", (None, 3, None)),  # an unknown code ends the walk
+     ("+02:00", 1 << 20 | 4, 0, 0)),                                      # flags2, sql_mode, charsets, zone
+    (b"\x0c\x02ab\0cd\0" + b"\x05\x06SYSTEM", ("SYSTEM", None, None, None)),  # updated-db names, then the zone
+    (b"\x0b\x01u\x01h" + b"\x05\x0dEurope/Berlin", ("Europe/Berlin", None, None, None)),  # invoker
+    (b"\x00" + b"\0" * 4 + b"\x80\0\0\0", (None, None, None, None)),       # MariaDB's HRNOW, no zone
+    (b"\x01" + (0).to_bytes(8, "little"), (None, 0, None, None)),     # sql_mode '' is recorded as 0
+    (b"\x01" + (3).to_bytes(8, "little") + b"\xfe\x05\x06+02:00", (None, 3, None, None)),  # an unknown code ends the walk
     (b"\x04" + (28).to_bytes(2, "little") + (28).to_bytes(2, "little") + (45).to_bytes(2, "little"),
-     (None, None, 28)),                                                # charsets: client gbk_chinese_ci
+     (None, None, 28, 45)),                      # charsets: client gbk_chinese_ci, server utf8mb4_general_ci
 ]
 
 

@@ -65,7 +65,6 @@ WARNED_TASK_KEYS = [
     ("mydumpers.d", "skip-tz-utc: true", "mydumpers.d.skip-tz-utc"),
     ("mydumpers.d", "extra-args: '--consistency none'", "mydumpers.d.extra-args"),
     ("mydumpers.d", "statement-size: 50000", "mydumpers.d.statement-size"),
-    ("", "collation_compatible: strict", "collation_compatible"),
     ("", "strict-optimistic-shard-mode: true\nshard-mode: optimistic", "strict-optimistic-shard-mode"),
     ("", "experimental: {async-checkpoint-flush: true}", "experimental.async-checkpoint-flush"),
     ("", "enable-heartbeat: true", "enable-heartbeat"),
@@ -110,7 +109,7 @@ def test_loader_keys_that_work_or_keep_dm_defaults_do_not_warn(line):
     ("mydumpers.d", "threads: 4"), ("mydumpers.d", "chunk-filesize: '64'"), ("mydumpers.d", "skip-tz-utc: false"),
     ("mydumpers.d", "chunk-filesize: '128'"), ("mydumpers.d", "where: 'id > 10'"), ("mydumpers.d", "statement-size: 1000000"), ("syncers.y", "queue-size: 1024"),
     ("syncers.y", "safe-mode-duration: 60s"), ("syncers.y", "compact: true"), ("", "timezone: '+08:00'"),
-    ("", "online-ddl: true"), ("", "collation_compatible: loose"), ("", "clean-dump-file: true"),
+    ("", "online-ddl: true"), ("", "collation_compatible: loose"), ("", "collation_compatible: strict"), ("", "clean-dump-file: true"),
     ("", "validators: {v: {mode: none}}")])
 def test_keys_that_work_or_keep_dm_defaults_do_not_warn(where, line):
     text = _with(where, line)

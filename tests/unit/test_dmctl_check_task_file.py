@@ -34,7 +34,7 @@ def test_check_task_warns_for_each_key_shardflow_does_not_act_on_before_contacti
     f.write_text(textwrap.dedent("""\
         name: warned
         task-mode: all
-        collation_compatible: strict
+        enable-heartbeat: true
         target-database: {host: 127.0.0.1, port: 4000, user: root, password: ""}
         mysql-instances:
           - source-id: s1
@@ -47,5 +47,5 @@ def test_check_task_warns_for_each_key_shardflow_does_not_act_on_before_contacti
     assert "task file" in r.stdout and "valid" in r.stdout
     warned = [line for line in r.stderr.splitlines() if line.startswith("warning: ")]
     assert [w.split(": ")[2] for w in warned] == [
-        "collation_compatible", "mysql-instances[0].loader.import-mode", "mysql-instances[0].syncer.queue-size"], r.stderr
+        "enable-heartbeat", "mysql-instances[0].loader.import-mode", "mysql-instances[0].syncer.queue-size"], r.stderr
     assert all("(fix: " in w for w in warned)
