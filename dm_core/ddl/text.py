@@ -343,6 +343,31 @@ def _alter_refs(c: _Cursor, d: str) -> list[Span]:
     return out
 
 
+def default_reading(sql: str, mode: Mode) -> str:
+    """``sql``, written under sql_mode ``mode``, rewritten to mean the same under MySQL's default
+    reading: double-quoted names (ANSI_QUOTES) back-quoted, strings whose backslashes were
+    literal (NO_BACKSLASH_ESCAPES) with them escaped. Every other byte stays. For readers that
+    know only the default (the shard DDL normaliser's sqlglot).
+
+    >>> print(default_reading('ALTER TABLE "t" ADD "c" int DEFAULT ' + "'a" + chr(92) + "b'", "ANSI_QUOTES,NO_BACKSLASH_ESCAPES"))
+    ALTER TABLE `t` ADD `c` int DEFAULT 'a\\\\b'
+    >>> default_reading("ALTER TABLE t ADD c int", None)
+    'ALTER TABLE t ADD c int'
+    """
+    ansi, backslash = _reads(mode)
+    if not ansi and backslash:
+        return sql
+    edits = []
+    for t in tokenize(sql, mode):
+        if t.kind == "ident" and sql[t.start] == '"':
+            edits.append((t.start, t.end, "`" + t.text.replace("`", "``") + "`"))
+        elif t.kind == "string" and not backslash and "\\" in t.text:
+            edits.append((t.start, t.end, "'" + t.text.replace("\\", "\\\\").replace("'", "''") + "'"))
+    for start, end, text in reversed(edits):
+        sql = sql[:start] + text + sql[end:]
+    return sql
+
+
 def replace_spans(sql: str, spans: list[tuple[Span, str]]) -> str:
     """``sql`` with each span's text replaced (spans do not overlap)."""
     out, at = [], 0

@@ -38,6 +38,7 @@ from dm_core.sources import replica_server_id, source_endpoint, source_rules, ta
 from dm_core.state import lifecycle
 from dm_core.ddl.collation import names_charset, with_database_collation, with_table_defaults
 from dm_core.ddl.parsed import parse_ddl
+from dm_core.ddl.text import default_reading
 from dm_core.shardddl.ddl_norm import normalize
 from dm_core.ddl import replay as ddl_replay
 from dm_core.ddl.session import event_session, mode_names, upstream_time_zone, without_lexical
@@ -524,10 +525,11 @@ class Syncer:
         return None
 
     def _shard_ddl(self, txn: Txn, sql: str, dconn, res: WindowResult, replay: bool = False) -> ShardStep | None:
-        n = normalize(sql, txn.ddl_schema, self.rules.router.route, mode=self.task.shard_mode)
-        # the normaliser re-renders the statement in standard syntax: the event's mode, less what reads text
-        with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone,
-                           without_lexical(self._ddl_mode(txn))):
+        # the normaliser reads and re-renders default-mode MySQL: the text rewritten to read so
+        # (ddl/text.py), then run under the event's mode less what changes how text reads
+        mode = self._ddl_mode(txn)
+        n = normalize(default_reading(sql, mode), txn.ddl_schema, self.rules.router.route, mode=self.task.shard_mode)
+        with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, without_lexical(mode)):
             step = self.shard.handle(txn, n, dconn, replay=replay)
         res.shard.append(step.message)
         res.ddls.extend(step.executed)

@@ -16,7 +16,7 @@ from dm_core.reset import reset_task
 from dm_core.state import StateStore
 
 from .helpers import drop_schemas, make_shards, register, shard_task_yaml
-from .shard_helpers import assert_union, columns, dml, drive, drive_some, indexes, run
+from .shard_helpers import assert_union, columns, dml, drive, drive_some, indexes, query, run
 
 pytestmark = pytest.mark.integration
 
@@ -88,6 +88,33 @@ def test_pessimistic_interleaved_ddls_across_sources_do_not_deadlock(shards, sta
     last = drive(task, store, sources)
     assert not any(r.paused for r in last.values())
     assert [c for c, _ in columns(stack["down"], tdb, "t")] == ["id", "name", "amount", "d1", "d2"]
+    assert_union(task, store)
+
+
+def test_pessimistic_ddl_written_under_ansi_quotes_and_no_backslash_escapes(shards, stack):
+    """Every shard adds a column in a session with ANSI_QUOTES and NO_BACKSLASH_ESCAPES: double
+    quotes name the table and the column, the default's backslash is itself. The merged table
+    gets the column with the upstream's default, one backslash (the normaliser reads default-mode
+    MySQL: the text is rewritten to read so first, dm_core/ddl/text.default_reading)."""
+    task, store, sources, tables, tdb = shards
+    _copy_initial(task, store, stack, tables, tdb)
+    for i, (ep, s, t) in enumerate(tables):
+        conn = connect(ep)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION sql_mode = 'ANSI_QUOTES,NO_BACKSLASH_ESCAPES'")
+                cur.execute(f'ALTER TABLE "{s}"."{t}" ADD COLUMN "q" varchar(10) NOT NULL DEFAULT ' + "'a\\b'")
+        finally:
+            conn.close()
+        dml(ep, s, t, f"q-{i}")
+    last = drive(task, store, sources)
+    assert not any(r.paused for r in last.values()), {k: r.paused for k, r in last.items()}
+    ep, s, t = tables[0]
+    want = query(ep, "SELECT column_default FROM information_schema.columns WHERE table_schema = %s AND "
+                     "table_name = %s AND column_name = 'q'", (s, t))
+    assert want == [("'a\\\\b'",)]   # information_schema writes the one backslash escaped
+    assert query(stack["down"], "SELECT column_default FROM information_schema.columns WHERE table_schema = %s "
+                                "AND table_name = 't' AND column_name = 'q'", (tdb, )) == want
     assert_union(task, store)
 
 
