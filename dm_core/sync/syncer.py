@@ -38,7 +38,7 @@ from dm_core.sources import replica_server_id, source_endpoint, source_rules, ta
 from dm_core.state import lifecycle
 from dm_core.ddl.collation import names_charset, with_database_collation, with_table_defaults
 from dm_core.ddl.parsed import parse_ddl
-from dm_core.ddl.text import default_reading
+from dm_core.ddl.text import default_reading, tokenize
 from dm_core.shardddl.ddl_norm import normalize
 from dm_core.ddl import replay as ddl_replay
 from dm_core.ddl.session import event_session, mode_names, upstream_time_zone, without_lexical
@@ -421,27 +421,7 @@ class Syncer:
         ba = self.rules.block_allow
         routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route, allow=ba.allow_table, mode=mode)
         if routed.kind in ("create database", "drop database", "alter database"):
-            db = routed.tables[0][0]
-            if not ba.allow_schema(db):
-                return None
-            if self.rules.binlog_filter.action(db, "", routed.kind, sql) != "do":
-                return None
-            tdb, _ = self.rules.router.route(db, "")
-            # the database's options (CHARACTER SET, COLLATE, COMMENT) as the upstream wrote them: a table
-            # created later without a charset inherits them; never drop a merged target because one shard did
-            options = sql[parse_ddl(sql, txn.ddl_schema, mode).spans[0].end:].strip().rstrip(";")
-            stmt = {"create database": f"CREATE DATABASE IF NOT EXISTS {qi(tdb)} {options}".strip(),
-                    "alter database": f"ALTER DATABASE {qi(tdb)} {options}" if options else None}.get(routed.kind)
-            if (routed.kind == "create database" and self.task.collation_compatible == "strict"
-                    and txn.collation_server and not names_charset(sql, mode)):
-                stmt = with_database_collation(stmt, self._upstream_lookup(
-                    "SELECT collation_name FROM information_schema.collations WHERE id = %s", txn.collation_server))
-            if stmt:
-                with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
-                    with dconn.cursor() as cur:
-                        cur.execute(stmt)
-                res.ddls.append(stmt)
-            return None
+            return self._database_ddl(txn, sql, routed, mode, dconn, res)
         sharded = self._sharded_table(routed.tables)
         if sharded is not None:  # coordinated, or refused with the shard DDL rules' message
             action = self.rules.binlog_filter.action(*sharded, routed.kind, sql)
@@ -494,6 +474,36 @@ class Syncer:
             finally:
                 conn.close()
         return self._modes[txn.sql_mode]
+
+    def _database_ddl(self, txn: Txn, sql: str, routed, mode: str | None, dconn, res: WindowResult) -> None:
+        """CREATE / ALTER / DROP DATABASE on the routed target database, with the options (CHARACTER
+        SET, COLLATE, COMMENT) as the upstream wrote them: a table created later without a charset
+        inherits them. A DROP never runs: a merged target is not dropped because one shard was."""
+        spans = parse_ddl(sql, txn.ddl_schema, mode).spans
+        db = routed.tables[0][0] if routed.tables else txn.ddl_schema   # ALTER DATABASE without a name
+        if not db or not self.rules.block_allow.allow_schema(db):
+            return None
+        if self.rules.binlog_filter.action(db, "", routed.kind, sql) != "do":
+            return None
+        tdb, _ = self.rules.router.route(db, "")
+        if spans:
+            options = sql[spans[0].end:]
+        else:   # the options follow ALTER DATABASE|SCHEMA itself
+            words = [t for t in tokenize(sql, mode) if t.kind == "word"][:2]
+            options = sql[words[-1].end:] if len(words) == 2 else ""
+        options = options.strip().rstrip(";").strip()
+        stmt = {"create database": f"CREATE DATABASE IF NOT EXISTS {qi(tdb)} {options}".strip(),
+                "alter database": f"ALTER DATABASE {qi(tdb)} {options}" if options else None}.get(routed.kind)
+        if (routed.kind == "create database" and self.task.collation_compatible == "strict"
+                and txn.collation_server and not names_charset(sql, mode)):
+            stmt = with_database_collation(stmt, self._upstream_lookup(
+                "SELECT collation_name FROM information_schema.collations WHERE id = %s", txn.collation_server))
+        if stmt:
+            with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
+                with dconn.cursor() as cur:
+                    cur.execute(stmt)
+            res.ddls.append(stmt)
+        return None
 
     def _upstream_lookup(self, query: str, arg):
         """One value from the upstream (a collation's name, a database's defaults)."""

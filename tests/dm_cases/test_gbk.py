@@ -121,6 +121,7 @@ def test_dm_gbk_case(case, stack):
             "create table ddl3(id int, a char(20) charset gbk) partition by hash(id) partitions 4",
             "insert into ddl3 values (1, '四'), (2, '五')",
             "create database gbk3 charset utf8", "alter database gbk3 charset gbk",
+            "use gbk3", "alter database collate gbk_bin", "use gbk",   # ours: ALTER DATABASE naming none
             "create table gbk3.t (id int primary key, s varchar(10))", "insert into gbk3.t values (1, '六')")
     conn = pymysql.connect(host=up1.host, port=up1.port, user=up1.user, password=up1.password, charset="gbk")
     try:
@@ -140,6 +141,8 @@ def test_dm_gbk_case(case, stack):
     assert run_sql(down, "select hex(a), hex(b) from gbk.ddl2_copy") == [("D2BBB6FEC8FD", "E4B880E4BA8CE4B889")]
     assert "PARTITIONS 4" in run_sql(down, "show create table gbk.ddl3")[0][1].upper().replace("\n", " ")
     assert _db_charset(down, "gbk3") == "gbk", "ALTER DATABASE ... charset gbk did not reach the downstream"
+    assert run_sql(down, "SELECT default_collation_name FROM information_schema.schemata WHERE schema_name = "
+                         "'gbk3'") == [("gbk_bin",)], "ALTER DATABASE without a name did not reach the downstream"
     _assert_equal(up1, down, "gbk")
     _assert_equal(up1, down, "gbk3")
     assert run_sql(down, "SELECT column_comment FROM information_schema.columns WHERE table_schema = 'gbk' "
