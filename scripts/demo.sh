@@ -11,6 +11,10 @@ eval "$("$ROOT/scripts/stack.sh" env)"
 "$ROOT/scripts/airflow.sh" up
 ROWS=${DEMO_ROWS:-5000}
 
+if dmctl query-status demo >/dev/null 2>&1; then  # a demo an earlier `make demo` left syncing
+  echo "== 0. stop the demo task left running by an earlier run (its DAG runs end now)"
+  dmctl stop-task demo
+fi
 echo "== 1. seed the upstream shards"
 python scripts/demo_data.py seed --rows "$ROWS"
 echo "== 2. register the sources"
