@@ -50,6 +50,27 @@ def names_charset(sql: str, mode: str | None = None) -> bool:
     return any(t.kind == "word" and t.text.upper() in _WORDS for t in toks)
 
 
+def database_defaults(conn, schema: str) -> tuple[str, str | None] | None:
+    """(default charset, default collation) of ``schema`` on ``conn``'s server, or None when it
+    has no such database (what a table created there without a charset gets)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT default_character_set_name, default_collation_name FROM information_schema.schemata "
+                    "WHERE schema_name = %s", (schema,))
+        got = cur.fetchone()
+    if not got or not got[0]:
+        return None
+    cs, coll = (v.decode() if isinstance(v, bytes) else v for v in got)
+    return cs, coll
+
+
+def collation_name(conn, collation_id: int) -> str | None:
+    """The name ``conn``'s server gives a collation id (a QUERY event's collation_server)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT collation_name FROM information_schema.collations WHERE id = %s", (int(collation_id),))
+        got = cur.fetchone()
+    return (got[0].decode() if isinstance(got[0], bytes) else got[0]) if got else None
+
+
 def with_database_collation(sql: str, collation: str) -> str:
     return f"{sql.rstrip().rstrip(';')} COLLATE {qi(collation)}"
 

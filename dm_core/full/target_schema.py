@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from dm_core.db import qi, qt
 from dm_core.errors import ErrorCode
 from dm_core.full.discover import SourceTable
+from dm_core.ddl.collation import database_defaults
 from dm_core.ddl.text import Token, tokenize
 
 log = logging.getLogger("shardflow.full")
@@ -267,13 +268,10 @@ def pick_definition(members: list[tuple[SourceTable, ShowCreate]], *, exact: boo
 def database_options(up_conn, schema: str) -> str:
     """`` CHARACTER SET x COLLATE y``: the upstream database's defaults, for its target ('' if
     the upstream does not say)."""
-    with up_conn.cursor() as cur:
-        cur.execute("SELECT default_character_set_name, default_collation_name FROM information_schema.schemata "
-                    "WHERE schema_name = %s", (schema,))
-        got = cur.fetchone()
-    if not got or not got[0]:
+    got = database_defaults(up_conn, schema)
+    if got is None:
         return ""
-    cs, coll = (v.decode() if isinstance(v, bytes) else v for v in got)
+    cs, coll = got
     return f" CHARACTER SET {qi(cs)}" + (f" COLLATE {qi(coll)}" if coll else "")
 
 

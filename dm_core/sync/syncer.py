@@ -36,7 +36,8 @@ from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
 from dm_core.sources import replica_server_id, source_endpoint, source_rules, target_endpoint
 from dm_core.state import lifecycle
-from dm_core.ddl.collation import names_charset, with_database_collation, with_table_defaults
+from dm_core.ddl.collation import (collation_name, database_defaults, names_charset, with_database_collation,
+                                  with_table_defaults)
 from dm_core.ddl.parsed import parse_ddl
 from dm_core.ddl.text import default_reading, tokenize
 from dm_core.shardddl.ddl_norm import normalize
@@ -155,6 +156,13 @@ class _Window:
         finally:
             for c in self.closers:
                 c.close()
+
+
+def _strict_needs(value, what: str):
+    """``collation_compatible: strict`` writes out what the upstream had; without it, it cannot."""
+    if value is None:
+        raise ErrorCode.DDL_UNSUPPORTED.error(f"collation_compatible strict: the upstream has no {what} to write out")
+    return value
 
 
 class Syncer:
@@ -448,7 +456,9 @@ class Syncer:
             return None  # ran in the pass before a shard DDL rewind
         stmt = routed.sql
         if routed.kind == "create table" and self.task.collation_compatible == "strict" and not names_charset(sql, mode):
-            stmt = with_table_defaults(stmt, *self._upstream_defaults(s0), mode)   # ddl/collation.py
+            with self._upstream() as conn:
+                defaults = _strict_needs(database_defaults(conn, s0), f"database {s0}")
+            stmt = with_table_defaults(stmt, *defaults, mode)   # ddl/collation.py
         try:
             with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
                 done = ddl_replay.run(dconn, stmt, routed.kind, replay=replay)
@@ -468,11 +478,8 @@ class Syncer:
         if txn.sql_mode is None:
             return None
         if txn.sql_mode not in self._modes:
-            conn = connect(self._up)
-            try:
+            with self._upstream() as conn:
                 self._modes[txn.sql_mode] = mode_names(conn, txn.sql_mode)
-            finally:
-                conn.close()
         return self._modes[txn.sql_mode]
 
     def _database_ddl(self, txn: Txn, sql: str, routed, mode: str | None, dconn, res: WindowResult) -> None:
@@ -496,8 +503,9 @@ class Syncer:
                 "alter database": f"ALTER DATABASE {qi(tdb)} {options}" if options else None}.get(routed.kind)
         if (routed.kind == "create database" and self.task.collation_compatible == "strict"
                 and txn.collation_server and not names_charset(sql, mode)):
-            stmt = with_database_collation(stmt, self._upstream_lookup(
-                "SELECT collation_name FROM information_schema.collations WHERE id = %s", txn.collation_server))
+            with self._upstream() as conn:
+                coll = _strict_needs(collation_name(conn, txn.collation_server), f"collation id {txn.collation_server}")
+            stmt = with_database_collation(stmt, coll)
         if stmt:
             with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
                 with dconn.cursor() as cur:
@@ -505,25 +513,14 @@ class Syncer:
             res.ddls.append(stmt)
         return None
 
-    def _upstream_lookup(self, query: str, arg):
-        """One value from the upstream (a collation's name, a database's defaults)."""
+    @contextmanager
+    def _upstream(self):
+        """A short connection to the upstream (a DDL's sql_mode names, collations, database defaults)."""
         conn = connect(self._up)
         try:
-            with conn.cursor() as cur:
-                cur.execute(query, (arg,))
-                row = cur.fetchone()
+            yield conn
         finally:
             conn.close()
-        if row is None:
-            raise ErrorCode.DDL_UNSUPPORTED.error(f"collation_compatible strict: the upstream has no answer to "
-                                                  f"{query} for {arg!r}")
-        vals = tuple(v.decode() if isinstance(v, bytes) else v for v in row)
-        return vals[0] if len(vals) == 1 else vals
-
-    def _upstream_defaults(self, schema: str) -> tuple[str, str]:
-        """The upstream database's default charset and collation (a new table's, upstream)."""
-        return self._upstream_lookup("SELECT default_character_set_name, default_collation_name FROM "
-                                     "information_schema.schemata WHERE schema_name = %s", schema)
 
     def _sharded_table(self, tables) -> tuple[str, str] | None:
         """The first replicated upstream table of a DDL whose target is a sharding group."""

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dm_core.db import connect, qt
+from dm_core.db import connect, qi, qt
 
 HERE = Path(__file__).resolve().parent
 
@@ -67,6 +67,30 @@ class DMFiles:
         self.task_file = tmp_path / "dm-task.yaml"
         self.task_file.write_text(yaml.safe_dump(task, sort_keys=False))
         self.name = task["name"]
+
+
+@contextlib.contextmanager
+def dm_case(case: str, tmp_path: Path, stack, sources: dict[str, str], databases: dict[str, list[str]], **files_kw):
+    """A case's scene: ``databases`` (stack key → names) dropped before and after, DM's files
+    (``DMFiles``: ``sources``, ``placeholders``, ``flavor``) and a state store with the task's
+    rows forgotten before and after. Yields (files, store)."""
+    from dm_core.reset import reset_task
+    from dm_core.state import StateStore
+
+    def clean():
+        for key, names in databases.items():
+            run_sql(stack[key], *[f"DROP DATABASE IF EXISTS {qi(db)}" for db in names])
+
+    clean()
+    files = DMFiles(case, tmp_path, stack, sources, **files_kw)
+    store = StateStore()
+    reset_task(store, files.name)
+    try:
+        yield files, store
+    finally:
+        reset_task(store, files.name)
+        store.close()
+        clean()
 
 
 def dmctl(*args: str) -> tuple[int, str, str]:

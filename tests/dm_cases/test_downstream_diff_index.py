@@ -18,10 +18,8 @@ every downstream row is checked after each step.
 
 import pytest
 
-from dm_core.reset import reset_task
-from dm_core.state import StateStore
 
-from .harness import DMFiles, register_sources, run_sql, start, table_rows
+from .harness import dm_case, register_sources, run_sql, start, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -30,22 +28,9 @@ DB, DB1, DB2 = "downstream_diff_index", "downstream_diff_index1", "downstream_di
 
 @pytest.fixture
 def case(stack, tmp_path):
-    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
-
-    def clean():
-        for ep, db in ((up1, DB1), (up2, DB2), (down, DB)):
-            run_sql(ep, f"DROP DATABASE IF EXISTS {db}")
-
-    clean()
-    files = DMFiles("downstream_diff_index", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"})
-    store = StateStore()
-    reset_task(store, files.name)
-    try:
-        yield files, store
-    finally:
-        reset_task(store, files.name)
-        store.close()
-        clean()
+    with dm_case("downstream_diff_index", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"},
+                 {"up1": [DB1], "up2": [DB2], "down": [DB]}) as got:
+        yield got
 
 
 def _t(down) -> list[tuple]:

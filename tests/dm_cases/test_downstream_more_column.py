@@ -20,9 +20,8 @@ import yaml
 
 from dm_core.config.task import load_task_file
 from dm_core.reset import reset_task
-from dm_core.state import StateStore
 
-from .harness import DMFiles, Sync, dmctl, register_sources, run_sql, start
+from .harness import Sync, dm_case, dmctl, register_sources, run_sql, start
 
 pytestmark = pytest.mark.integration
 
@@ -31,22 +30,8 @@ DB, DB1 = "downstream_more_column", "downstream_more_column1"
 
 @pytest.fixture
 def case(stack, tmp_path):
-    up1, down = stack["up1"], stack["down"]
-
-    def clean():
-        for ep, db in ((up1, DB1), (down, DB)):
-            run_sql(ep, f"DROP DATABASE IF EXISTS {db}")
-
-    clean()
-    files = DMFiles("downstream_more_column", tmp_path, stack, {"source1.yaml": "up1"})
-    store = StateStore()
-    reset_task(store, files.name)
-    try:
-        yield files, store
-    finally:
-        reset_task(store, files.name)
-        store.close()
-        clean()
+    with dm_case("downstream_more_column", tmp_path, stack, {"source1.yaml": "up1"}, {"up1": [DB1], "down": [DB]}) as got:
+        yield got
 
 
 def _c(down, where: str) -> list[tuple]:

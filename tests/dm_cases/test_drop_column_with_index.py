@@ -15,12 +15,10 @@ tests/integration/test_sync_errors.py (transient errors retried, then a pause, t
 
 import pytest
 
-from dm_core.reset import reset_task
-from dm_core.state import StateStore
 
 from tests.integration.test_sync_ddl_coverage import show_create
 
-from .harness import DMFiles, register_sources, run_sql, start, table_rows
+from .harness import dm_case, register_sources, run_sql, start, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -29,17 +27,8 @@ DB = "drop_column_with_index"
 
 @pytest.fixture
 def case(stack, tmp_path):
-    up, down = stack["up1"], stack["down"]
-    run_sql(up, f"DROP DATABASE IF EXISTS {DB}")
-    run_sql(down, f"DROP DATABASE IF EXISTS {DB}")
-    files = DMFiles(DB, tmp_path, stack, {"source1.yaml": "up1"})
-    store = StateStore()
-    reset_task(store, files.name)
-    yield files, store
-    reset_task(store, files.name)
-    store.close()
-    run_sql(up, f"DROP DATABASE IF EXISTS {DB}")
-    run_sql(down, f"DROP DATABASE IF EXISTS {DB}")
+    with dm_case(DB, tmp_path, stack, {"source1.yaml": "up1"}, {"up1": [DB], "down": [DB]}) as got:
+        yield got
 
 
 def _same(up, down, table: str, columns: list[str]) -> None:

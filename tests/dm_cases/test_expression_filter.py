@@ -12,10 +12,8 @@ write permission: dumpling's error) has no equivalent: the Spark load writes no 
 
 import pytest
 
-from dm_core.reset import reset_task
-from dm_core.state import StateStore
 
-from .harness import DMFiles, register_sources, run_sql, start, table_rows
+from .harness import dm_case, register_sources, run_sql, start, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -51,17 +49,8 @@ def _lit(v) -> str:
 
 @pytest.fixture
 def case(stack, tmp_path):
-    up, down = stack["up1"], stack["down"]
-    run_sql(up, f"DROP DATABASE IF EXISTS {DB}")
-    run_sql(down, f"DROP DATABASE IF EXISTS {DB}")
-    files = DMFiles("expression_filter", tmp_path, stack, {"source1.yaml": "up1"})
-    store = StateStore()
-    reset_task(store, files.name)
-    yield files, store
-    reset_task(store, files.name)
-    store.close()
-    run_sql(up, f"DROP DATABASE IF EXISTS {DB}")
-    run_sql(down, f"DROP DATABASE IF EXISTS {DB}")
+    with dm_case("expression_filter", tmp_path, stack, {"source1.yaml": "up1"}, {"up1": [DB], "down": [DB]}) as got:
+        yield got
 
 
 def test_dm_expression_filter_case(case, stack):

@@ -14,10 +14,8 @@ does) and our own statements:
 
 import pytest
 
-from dm_core.reset import reset_task
-from dm_core.state import StateStore
 
-from .harness import DMFiles, dmctl, register_sources, run_sql, start
+from .harness import dm_case, dmctl, register_sources, run_sql, start
 
 pytestmark = pytest.mark.integration
 
@@ -31,18 +29,10 @@ SHARD_G = "(c1 int, c2 int, c3 int, gc3 int GENERATED ALWAYS AS (c1 + 1) VIRTUAL
 
 @pytest.fixture
 def case(stack, tmp_path):
-    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
-    for ep, db in ((up1, "extend_column1"), (up2, "extend_column2"), (down, "extend_column")):
-        run_sql(ep, f"DROP DATABASE IF EXISTS {db}")
-    files = DMFiles("extend_column", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"},
-                    placeholders={"import-mode-placeholder": "sql"})
-    store = StateStore()
-    reset_task(store, files.name)
-    yield files, store
-    reset_task(store, files.name)
-    store.close()
-    for ep, db in ((up1, "extend_column1"), (up2, "extend_column2"), (down, "extend_column")):
-        run_sql(ep, f"DROP DATABASE IF EXISTS {db}")
+    with dm_case("extend_column", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"},
+                 {"up1": ["extend_column1"], "up2": ["extend_column2"], "down": ["extend_column"]},
+                 placeholders={"import-mode-placeholder": "sql"}) as got:
+        yield got
 
 
 def _rows(down, table: str, cols: str) -> list[tuple]:

@@ -19,10 +19,8 @@ COLUMN ... DEFAULT _UTF8MB4'0', ADD UNIQUE) are run as plain DDL.
 import pymysql
 import pytest
 
-from dm_core.reset import reset_task
-from dm_core.state import StateStore
 
-from .harness import DMFiles, register_sources, run_sql, start, table_rows
+from .harness import dm_case, register_sources, run_sql, start, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -54,22 +52,9 @@ def increment(db: str) -> list[str]:
 
 @pytest.fixture
 def case(stack, tmp_path):
-    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
-
-    def clean():
-        for ep in (up1, up2, down):
-            run_sql(ep, *[f"DROP DATABASE IF EXISTS {db}" for db in DBS])
-
-    clean()
-    files = DMFiles("gbk", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"}, flavor="mariadb")
-    store = StateStore()
-    reset_task(store, files.name)
-    try:
-        yield files, store
-    finally:
-        reset_task(store, files.name)
-        store.close()
-        clean()
+    with dm_case("gbk", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"},
+                 {k: list(DBS) for k in ("up1", "up2", "down")}, flavor="mariadb") as got:
+        yield got
 
 
 def _columns(ep, db: str, table: str) -> list[tuple]:

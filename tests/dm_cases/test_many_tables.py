@@ -18,10 +18,8 @@ import time
 
 import pytest
 
-from dm_core.reset import reset_task
-from dm_core.state import StateStore
 
-from .harness import DMFiles, register_sources, run_sql, start
+from .harness import dm_case, register_sources, run_sql, start
 
 pytestmark = pytest.mark.integration
 
@@ -32,23 +30,15 @@ COLS = ["i", "j"] + [f"c{k}" for k in range(1, 14)]
 @pytest.fixture
 def case(stack, tmp_path):
     up, down = stack["up1"], stack["down"]
-    for ep in (up, down):
-        run_sql(ep, f"DROP DATABASE IF EXISTS {DB}")
     zones = [(ep, run_sql(ep, "SELECT @@global.time_zone")[0][0]) for ep in (up, down)]
     run_sql(up, "SET GLOBAL time_zone = '+02:00'")
     run_sql(down, "SET GLOBAL time_zone = '+06:00'")
-    files = DMFiles("many_tables", tmp_path, stack, {"source1.yaml": "up1"})
-    store = StateStore()
-    reset_task(store, files.name)
     try:
-        yield files, store
+        with dm_case("many_tables", tmp_path, stack, {"source1.yaml": "up1"}, {"up1": [DB], "down": [DB]}) as got:
+            yield got
     finally:
         for ep, zone in zones:
             run_sql(ep, "SET GLOBAL time_zone = %s", args=(zone,))
-        reset_task(store, files.name)
-        store.close()
-        for ep in (up, down):
-            run_sql(ep, f"DROP DATABASE IF EXISTS {DB}")
 
 
 def _rows(ep, cols: list[str], tables) -> dict[int, list[tuple]]:

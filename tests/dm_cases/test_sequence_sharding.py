@@ -18,10 +18,8 @@ import pytest
 import yaml
 
 from dm_core.config.task import load_task_file
-from dm_core.reset import reset_task
-from dm_core.state import StateStore
 
-from .harness import DMFiles, Sync, dmctl, register_sources, run_sql, start, table_rows, union_rows
+from .harness import Sync, dm_case, dmctl, register_sources, run_sql, start, table_rows, union_rows
 
 pytestmark = pytest.mark.integration
 
@@ -36,19 +34,9 @@ SEQUENCE = ["ALTER TABLE {t} ADD COLUMN c int", "ALTER TABLE {t} ADD INDEX c (c)
 
 @pytest.fixture
 def case(stack, tmp_path):
-    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
-    for ep in (up1, up2):
-        run_sql(ep, "DROP DATABASE IF EXISTS sharding_seq")
-    run_sql(down, "DROP DATABASE IF EXISTS sharding_target2")
-    files = DMFiles("sequence_sharding", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"})
-    store = StateStore()
-    reset_task(store, files.name)
-    yield files, store
-    reset_task(store, files.name)
-    store.close()
-    for ep in (up1, up2):
-        run_sql(ep, "DROP DATABASE IF EXISTS sharding_seq")
-    run_sql(down, "DROP DATABASE IF EXISTS sharding_target2")
+    with dm_case("sequence_sharding", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"},
+                 {"up1": ["sharding_seq"], "up2": ["sharding_seq"], "down": ["sharding_target2"]}) as got:
+        yield got
 
 
 def _paused_inconsistent(store, task) -> dict[str, str]:

@@ -22,10 +22,8 @@ files (conf/, vendored unchanged) and our own statements for the same situations
 import pytest
 
 
-from dm_core.reset import reset_task
-from dm_core.state import StateStore
 
-from .harness import DMFiles, dmctl, register_sources, run_sql, start, table_rows, union_rows
+from .harness import dm_case, dmctl, register_sources, run_sql, start, table_rows, union_rows
 
 pytestmark = pytest.mark.integration
 
@@ -54,19 +52,10 @@ def _shards(up1, up2, with2: bool):
 
 @pytest.fixture
 def case(stack, tmp_path):
-    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
-    for ep in (up1, up2):
-        run_sql(ep, "DROP DATABASE IF EXISTS sharding1", "DROP DATABASE IF EXISTS sharding2")
-    run_sql(down, "DROP DATABASE IF EXISTS db_target")
-    files = DMFiles("sharding", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"})
-    store = StateStore()
-    reset_task(store, files.name)
-    yield files, store
-    reset_task(store, files.name)
-    store.close()
-    for ep in (up1, up2):
-        run_sql(ep, "DROP DATABASE IF EXISTS sharding1", "DROP DATABASE IF EXISTS sharding2")
-    run_sql(down, "DROP DATABASE IF EXISTS db_target")
+    ups = ["sharding1", "sharding2"]
+    with dm_case("sharding", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"},
+                 {"up1": ups, "up2": ups, "down": ["db_target"]}) as got:
+        yield got
 
 
 def test_dm_sharding_case(case, stack):

@@ -19,10 +19,8 @@ their offsets in April 2001 (+08:00, -07:00) stand in.
 
 import pytest
 
-from dm_core.reset import reset_task
-from dm_core.state import StateStore
 
-from .harness import DMFiles, register_sources, run_sql, start, table_rows
+from .harness import dm_case, register_sources, run_sql, start, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -87,23 +85,16 @@ EXTRA = ("create table sql_mode.t_extra (id int primary key, r REAL, s varchar(2
 
 @pytest.fixture
 def case(stack, tmp_path):
-    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    up1, up2 = stack["up1"], stack["up2"]
     (was1,) = run_sql(up1, "SELECT @@GLOBAL.sql_mode")[0]
     (was2,) = run_sql(up2, "SELECT @@GLOBAL.sql_mode")[0]
-    for ep in (up1, up2, down):
-        run_sql(ep, "DROP DATABASE IF EXISTS sql_mode")
-    files = DMFiles("sql_mode", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"})
-    store = StateStore()
-    reset_task(store, files.name)
     try:
-        yield files, store
+        with dm_case("sql_mode", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"},
+                     {k: ["sql_mode"] for k in ("up1", "up2", "down")}) as got:
+            yield got
     finally:
         run_sql(up1, "SET GLOBAL sql_mode = %s", args=(was1,))
         run_sql(up2, "SET GLOBAL sql_mode = %s", args=(was2,))
-        reset_task(store, files.name)
-        store.close()
-        for ep in (up1, up2, down):
-            run_sql(ep, "DROP DATABASE IF EXISTS sql_mode")
 
 
 def _columns(ep, table: str) -> list[tuple]:

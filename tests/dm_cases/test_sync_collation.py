@@ -19,10 +19,8 @@ DM's error part (TiDB refusing latin1_swedish_ci with new collations on) is TiDB
 
 import pytest
 
-from dm_core.reset import reset_task
-from dm_core.state import StateStore
 
-from .harness import DMFiles, register_sources, run_sql, start
+from .harness import dm_case, register_sources, run_sql, start
 
 pytestmark = pytest.mark.integration
 
@@ -48,23 +46,9 @@ def server_collation(db: str) -> list[str]:
 
 @pytest.fixture
 def case(stack, tmp_path):
-    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
-
-    def clean():
-        for ep in (up1, up2, down):
-            run_sql(ep, *[f"drop database if exists `{db}`" for db in DBS])
-
-    clean()
-    files = DMFiles("sync_collation", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"},
-                    flavor="mariadb")
-    store = StateStore()
-    reset_task(store, files.name)
-    try:
-        yield files, store
-    finally:
-        reset_task(store, files.name)
-        store.close()
-        clean()
+    with dm_case("sync_collation", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"},
+                 {k: list(DBS) for k in ("up1", "up2", "down")}, flavor="mariadb") as got:
+        yield got
 
 
 def _aa(down, db: str, table: str) -> int:
