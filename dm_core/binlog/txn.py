@@ -36,3 +36,4 @@ class Txn:
     time_zone: str | None = None   # a DDL's session time zone, when the event records it
     sql_mode: int | None = None    # a DDL's session sql_mode (the upstream's bitmap), when recorded
     collation_server: int | None = None  # a DDL's session collation_server (collation id), when recorded
+    event_start: Position | None = None  # a DDL's own QUERY event offset, as SHOW BINLOG EVENTS lists it

@@ -42,10 +42,11 @@ def run_sql(ep, *stmts, sql_mode: str | None = None, args=None) -> list:
 
 class DMFiles:
     def __init__(self, case: str, tmp_path: Path, stack, sources: dict[str, str], placeholders: dict | None = None,
-                 flavor: str | None = None):
+                 flavor: str | None = None, task_file: str = "dm-task.yaml"):
         """``sources``: DM source file name → stack endpoint key (up1 / up2); ``placeholders``:
         what DM's run.sh substitutes in its task file before starting it (``sed``), same here;
-        ``flavor``: replaces a source file's (DM's CI runs MySQL where ours run MariaDB)."""
+        ``flavor``: replaces a source file's (DM's CI runs MySQL where ours run MariaDB);
+        ``task_file``: which of the case's task files (DM's cases with several name them)."""
         self.conf = HERE / case / "conf"
         self.tmp = tmp_path
         self.sources = []
@@ -58,7 +59,7 @@ class DMFiles:
             out = tmp_path / fname
             out.write_text(yaml.safe_dump(doc, sort_keys=False))
             self.sources.append(str(out))
-        text = (self.conf / "dm-task.yaml").read_text()
+        text = (self.conf / task_file).read_text()
         for k, v in (placeholders or {}).items():
             text = text.replace(k, v)
         task = yaml.safe_load(text)
