@@ -139,6 +139,12 @@ class ShardSync:
     def is_sharded(self, target: tuple[str, str]) -> bool:
         return self.enabled and self.membership.sharded(target)
 
+    def in_round(self, target: tuple[str, str]) -> bool:
+        """Pessimistic mode: this source's first-level group of ``target`` has a DDL round open
+        (a table of it reported a DDL): rows of its tables are held back until the round ends."""
+        g = self.groups.groups.get(tuple(target)) if self.groups is not None else None
+        return g is not None and not g.idle
+
     # ---- rows -----------------------------------------------------------------------------
     def row_gate(self, pos: Position) -> bool:
         """Whether rows of the transaction starting at ``pos`` need ``skip_row`` at all."""

@@ -22,7 +22,6 @@ Protocol of a window (every step survives the process dying right after it), one
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import logging
 import time
@@ -41,16 +40,15 @@ from dm_core.ddl.collation import (collation_name, database_defaults, names_char
                                   with_table_defaults)
 from dm_core.ddl.parsed import parse_ddl
 from dm_core.ddl.text import default_reading, tokenize
-from dm_core.shardddl.common import EXEC, lock_id_of
 from dm_core.shardddl.ddl_norm import combine, normalize
-from dm_core.shardddl.lock_ops import ops_for
 from dm_core.ddl import replay as ddl_replay
 from dm_core.ddl.session import event_session, mode_names, upstream_time_zone, without_lexical
 from dm_core.sync import isolate
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
 from dm_core.sync.online_ddl import OnlineDDL
 from dm_core.sync.apply_queue import ApplyQueue, Batch
-from dm_core.sync.handle_error import PendingOps, is_ddl, parse_binlog_pos, statements_for
+from dm_core.sync import operator_step
+from dm_core.sync.handle_error import PendingOps, parse_binlog_pos
 from dm_core.sync.checkpoint import SourcePositions, lag_seconds
 from dm_core.sync.row_path import RowPath
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
@@ -322,14 +320,17 @@ class Syncer:
         rewind). Rows go into the pending batch, which is sent every `batch` rows x workers."""
         safe = self.syncer_cfg.safe_mode or (w.safe_exit is not None and txn.end.key() <= w.safe_exit.key())
         w.res.safe_mode = w.res.safe_mode or safe
-        op = self._operation(w, txn)
-        if op is False:
+        op = operator_step.held(self, w, txn)      # `dmctl binlog` (operator_step.py)
+        if op is operator_step.HOLD:
+            w.res.paused, w.res.stopped_early = w.st["error"], True
             return False               # still paused: no operation for the event it stopped at
         if txn.ddl is not None:
             return self._take_ddl(w, txn, safe, op)
-        if op is not None:             # `dmctl binlog` on a row transaction
+        if op is not None:
             w.settle(txn.start)
-            if not self._row_operation(w, txn, op):
+            err = operator_step.on_rows(self, w, txn, op)
+            if err is not None:
+                self._pause(txn, err, w.res)
                 return False
             if op.op != "inject":
                 w.pending.txns, w.pending.last_ts = 1, txn.timestamp
@@ -346,47 +347,13 @@ class Syncer:
             w.flush(txn.end)
         return True
 
-    def _operation(self, w: _Window, txn: Txn):
-        """The operator's operation for this event (None: none), or False when the source is
-        held at the event it paused on and nothing says what to do with it."""
-        op = w.ops.at(txn.start, txn.event_start) if w.ops else None
-        if w.held is not None and txn.start is not None and txn.start.key() >= w.held.key():
-            if op is None:
-                w.res.paused, w.res.stopped_early = w.st["error"], True
-                return False
-            w.held = None
-            self.store.update_source_state(self.task.name, self.source_id, stage="sync", error=None,
-                                           error_code=None, error_stmt=None)
-        if op is not None:
-            log.warning("source %s: operator's binlog %s", self.source_id, op.describe())
-        return op
-
-    def _row_operation(self, w: _Window, txn: Txn, op) -> bool:
-        """skip / replace / inject on a row transaction; False when the source paused."""
-        what = f"the transaction at {txn.start} ({len(txn.rows)} row changes)"
-        if op.op == "skip":
-            w.res.ddls.append(f"{what}: skipped by operator")
-            return True
-        if op.op == "replace" and not all(is_ddl(s) for s in op.sqls):
-            with w.dconn.cursor() as cur:   # shardflow's extension: SQL run downstream as written
-                for stmt in op.sqls:
-                    cur.execute(stmt)
-            w.res.ddls.append(f"{what}: replaced by operator with {redact_sql('; '.join(op.sqls))}")
-            return True
-        err = self._operator_ddls(w, txn, list(op.sqls), safe=True)
-        if err is not None:
-            self._pause(txn, err, w.res)
-            return False
-        w.res.ddls.append(f"{what}: {op.op} by operator")
-        return True
-
     def _take_ddl(self, w: _Window, txn: Txn, safe: bool, op=None) -> bool:
         """A DDL runs alone: everything before it durable first, the checkpoint past it after."""
         w.settle(txn.start or w.checkpoint)
         self.shard.committed(w.checkpoint)
         try:
             step = (self._handle_ddl(txn, w.dconn, w.res, replay=safe) if op is None
-                    else self._operator_ddls(w, txn, statements_for(op, txn.ddl), safe=safe, op=op))
+                    else operator_step.on_ddl(self, w, txn, op))
         except ShardflowError as e:
             if not isinstance(e, Terminal):
                 raise
@@ -443,71 +410,6 @@ class Syncer:
         return lambda table: self.shard.skip_row(table, txn.start)
 
     # ---- DDL --------------------------------------------------------------------------
-    def _operator_ddls(self, w: _Window, txn: Txn, sqls: list[str], *, safe: bool,
-                       op=None) -> ShardflowError | ShardStep | None:
-        """DDL statements an operator gave (replace / inject), read as the upstream's own at
-        this event: routed, filtered, coordinated on a sharded table (all of them in one shard
-        DDL, as DM's lock takes a statement's DDLs). They run as a replay: a window that dies
-        midway reads them again (handle_error.py). On the event of a shard DDL lock whose
-        statements this source was to run downstream and could not, the operation settles the
-        lock instead (``_settle_lock``)."""
-        lock = self._failed_lock(txn) if op is not None and txn.ddl else None
-        if lock is not None:
-            return self._settle_lock(w, txn, op, lock)
-        if op is not None and op.op == "skip":
-            w.res.ddls.append(f"{redact_sql(txn.ddl)}: skipped by operator")
-            return None
-        bad = [s for s in sqls if not is_ddl(s)]
-        if bad:
-            return ErrorCode.DDL_UNSUPPORTED.error(f"binlog {op.op if op else 'replace'} at {txn.start}: a DDL can "
-                                                   f"only be replaced by DDL statements, not: {bad[0]}")
-        own = [dataclasses.replace(txn, ddl=s, sql_mode=None) for s in sqls]
-        sharded = [t for t in own if self._sharded_table(parse_ddl(t.ddl, t.ddl_schema).tables)]
-        if sharded:
-            if len(sharded) != len(own):
-                return ErrorCode.SHARD_DDL_UNSUPPORTED.error(
-                    f"binlog {op.op if op else 'replace'} at {txn.start}: the statements mix tables of a sharding "
-                    f"group with others: {'; '.join(sqls)}")
-            return self._shard_ddl(txn, [t.ddl for t in own], w.dconn, w.res, replay=True)
-        for t in own:
-            out = self._handle_statement(t, t.ddl, w.dconn, w.res, replay=True)
-            if out is not None:
-                return out
-        if op is not None:
-            w.res.ddls.append(f"{redact_sql(txn.ddl)}: {op.op} by operator")
-        return None
-
-    def _failed_lock(self, txn: Txn) -> str | None:
-        """The shard DDL lock of this DDL's target when this source was to run its statements
-        downstream and has not (its run failed: the source paused on it)."""
-        table = self._sharded_table(parse_ddl(txn.ddl, txn.ddl_schema).tables)
-        if table is None:
-            return None
-        lock_id = lock_id_of(self.task.name, self.rules.router.route(*table))
-        kw = {"table": table} if self.task.shard_mode == "optimistic" else {}
-        mine = ops_for(self.task.shard_mode).get_operation(self.store, self.task.name, self.source_id, lock_id, **kw)
-        return lock_id if mine is not None and mine.action == EXEC and not mine.done else None
-
-    def _settle_lock(self, w: _Window, txn: Txn, op, lock_id: str) -> ShardflowError | ShardStep | None:
-        """skip: the lock is settled with nothing run downstream (as `shard-ddl-lock unlock
-        --force-remove`); replace: the given statements run downstream, routed, in place of the
-        lock's, then the same; inject: they run, then the lock's own statements as usual. Every
-        member then goes on past the DDL."""
-        from dm_core.shardddl.coordinator import unlock
-
-        for sql in (op.sqls if op.op in ("replace", "inject") else ()):
-            n = normalize(sql, txn.ddl_schema, self.rules.router.route, mode=self.task.shard_mode)
-            for part in (n.split() if n.action == "coordinate" else [n]):
-                if part.sql:
-                    w.res.ddls.extend(ddl_replay.run(w.dconn, part.sql, n.kind, replay=True))
-            self.rows.forget(*n.target)
-        if op.op != "inject":
-            unlock(self.store, lock_id, force_remove=True)
-            log.warning("source %s: shard DDL lock %s settled by the operator's binlog %s", self.source_id, lock_id,
-                        op.op)
-        w.res.ddls.append(f"{redact_sql(txn.ddl)}: {op.op} by operator (shard DDL lock {lock_id})")
-        return self._shard_ddl(txn, txn.ddl, w.dconn, w.res, replay=True)
-
     def _handle_ddl(self, txn: Txn, dconn, res: WindowResult, *,
                     replay: bool = False) -> ShardflowError | ShardStep | None:
         """``replay``: the DDL lies in the safe-mode range, where the downstream may already

@@ -75,12 +75,22 @@ def _ok(*args) -> str:
 
 def _query_events(ep) -> list[tuple[str, int, str]]:
     """(file, position, statement) of every DDL in the upstream's binlog: what DM's run.sh reads
-    with SHOW BINLOG EVENTS to give `-b`."""
+    with SHOW BINLOG EVENTS to give `-b` (read as bytes: other tests leave binary rows there)."""
+    import pymysql
+
+    conn = pymysql.connect(host=ep.host, port=ep.port, user=ep.user, password=ep.password, use_unicode=False)
     out = []
-    for log in run_sql(ep, "SHOW BINARY LOGS"):
-        for row in run_sql(ep, f"SHOW BINLOG EVENTS IN '{log[0]}'"):
-            if row[2] == "Query" and not row[5].upper().startswith(("BEGIN", "COMMIT")):
-                out.append((row[0], int(row[1]), row[5]))
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            for log in [r[0] for r in cur.fetchall()]:
+                cur.execute("SHOW BINLOG EVENTS IN %s", (log,))
+                for row in cur.fetchall():
+                    info = row[5].decode("utf-8", "replace")
+                    if row[2] == b"Query" and not info.upper().startswith(("BEGIN", "COMMIT")):
+                        out.append((row[0].decode(), int(row[1]), info))
+    finally:
+        conn.close()
     return out
 
 
@@ -270,3 +280,64 @@ def test_sharded_ddl_refused_downstream_is_skipped(sharding, stack):
     assert "ua" not in run_sql(down, f"SHOW CREATE TABLE {DB}.tb")[0][1]
     assert "no shard DDL lock is active" in _ok("shard-ddl-lock", task.name) or '"locks": []' in _ok(
         "shard-ddl-lock", task.name)
+
+
+def test_sharded_ddl_replaced_by_several_statements(sharding, stack):
+    """DM's REPLACE_ERROR_MULTIPLE: an ALTER adding two UNIQUE columns the (partitioned) merged table
+    refuses is replaced, on every paused source, by four statements; rows land after it."""
+    files, store = sharding
+    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    run_sql(down, f"CREATE DATABASE {DB}", f"CREATE TABLE {DB}.tb (id int primary key) {PARTITIONED.format('id')}")
+    task, sync = _sharded_tables(stack, files, store, "(id int primary key)")
+    for ep in (up1, up2):
+        run_sql(ep, f"ALTER TABLE {DB}.tb1 ADD COLUMN a varchar(20) unique, ADD COLUMN b varchar(20) unique")
+    run_sql(up1, f"INSERT INTO {DB}.tb1 VALUES (1, '1', '1')")
+    run_sql(up2, f"INSERT INTO {DB}.tb1 VALUES (2, '2', '2')")
+    for _ in range(12):
+        sync.step()
+    st = _status(store, task)
+    paused = [s for s, v in st.items() if v["stage"] == "paused"]
+    assert paused and all("1503" in st[s]["error"] for s in paused), st
+    out = _ok("binlog", "replace", task.name,
+              f"alter table {DB}.tb1 add column a varchar(20); alter table {DB}.tb1 add unique idx(id, a); "
+              f"alter table {DB}.tb1 add column b varchar(20); alter table {DB}.tb1 add unique idx2(id, b);")
+    assert all(s in out for s in paused), out
+    sync.settle()
+    assert table_rows(down, DB, "tb", ["id", "a", "b"]) == [(1, "1", "1"), (2, "2", "2")]
+    defs = run_sql(down, f"SHOW CREATE TABLE {DB}.tb")[0][1]
+    assert "UNIQUE KEY `idx` (`id`,`a`)" in defs and "UNIQUE KEY `idx2` (`id`,`b`)" in defs, defs
+    assert "no operation waits" in _ok("binlog", "list", task.name)
+
+
+def test_sharded_ddls_skipped_ahead_per_source(sharding, stack):
+    """DM's 4206: two refused DDLs on both sources; each source's second DDL skipped ahead with -b
+    (the position SHOW BINLOG EVENTS gives), its first by the position query-status gives."""
+    files, store = sharding
+    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    run_sql(down, f"CREATE DATABASE {DB}", f"CREATE TABLE {DB}.tb (id int primary key) {PARTITIONED.format('id')}")
+    task, sync = _sharded_tables(stack, files, store, "(id int primary key)")
+    run_sql(up1, f"INSERT INTO {DB}.tb1 VALUES (1)")
+    run_sql(up2, f"INSERT INTO {DB}.tb1 VALUES (2)")
+    for ep in (up1, up2):
+        run_sql(ep, f"ALTER TABLE {DB}.tb1 MODIFY id varchar(10)", f"ALTER TABLE {DB}.tb1 MODIFY id varchar(20)")
+    for _ in range(12):
+        sync.step()
+    firsts = {S1: _pos_of(up1, "varchar(10)"), S2: _pos_of(up2, "varchar(10)")}
+    seconds = {S1: _pos_of(up1, "varchar(20)"), S2: _pos_of(up2, "varchar(20)")}
+    for sid in (S1, S2):
+        _ok("binlog", "skip", task.name, "-b", seconds[sid], "-s", sid)
+    st = _status(store, task)
+    paused = [s for s, v in st.items() if v["stage"] == "paused"]
+    # pessimistic: the owner's run is refused (1659); optimistic: the merged schema cannot take a
+    # key column turned from INT into VARCHAR (a conflict, 50008) before anything runs
+    assert paused and all(("1659" in st[s]["error"]) or ("50008" in st[s]["error"]) for s in paused), st
+    for sid in (S1, S2):
+        if sid in paused:
+            _ok("binlog", "skip", task.name, "-b", st[sid]["error_pos"], "-s", sid)
+        else:
+            _ok("binlog", "skip", task.name, "-b", firsts[sid], "-s", sid)
+    run_sql(up1, f"INSERT INTO {DB}.tb1 VALUES (3)")
+    run_sql(up2, f"INSERT INTO {DB}.tb1 VALUES (4)")
+    sync.settle()
+    assert table_rows(down, DB, "tb", ["id"]) == [(1,), (2,), (3,), (4,)]
+    assert "no operation waits" in _ok("binlog", "list", task.name)
