@@ -339,6 +339,7 @@ class Syncer:
 
     def _take_ddl(self, w: _Window, txn: Txn, safe: bool) -> bool:
         """A DDL runs alone: everything before it durable first, the checkpoint past it after."""
+        faults.hit("sync.ddl.before_settle")
         w.settle(txn.start or w.checkpoint)
         self.shard.committed(w.checkpoint)
         try:
@@ -460,6 +461,7 @@ class Syncer:
                 defaults = _strict_needs(database_defaults(conn, s0), f"database {s0}")
             stmt = with_table_defaults(stmt, *defaults, mode)   # ddl/collation.py
         try:
+            faults.hit("sync.ddl.before_downstream")
             with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
                 done = ddl_replay.run(dconn, stmt, routed.kind, replay=replay)
         except Exception as e:
@@ -467,6 +469,7 @@ class Syncer:
             if not isinstance(err, Terminal):
                 raise err from None  # retried by the source (session.py)
             return err
+        faults.hit("sync.ddl.after_downstream")
         for t in routed.targets:
             self.rows.forget(*t)
         res.ddls.extend(done)
