@@ -31,6 +31,7 @@ the log lines it greps (DM internals).
 """
 
 import json
+import time
 
 import pytest
 import yaml
@@ -65,6 +66,17 @@ def _master(ep) -> tuple[str, int]:
 
 def _binlogs(ep) -> list[str]:
     return [r[0] for r in run_sql(ep, "SHOW BINARY LOGS")]
+
+
+def _purge(ep, to: str) -> None:
+    """PURGE BINARY LOGS TO ``to``; a file a binlog dump thread still reads is kept by the server
+    (a reader that just disconnected may linger a moment): again until it is gone."""
+    for _ in range(50):
+        run_sql(ep, f"PURGE BINARY LOGS TO '{to}'")
+        if _binlogs(ep)[0] == to:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"binary logs before {to} are still read: {run_sql(ep, 'SHOW FULL PROCESSLIST')}")
 
 
 def _status(name: str) -> dict:
@@ -188,3 +200,32 @@ def test_dm_incremental_mode_case(case, stack, tmp_path):
     assert table_rows(down, DB, "t1", ["id"]) == []
     f, p = _master(up1)
     assert _status(task.name)["mysql-replica-01"]["checkpoint"] == f"({f}, {p})"
+
+    # 7. meta positions the upstream no longer has
+    stop_task(task.name)
+    assert set(sync.step().values()) == {"stopped"}
+    old2 = _binlogs(up2)[-1]
+    for ep in (up1, up2):
+        run_sql(ep, "FLUSH LOGS")
+    new1, new2 = _binlogs(up1)[-1], _binlogs(up2)[-1]
+
+    def check(gtid: str, name2: str) -> tuple[int, str]:
+        path = files.task("dm-task.yaml", {"binlog-gtid-placeholder-1": gtid, "binlog-name-placeholder-2": name2,
+                                           "binlog-pos-placeholder-2": "4"})
+        rc, out, err = dmctl("check-task", str(path))
+        return rc, out + err
+
+    rc, out = check(zero_gtid, new2)
+    assert rc == 0 and "[FAIL]" not in out, out
+    _purge(up2, new2)
+    run_sql(up1, f"TRUNCATE TABLE {DB}.t1")
+    run_sql(up2, f"TRUNCATE TABLE {DB}.t2")
+    rc, out = check(zero_gtid, old2)
+    assert rc == 1, out
+    assert f"[FAIL] meta_position @ source mysql-replica-02: meta binlog file {old2} is not on the server" in out, out
+    # the precheck of start-task --remove-meta (the precheck DAG runs these items) refuses the same
+    _purge(up1, new1)
+    rc, out = check(zero_gtid, new2)
+    assert rc == 1, out
+    assert f"[FAIL] meta_position @ source mysql-replica-01: the server cannot resume from meta binlog-gtid " \
+           f"{zero_gtid}" in out and "purged" in out, out
