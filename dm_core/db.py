@@ -141,10 +141,21 @@ def qt(schema: str, table: str) -> str:
     return f"{qi(schema)}.{qi(table)}"
 
 
+def _errno(e: BaseException) -> int | None:
+    args = getattr(e, "args", None)
+    return args[0] if args and isinstance(args[0], int) else None
+
+
 def master_position(conn) -> tuple[str, int, str | None]:
     """(file, pos, gtid) the server has written up to now."""
     with conn.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
+        try:
+            cur.execute("SHOW MASTER STATUS")
+        except Exception as e:  # noqa: BLE001 - only the missing privilege is said otherwise
+            if _errno(e) in (1227, 1044, 1045):
+                raise ErrorCode.BINLOG_PRIVILEGE.error(
+                    f"cannot read the upstream's binlog position (SHOW MASTER STATUS): {e.args[-1]}") from None
+            raise
         row = cur.fetchone()
         if not row:
             raise ErrorCode.BINLOG_OFF.error("binary logging is off on the upstream (SHOW MASTER STATUS is empty)")

@@ -76,6 +76,7 @@ class ErrorCode(enum.Enum):
     RESYNC_HOLD_TIMEOUT = (70002, "resync", False, "A source did not hold its sync in time: read its sync task log in dm_<task>_incremental, then trigger the re-sync again.")
     RESYNC_INVALID = (70003, "resync", True, "Name target tables of the task as schema.table (the validation result lists them), or choose what=last_validation.")
     RESYNC_LOST_HOLD = (70004, "resync", False, "The re-sync lost its hold on the sync (it stalled past the lease): rows it rewrote are replayed in safe mode; trigger it again to finish.")
+    BINLOG_PRIVILEGE = (30005, "database", True, "Grant the source's user REPLICATION CLIENT (BINLOG MONITOR on MariaDB >= 10.5) and REPLICATION SLAVE, or use task-mode full, which reads no binlog.")
     BINLOG_OFF = (30004, "database", True, "Start the upstream with --log-bin --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL.")
     AIRFLOW_API = (60001, "airflow", False, "Check that Airflow is up (`make airflow-up`) and SHARDFLOW_AIRFLOW_URL / credentials are right.")
 
