@@ -326,6 +326,14 @@ class Syncer:
             w.pending.txns, w.pending.last_ts = 1, txn.timestamp
             w.settle(txn.end)
             return True
+        partial = txn.partial_images and next(
+            (what for s, t, what in txn.partial_images if self.rules.block_allow.allow_table(s, t)), None)
+        if partial:  # binlog_row_image was not FULL: the rows are not whole (DM pauses too)
+            w.settle(txn.start)
+            self._pause(txn, ErrorCode.ROW_IMAGE_PARTIAL.error(
+                f"upstream didn't log enough columns in binlog: {partial} (binlog_row_image is not FULL for "
+                f"this change)"), w.res)
+            return False
         p = w.pending
         p.spans.append((txn.start, txn.end))
         p.jobs.extend(self.rows.jobs(txn, safe, self._row_gate(txn)))

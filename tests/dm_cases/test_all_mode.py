@@ -160,3 +160,77 @@ def test_dm_all_mode_expression_filter(case, stack):
         sync.settle()
         assert sorted(r[0] for r in rows(down, "t1", ["id"])) == [0, 1, 2, 10, 20, 30], "the filtered DELETE arrived"
         assert {s["status"] for s in status(task.name).values()} == {"running"}
+
+
+# ---- 2 ---------------------------------------------------------------------------------------
+def _jq(path: str) -> str:
+    return f"JSON_UNQUOTE(JSON_EXTRACT(j, '{path}'))"   # MySQL's j ->> path
+
+
+GENERATED = [  # (name, type, expression) of DM's t_extract, in MariaDB's spelling
+    ("a", "int", _jq("$.a")), ("b", "char(10)", _jq("$.b")),
+    ("j1", "json", "JSON_SEARCH(j, 'one', '1')"), ("j2", "json", f"JSON_ARRAY({_jq('$.a')}, {_jq('$.b')})"),
+    ("j3", "json", f"JSON_OBJECT('a', {_jq('$.a')}, 'b', {_jq('$.b')})"),
+    ("j4", "json", "JSON_MERGE_PRESERVE(b, '{\"k\": \"v\"}')"), ("j5", "json", "JSON_MERGE_PATCH(b, '{\"k\": \"v\"}')"),
+    ("j7", "json", "JSON_SET(b, '$.k', 'v')"), ("j8", "json", "JSON_INSERT(b, '$.k', 'v')"),
+    ("j9", "json", "JSON_REPLACE(b, '$.k', 'v')"), ("j10", "json", "JSON_REMOVE(b, '$.k')"),
+    ("j11", "int", "JSON_CONTAINS(b, '{\"k\": \"v\"}')"), ("j12", "int", "JSON_CONTAINS_PATH(b, 'one', '$.k')"),
+    ("j13", "json", "JSON_ARRAY_APPEND(b, '$[0]', 'v')"), ("j14", "json", "JSON_ARRAY_INSERT(j3, '$[0]', 'v')"),
+]
+JSONS = ["'{\"a\":1, \"b\": {\"a\":1}}'", "'{\"a\":1, \"b\": [1,2,3]}'", "'[1,2]'", "'true'", "'false'", "NULL",
+         "'\"string\"'", "'1'", "'3.14'", "'{\"a\":1, \"b\": {\"a\":1}, \"c\": \"string\"}'"]
+
+
+def test_dm_all_mode_json_generated_columns(case, stack):
+    files, store = case
+    up1 = stack["up1"]
+    with global_modes(stack):
+        cols = ", ".join(f"{n} {t} AS ({e})" for n, t, e in GENERATED)
+        inserts = [f"INSERT INTO t_extract (j) VALUES ({v})" for v in JSONS]
+        run_sql(up1, f"CREATE DATABASE {DB}", f"USE {DB}",
+                f"CREATE TABLE t_extract (id int PRIMARY KEY AUTO_INCREMENT, j json, {cols})", *inserts)
+        run_sql(stack["up2"], f"CREATE DATABASE {DB}")
+        source_files(files, gtid1=False)
+        task, sync = start_task(files.task("dm-task-expression-filter.yaml"), store, remove_meta=True)
+        every = ["id", "j"] + [n for n, _, _ in GENERATED]
+        equal(stack, "t_extract", every)
+        run_sql(up1, f"USE {DB}", *inserts,
+                *[f"ALTER TABLE t_extract ADD COLUMN alt_{n} {t} AS ({e})" for n, t, e in GENERATED], *inserts)
+        sync.settle()
+        got = equal(stack, "t_extract", every + [f"alt_{n}" for n, _, _ in GENERATED])
+        assert len(got) == 30
+
+
+# ---- 3, 4 ------------------------------------------------------------------------------------
+def test_dm_all_mode_session_config_and_a_minimal_row_image(case, stack):
+    files, store = case
+    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    with global_modes(stack):
+        prepare(stack)
+        source_files(files)
+        path = named(files)
+        text = path.read_text()
+        path.write_text(text.replace("tidb_retry_limit: '10'", "tidb_retry_limit: fjs"))
+        task, sync = start_task(path, store, remove_meta=True)
+        assert task.name == NAME
+        run_sql(up1, f"CREATE TABLE IF NOT EXISTS {DB}.t1 (c int)", f"INSERT INTO {DB}.t1 (id, name) VALUES (9, 'haha')")
+        sync.settle()
+        equal(stack, "t1", T1)
+        equal(stack, "t2", T2, "up2")
+        assert {s["status"] for s in status(NAME).values()} == {"running"}
+
+        # a row change written with binlog_row_image=MINIMAL: the image lacks columns
+        run_sql(up1, "SET SESSION binlog_row_image = 'MINIMAL'", f"UPDATE {DB}.t1 SET name = 'hoho' WHERE id = 9")
+        assert sync.settle(paused_ok=True)[S1] == "paused"
+        st = status(NAME)[S1]
+        assert st["status"] == "paused" and "upstream didn't log enough columns in binlog" in st["error"], st
+        assert "`all_mode`.`t1`" in st["error"] and "dt" in st["error"] and "binlog_row_image" in st["error"], st
+        assert rows(down, "t1", ["id", "name"], DB)[-1] == (9, "haha"), "nothing written from the partial image"
+        assert sorted(r[0] for r in rows(down, "t1", ["id"])) == [0, 1, 2, 9]
+
+        # 4. stop-task: no connection of the task is left on any server
+        stop_task(NAME)
+        assert set(sync.step().values()) == {"stopped"}
+        for key in ("up1", "up2", "down"):  # DM: SHOW PROCESSLIST has one row, its own
+            got = [r for r in run_sql(stack[key], "SHOW FULL PROCESSLIST") if r[1] != "system user"]
+            assert [r[7] for r in got] == ["SHOW FULL PROCESSLIST"], (key, got)
