@@ -64,13 +64,13 @@ def case(stack, tmp_path):
     dbs = {"up1": [DB, "ignore_db", "test2animal", "xxx"], "up2": [DB, "ignore_db", "test4s_2022"],
            "down": [DB, "ignore_db", "dtest2", "dtest4", "xxx"]}
     with dm_case("all_mode", tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"}, dbs) as got:
-        for name in (NAME, "regexprtest"):
+        for name in (NAME, "regexprtest", "regexprtest-lightning"):
             reset_task(got[1], name)
         try:
             yield got
         finally:
             with StateStore() as store:
-                for name in (NAME, "regexprtest"):
+                for name in (NAME, "regexprtest", "regexprtest-lightning"):
                     reset_task(store, name)
 
 
@@ -234,3 +234,28 @@ def test_dm_all_mode_session_config_and_a_minimal_row_image(case, stack):
         for key in ("up1", "up2", "down"):  # DM: SHOW PROCESSLIST has one row, its own
             got = [r for r in run_sql(stack[key], "SHOW FULL PROCESSLIST") if r[1] != "system user"]
             assert [r[7] for r in got] == ["SHOW FULL PROCESSLIST"], (key, got)
+
+
+# ---- 5 ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fname", ["regexpr-task.yaml", "regexpr-task-lightning.yaml"])
+def test_dm_all_mode_regular_expression_routes(case, stack, fname):
+    files, store = case
+    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    with global_modes(stack):
+        run_sql(up1, "CREATE DATABASE test2animal",
+                "CREATE TABLE test2animal.tbl_animal_dogcat (a int, b int, PRIMARY KEY (a))",
+                "INSERT INTO test2animal.tbl_animal_dogcat VALUES (1, 1), (2, 2), (3, 3)")
+        run_sql(up2, "CREATE DATABASE test4s_2022",
+                "CREATE TABLE test4s_2022.testtable_donot_delete (a int, b int, PRIMARY KEY (a))",
+                "INSERT INTO test4s_2022.testtable_donot_delete VALUES (1, 1), (2, 2), (3, 3), (4, 4)")
+        run_sql(down, "CREATE DATABASE dtest2", "CREATE DATABASE dtest4")
+        source_files(files)
+        task, sync = start_task(files.task(fname), store, remove_meta=True)
+        assert task.name.startswith("regexprtest")
+        run_sql(up1, "INSERT INTO test2animal.tbl_animal_dogcat VALUES (4, 4)")
+        run_sql(up2, "UPDATE test4s_2022.testtable_donot_delete SET b = 40 WHERE a = 4")
+        sync.settle()
+        assert rows(down, "dtable2", ["a", "b"], "dtest2") == rows(up1, "tbl_animal_dogcat", ["a", "b"], "test2animal")
+        assert rows(down, "dtable4", ["a", "b"], "dtest4") == rows(up2, "testtable_donot_delete", ["a", "b"], "test4s_2022")
+        assert run_sql(down, "SELECT table_name FROM information_schema.tables "
+                             "WHERE table_schema IN ('test2animal', 'test4s_2022')") == [], "a table kept its name"
