@@ -259,3 +259,157 @@ def test_dm_all_mode_regular_expression_routes(case, stack, fname):
         assert rows(down, "dtable4", ["a", "b"], "dtest4") == rows(up2, "testtable_donot_delete", ["a", "b"], "test4s_2022")
         assert run_sql(down, "SELECT table_name FROM information_schema.tables "
                              "WHERE table_schema IN ('test2animal', 'test4s_2022')") == [], "a table kept its name"
+
+
+# ---- 6 ---------------------------------------------------------------------------------------
+def _increment(stack) -> None:
+    """DM's data/db1.increment.sql and db2.increment.sql situations, in MariaDB's spelling (no
+    functional indexes: MySQL 8.0.13+ only)."""
+    run_sql(stack["up1"], f"USE {DB}",
+            "INSERT INTO t1 (id, name) VALUES (3, 'Eddard Stark')",
+            "UPDATE t1 SET name = 'Arya Stark' WHERE id = 1", "UPDATE t1 SET name = 'Catelyn Stark' WHERE name = 'catelyn'",
+            "ALTER TABLE t1 ADD COLUMN info json",
+            "ALTER TABLE t1 ADD COLUMN gen_id int AS (JSON_VALUE(info, '$.id'))",
+            "ALTER TABLE t1 ADD INDEX multi_col (id, gen_id, ts)",
+            "INSERT INTO t1 (id, name, info) VALUES (4, 'gentest', '{\"id\": 123}')",
+            "INSERT INTO t1 (id, name, info) VALUES (5, 'gentest', '{\"id\": 124}')",
+            "UPDATE t1 SET info = '{\"id\": 120}', ts = '2021-05-11 12:02:05' WHERE id = 1",
+            "UPDATE t1 SET info = '{\"id\": 121}' WHERE id = 2", "UPDATE t1 SET info = '{\"id\": 122}' WHERE id = 3",
+            "ALTER TABLE t1 ADD COLUMN info2 varchar(40)",
+            "INSERT INTO t1 (id, name, info) VALUES (6, 'gentest', '{\"id\": 125, \"test cache\": false}')",
+            "ALTER TABLE t1 ADD UNIQUE KEY gen_idx (gen_id)",
+            "UPDATE t1 SET name = 'gentestxx' WHERE gen_id = 123",
+            "INSERT INTO t1 (id, name, info) VALUES (7, 'gentest', '{\"id\": 126}')",
+            "UPDATE t1 SET name = 'gentestxxxxxx', dt = '2021-05-11 12:03:05', ts = '2021-05-11 12:03:05' WHERE gen_id = 124",
+            "DELETE FROM t1 WHERE gen_id > 124",
+            "CREATE TABLE t_stored_gen_unique (id int PRIMARY KEY, name varchar(64), "
+            "lower_name varchar(64) GENERATED ALWAYS AS (lower(name)) STORED, UNIQUE KEY uk_lower_name (lower_name))",
+            "REPLACE INTO t_stored_gen_unique (id, name) VALUES (10, 'Carol')",
+            "REPLACE INTO t_stored_gen_unique (id, name) VALUES (20, 'Carol')",
+            "REPLACE INTO t_stored_gen_unique (id, name) VALUES (30, 'Dave')",
+            "REPLACE INTO t_stored_gen_unique (id, name) VALUES (40, 'DAVE')",
+            "ALTER TABLE t1 ADD COLUMN lat decimal(9,6) DEFAULT '0.000000'",
+            "INSERT INTO t1 (id, name, info, lat) VALUES (8, 'gentest', '{\"id\":127}', '123.123')",
+            "ALTER TABLE t1 ADD COLUMN bin bit(1) DEFAULT NULL",
+            "INSERT INTO t1 (id, name, info, lat, bin) VALUES (9, 'gentest', '{\"id\":128}', '123.123', b'0')",
+            "INSERT INTO t1 (id, name, info, lat, bin) VALUES (10, 'gentest', '{\"id\":129}', '123.123', b'1')",
+            "ALTER TABLE t1 ADD COLUMN big1 bigint", "ALTER TABLE t1 ADD COLUMN big2 bigint unsigned",
+            "INSERT INTO t1 (id, name, info, lat, big1, big2) VALUES (11, 'gentest', '{\"id\":130}', '123.123', "
+            "-9223372036854775808, 0)",
+            "INSERT INTO t1 (id, name, info, lat, big1, big2) VALUES (12, 'gentest', '{\"id\":131}', '123.123', "
+            "9223372036854775807, 18446744073709551615)",
+            "SET @@session.time_zone = '+07:00'",
+            "INSERT INTO t1 (id, name, info) VALUES (13, 'tztest', '{\"id\": 132}')")
+    run_sql(stack["up2"], f"USE {DB}", "DELETE FROM t2 WHERE name = 'Sansa'",
+            "INSERT INTO t2 (id, name) VALUES (0, 'haha')")   # 0 stays 0 (NO_AUTO_VALUE_ON_ZERO)
+
+
+T1_ALL = T1 + ["info", "gen_id", "info2", "lat", "bin + 0", "big1", "big2"]
+SAME_WALL_CLOCK = "SELECT count(*) FROM all_mode.no_diff WHERE dt = ts"
+
+
+def test_dm_all_mode(case, stack):
+    files, store = case
+    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    with global_modes(stack):
+        # a target table of the user's with two more columns; a greek table; an ignored database
+        run_sql(down, f"CREATE DATABASE {DB}", f"CREATE TABLE {DB}.no_diff (id int NOT NULL PRIMARY KEY, "
+                "dt datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, ts timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP)")
+        prepare(stack)
+        run_sql(up1, f"CREATE TABLE {DB}.no_diff2 (id int PRIMARY KEY, name varchar(20)) CHARSET=greek",
+                f"INSERT INTO {DB}.no_diff2 VALUES (1, 'αβγ')")
+        source_files(files)
+        task, sync = start_task(named(files), store, remove_meta=True)
+        equal(stack, "t1", T1)
+        equal(stack, "t2", T2, "up2")
+        assert run_sql(down, f"SELECT count(1) FROM {DB}.no_diff2 WHERE name = 'αβγ'") == [(1,)]
+        assert rows(down, "no_diff", ["id"]) == [(1,), (2,), (3,)]
+        # DM: the task's timezone (+04:00) is the downstream session's, so the defaults agree there
+        wall_clock = [run_sql(down, "SET time_zone = '+04:00'", SAME_WALL_CLOCK)[0][0]]
+
+        # a view is skipped; the sources keep running
+        run_sql(up1, f"CREATE VIEW {DB}.t1_v AS SELECT * FROM {DB}.t1 WHERE id = 0")
+        sync.settle()
+        st = status(NAME)
+        assert {s["status"] for s in st.values()} == {"running"} and not st[S1]["error"], st
+        assert run_sql(down, f"SHOW FULL TABLES FROM {DB} WHERE Table_type = 'VIEW'") == []
+
+        # pause, resume, every source restarted (DM: its workers killed and started again)
+        rc, out, err = dmctl("pause-task", NAME)
+        assert rc == 0, out + err
+        assert set(sync.step().values()) == {"paused"}
+        assert {s["status"] for s in status(NAME).values()} == {"paused"}
+        rc, out, err = dmctl("resume-task", NAME)
+        assert rc == 0, out + err
+        sync.restart()
+        sync.settle()
+
+        # rows under other session zones, then DM's increment: generated columns and keys over them,
+        # DECIMAL, BIT, BIGINT at both ends, 0 in an AUTO_INCREMENT column
+        run_sql(up2, f"DELETE FROM {DB}.t2 WHERE id = 1")
+        run_sql(up1, "FLUSH LOGS", "SET SESSION time_zone = '+03:00'", f"USE {DB}", "INSERT INTO no_diff (id) VALUES (5)",
+                "INSERT INTO t1 (id, name, ts) VALUES (100, 'Eddard Stark', '2021-05-11 12:01:05')")
+        sync.settle()
+        equal(stack, "t1", T1)
+        equal(stack, "t2", T2, "up2")
+        assert rows(down, "no_diff", ["id"]) == [(1,), (2,), (3,), (5,)]
+        wall_clock.append(run_sql(down, "SET time_zone = '+04:00'", SAME_WALL_CLOCK)[0][0])
+        _increment(stack)
+        sync.settle()
+        got = equal(stack, "t1", T1_ALL)
+        assert sorted(r[0] for r in got) == [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 100]
+        assert equal(stack, "t_stored_gen_unique", ["id", "name", "lower_name"]) == [(20, "Carol", "carol"),
+                                                                                    (40, "DAVE", "dave")]
+        assert sorted(r[0] for r in equal(stack, "t2", T2, "up2")) == [0, 2]
+        dbs = [r[0] for r in run_sql(down, "SHOW DATABASES")]
+        assert DB in dbs and "ignore_db" not in dbs
+
+        # DROP TABLE IF EXISTS of tables that do not exist, twice on each upstream
+        for ep, t in ((up1, "tb1"), (up2, "tb2")):
+            run_sql(ep, f"DROP TABLE IF EXISTS {DB}.{t}", f"DROP TABLE IF EXISTS {DB}.{t}")
+        sync.settle()
+
+        # the target database is gone downstream: the next CREATE TABLE pauses, naming why
+        run_sql(down, f"DROP DATABASE {DB}")
+        run_sql(up1, f"CREATE TABLE {DB}.db_error (c int PRIMARY KEY)")
+        assert sync.settle(paused_ok=True)[S1] == "paused"
+        err = status(NAME)[S1]["error"]
+        assert "Unknown database" in err and "db_error" in err, err
+        stop_task(NAME)
+        assert set(sync.step().values()) == {"stopped"}
+    if wall_clock != [3, 4]:
+        pytest.xfail(f"DM runs the downstream session at the task's timezone (+04:00), so a DATETIME column the "
+                     f"user added downstream with DEFAULT CURRENT_TIMESTAMP gets +04:00 wall-clock time and equals "
+                     f"its TIMESTAMP read at +04:00 (DM: 3, then 4 rows); shardflow's sessions run at +00:00 by "
+                     f"design (README: time zones), so they differ by the offset (got {wall_clock})")
+
+
+# ---- 7 ---------------------------------------------------------------------------------------
+def test_dm_all_mode_empty_gtid_and_a_checkpoint_after_ddl_that_changes_nothing(case, stack):
+    """DM: test_source_and_target_with_empty_gtid (after run.sh sets the global modes back)."""
+    files, store = case
+    up1, down = stack["up1"], stack["down"]
+    run_sql(up1, f"CREATE DATABASE {DB}", f"CREATE TABLE {DB}.t1 (i TINYINT, j INT UNIQUE KEY)", "RESET MASTER")
+    assert run_sql(up1, "SELECT @@GLOBAL.gtid_binlog_pos") == [("",)], "the upstream's GTID state is empty"
+    source_files(files)
+    task, sync = start_task(files.task("dm-task-no-gtid.yaml"), store, remove_meta=True)
+    run_sql(up1, f"INSERT INTO {DB}.t1 VALUES (1, 1001)")
+    sync.settle()
+    assert status(task.name)[S1]["status"] == "running"
+    assert rows(down, "t1", ["i", "j"]) == rows(up1, "t1", ["i", "j"]) == [(1, 1001)]
+
+    def synced() -> None:  # every event up to the upstream's position now is behind the checkpoint
+        sync.settle()
+        rc, out, err = dmctl("query-status", task.name, "--wait-synced", "30")
+        assert rc == 0, out + err
+
+    run_sql(up1, f"CREATE TABLE {DB}.t2 (c int PRIMARY KEY)")       # a DDL that runs downstream
+    synced()
+    assert run_sql(down, f"SHOW TABLES FROM {DB} LIKE 't2'") == [("t2",)]
+    run_sql(up1, f"CREATE FUNCTION {DB}.hello (s CHAR(20)) RETURNS CHAR(50) DETERMINISTIC RETURN 'a'")
+    synced()
+    run_sql(up1, f"ANALYZE TABLE {DB}.t1")
+    synced()
+    run_sql(up1, "CREATE DATABASE xxx")                              # a database the task does not move
+    synced()
+    assert "xxx" not in [r[0] for r in run_sql(down, "SHOW DATABASES")]
