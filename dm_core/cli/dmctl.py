@@ -257,7 +257,7 @@ def _wait_synced(store, name: str, timeout: float, only: list[str] | None = None
             failed = _airflow_view(name, info["generation"]).get("failed", [])  # this start's runs only
             if failed:
                 print(f"task {name}: the {', '.join(failed)} phase failed in Airflow: read the task log of "
-                      f"DAG dm_{name}_{failed[0]}", file=sys.stderr)
+                      f"DAG {lifecycle.dag_id(name, failed[0])}", file=sys.stderr)
                 return 2
         if now > deadline:
             shown = {r["source"]: r for r in _status(store, name, behind)["sources"]}
