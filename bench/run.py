@@ -79,7 +79,7 @@ def render_full(out: dict) -> str:
     extra = ""
     for key in ("shardflow", "shardflow_copy"):
         sf = out["results"].get(key) or {"error": "not run"}
-        if not sf.get("error"):
+        if not sf.get("error") and not sf.get("skipped"):
             st = sf.get("executor_stage_seconds") or {}
             extra += (f"\n{names[key]}: prepare {fmt(sf['prepare_seconds'], 2)}s, spark-submit "
                       f"{fmt(sf['spark_seconds'], 2)}s (load {fmt(sf['load_seconds'], 2)}s), finish "

@@ -41,6 +41,9 @@ class TargetTable:
     # Generated columns (VIRTUAL / STORED): left out of ``columns`` and never the key, because
     # the downstream computes them and rejects a value for them (errors 3105 / 1906).
     generated: frozenset = frozenset()
+    # every unique index's columns, the key's included (sync/isolate.py: rows a REPLACE would
+    # remove besides its own)
+    unique_keys: tuple[tuple[str, ...], ...] = ()
 
     @cached_property
     def ident(self) -> tuple[str, str]:
@@ -91,8 +94,9 @@ class TargetCatalog:
                 unique[name] = not int(non_unique)
         names = tuple(c[0] for c in cols if c[0] not in generated)
         only = sum(1 for u in unique.values() if u) == 1
+        uniques = tuple(tuple(icols) for name, icols in indexes.items() if unique[name])
         for name, icols in indexes.items():  # the primary key first (the ORDER BY above)
             if unique[name] and not any(nullable[c] or c in generated for c in icols):
-                return TargetTable(schema, table, names, tuple(icols), True, only, generated)
-        return TargetTable(schema, table, names, names, False, generated=generated)
+                return TargetTable(schema, table, names, tuple(icols), True, only, generated, uniques)
+        return TargetTable(schema, table, names, names, False, generated=generated, unique_keys=uniques)
 

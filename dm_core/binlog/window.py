@@ -230,7 +230,7 @@ class BinlogWindow:
                         q = ev.parse_query(buf, s, end, phl[T_QUERY], codec)[1].strip()
                     yield Txn(end=cur, ddl=q, ddl_schema=schema.decode() or None, start=txn_start,
                               timestamp=ts, gtid=gstate, time_zone=qs.zone, sql_mode=qs.sql_mode,
-                              collation_server=qs.server_collation)
+                              collation_server=qs.server_collation, event_start=Position(file, pos - size))
                     txn = None
             elif typ == T_ROTATE:
                 count += 1

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from dm_core.cli import secret_cmds
+from dm_core.cli import binlog_cmd, secret_cmds
 from dm_core.errors import ShardflowError
 
 
@@ -284,21 +284,6 @@ def cmd_pause_resume(a, pause: bool) -> int:
     return pause_resume(a, _store, pause)
 
 
-def cmd_binlog(a) -> int:
-    name = _task_name(a.task)
-    with _store() as store:
-        _load_task_from_store(store, name)
-        paused = [s["source_id"] for s in store.all_source_states(name) if s["stage"] == "paused" and s["error"]]
-        sources = [a.source] if a.source else paused
-        if not sources:
-            print(f"task {name}: no source is paused on an error; nothing to {a.op}", file=sys.stderr)
-            return 1
-        for sid in sources:
-            store.add_command(name, sid, a.op, {"sql": " ".join(a.sql)} if a.op == "replace" else {})
-            print(f"task {name}: source {sid}: {a.op} queued; it takes effect at the next poke")
-    return 0
-
-
 def cmd_shard_ddl_lock(a) -> int:
     """`shard-ddl-lock [TASK]` lists locks; `shard-ddl-lock unlock LOCK_ID` resolves one."""
     from dm_core.shardddl import coordinator
@@ -373,12 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("task", help="task name or file")
         s.add_argument("-s", "--source", action="append", help="only this source (repeatable)")
         s.set_defaults(fn=lambda a, p=pause: cmd_pause_resume(a, p))
-    s = sub.add_parser("binlog", help="skip or replace the statement a source is paused on")
-    s.add_argument("op", choices=["skip", "replace"])
-    s.add_argument("task")
-    s.add_argument("sql", nargs="*")
-    s.add_argument("-s", "--source")
-    s.set_defaults(fn=cmd_binlog)
+    binlog_cmd.register(sub, _store, _load_task_from_store, _task_name)
     s = sub.add_parser("shard-ddl-lock", aliases=["show-ddl-locks"],
                        help="list shard DDL locks ([TASK]) or resolve one (unlock LOCK_ID)")
     s.add_argument("args", nargs="*", metavar="TASK | unlock LOCK_ID")
@@ -410,10 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    a = build_parser().parse_args(argv)
-    if getattr(a, "op", None) == "replace" and not a.sql:
-        print("dmctl binlog replace TASK SQL...: give the statement(s) to run instead", file=sys.stderr)
-        return 2
+    a = build_parser().parse_args(binlog_cmd.options_first(list(sys.argv[1:] if argv is None else argv)))
     try:
         return a.fn(a)
     except ShardflowError as e:

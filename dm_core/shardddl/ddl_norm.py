@@ -51,7 +51,7 @@ optimistic mode, which must run only the changes that alter the merged schema.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from dm_core.ddl.kind import strip_comments
@@ -85,6 +85,7 @@ class NormalizedDDL:
     sql: str                                   # canonical routed statement ("" when ignored)
     reason: str = ""                           # why it is ignored
     _n_actions: int = field(default=1, repr=False, compare=False)
+    more: tuple["NormalizedDDL", ...] = field(default=(), repr=False)  # statements taken with it (combine)
 
     @property
     def key(self) -> str:
@@ -92,6 +93,8 @@ class NormalizedDDL:
 
     def split(self) -> list["NormalizedDDL"]:
         """One statement per change of a multi-change ALTER; ``[self]`` otherwise."""
+        if self.more:
+            return [x for n in (replace(self, more=()), *self.more) for x in n.split()]
         if self.kind != "alter table" or self._n_actions <= 1:
             return [self]
         stmt = _parse_one(self.sql)
@@ -105,7 +108,27 @@ class NormalizedDDL:
         """The schema changes of this statement, each with a single-change ``sql``."""
         if self.action != COORDINATE:
             return []
-        return statement_changes(self.sql)
+        return [c for n in (replace(self, more=()), *self.more) for c in statement_changes(n.sql)]
+
+
+def combine(ns: list[NormalizedDDL]) -> NormalizedDDL:
+    """Statements an operator gave for one event (``dmctl binlog replace|inject``), as one shard
+    DDL: they must all alter the same sharded table.
+
+    >>> route = lambda s, t: ("db", "t")
+    >>> n = combine([normalize("alter table s.t1 add c int", None, route), normalize("alter table s.t1 add unique(c)", None, route)])
+    >>> [x.sql for x in n.split()]
+    ['ALTER TABLE `db`.`t` ADD COLUMN `c` INT', 'ALTER TABLE `db`.`t` ADD UNIQUE (`c`)']
+    """
+    if len(ns) == 1:
+        return ns[0]
+    first = ns[0]
+    for n in ns:
+        if n.action != COORDINATE or n.tables[:1] != first.tables[:1]:
+            raise ShardDDLUnsupported(
+                f"statements given together for one event of a sharded table must all alter that table "
+                f"({first.tables[0][0]}.{first.tables[0][1]}); got: {n.original}")
+    return replace(first, more=tuple(ns[1:]))
 
 
 def normalize(sql: str, default_schema: str | None, route: Route | None = None, *,
@@ -420,14 +443,14 @@ def _index_of(c) -> Index | None:
     if isinstance(c, exp.UniqueColumnConstraint):
         sch = c.this
         cols = tuple(_ident(x) for x in (sch.expressions if sch is not None else []))
-        name = sch.this.this if sch is not None and sch.this is not None else (cols[0] if cols else "")
-        return Index(name, "unique", cols)
+        named = sch is not None and sch.this is not None
+        return Index(sch.this.this if named else (cols[0] if cols else ""), "unique", cols, implicit=not named)
     if isinstance(c, exp.IndexColumnConstraint):
         cols = tuple(_ident(x.this if isinstance(x, exp.Ordered) else x) for x in c.expressions)
-        name = c.this.this if c.this is not None else (cols[0] if cols else "")
         kind = str(c.args.get("kind") or "").lower()
         kind = "unique" if kind == "unique" else kind if kind in ("fulltext", "spatial") else "index"
-        return Index(name, kind, cols)
+        return Index(c.this.this if c.this is not None else (cols[0] if cols else ""), kind, cols,
+                     implicit=c.this is None)
     return None
 
 

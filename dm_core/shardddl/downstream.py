@@ -63,6 +63,8 @@ def change_applied(ch, cur: TableSchema | None) -> bool | None:
         c = cur.column(ch.name)
         return c is not None and c.same_definition(ch.column)
     if ch.op == "add_index":
+        if ch.index.implicit:   # no name of its own: in effect when an index of that definition is there
+            return any(i.same_definition(ch.index) for i in cur.indexes)
         return cur.index(ch.index.name) is not None
     if ch.op == "drop_index":
         return cur.index(ch.name) is None

@@ -39,7 +39,7 @@ The join (DM's "most compatible schema", ``join_schemas``) of shard schemas S1..
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 
 
@@ -270,6 +270,9 @@ class Index:
     name: str                      # "PRIMARY" for the primary key
     kind: str                      # primary | unique | index | fulltext | spatial
     columns: tuple[str, ...]
+    # the statement gave no name: ``name`` is the server's default (the first column), which
+    # another index may already hold (the server then picks ``<column>_2``)
+    implicit: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> str:

@@ -67,7 +67,7 @@ CREATE TABLE IF NOT EXISTS {s}.operator_command (
     id          bigserial PRIMARY KEY,
     task        text NOT NULL,
     source_id   text,
-    command     text NOT NULL,          -- skip | replace
+    command     text NOT NULL,          -- skip | replace | inject
     args        jsonb NOT NULL DEFAULT '{{}}',
     created_at  timestamptz NOT NULL DEFAULT now(),
     consumed_at timestamptz
@@ -99,6 +99,8 @@ CREATE INDEX IF NOT EXISTS sync_window_task_source ON {s}.sync_window (task, sou
 -- operator asked of each source (pause-task / stop-task -s)
 ALTER TABLE {s}.task ADD COLUMN IF NOT EXISTS generation bigint NOT NULL DEFAULT 0;
 ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS requested text NOT NULL DEFAULT 'running';
+-- `dmctl binlog ... -b FILE:POS` (dm_core/sync/handle_error.py): the event an operation is for
+ALTER TABLE {s}.operator_command ADD COLUMN IF NOT EXISTS binlog_pos text;
 """
 
 
@@ -125,7 +127,7 @@ def apply_schema(cur, ddl: str, lock_key: int, *, newest: tuple[str, str]) -> No
 def migrate_state(cur) -> None:
     """The state store's own tables (``StateStore.migrate``); shard DDL, the full phase's
     plans and online DDL add theirs through ``apply_schema`` under their own lock keys."""
-    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("source_state", "requested"))
+    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("operator_command", "binlog_pos"))
 
 
 @contextmanager

@@ -336,26 +336,36 @@ class StateStore:
             cur.execute(f"SELECT source_id, sum(rows) FROM {SCHEMA}.full_chunk WHERE task = %s GROUP BY source_id", (task,))
             return {r[0]: int(r[1]) for r in cur.fetchall()}
 
-    # ---- operator commands (binlog skip / replace) -------------------------------------
-    def add_command(self, task: str, source_id: str | None, command: str, args: dict) -> None:
+    # ---- operator commands (`dmctl binlog`: dm_core/sync/handle_error.py) ----------------
+    def add_error_op(self, task: str, source_id: str, op: str, pos, sqls=()) -> None:
+        """An operation for the event at ``pos``; it replaces one already waiting there (DM)."""
         with self.tx() as cur:
+            cur.execute(f"DELETE FROM {SCHEMA}.operator_command WHERE task = %s AND source_id = %s "
+                        "AND binlog_pos = %s AND consumed_at IS NULL", (task, source_id, _pos_text(pos)))
             cur.execute(
-                f"INSERT INTO {SCHEMA}.operator_command (task, source_id, command, args) VALUES (%s, %s, %s, %s)",
-                (task, source_id, command, json.dumps(args)),
-            )
+                f"INSERT INTO {SCHEMA}.operator_command (task, source_id, command, args, binlog_pos) "
+                "VALUES (%s, %s, %s, %s, %s)", (task, source_id, op, json.dumps({"sqls": list(sqls)}), _pos_text(pos)))
 
-    def take_command(self, task: str, source_id: str) -> tuple[str, dict] | None:
+    def error_ops(self, task: str, source_id: str) -> list[tuple[int, str, list[str], str]]:
+        """The source's operations not yet done: (id, op, statements, binlog position text)."""
         with self.tx() as cur:
-            cur.execute(
-                f"SELECT id, command, args FROM {SCHEMA}.operator_command WHERE task = %s "
-                "AND (source_id = %s OR source_id IS NULL) AND consumed_at IS NULL ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
-                (task, source_id),
-            )
-            row = cur.fetchone()
-            if not row:
-                return None
-            cur.execute(f"UPDATE {SCHEMA}.operator_command SET consumed_at = now() WHERE id = %s", (row[0],))
-            return row[1], row[2]
+            cur.execute(f"SELECT id, command, args, binlog_pos FROM {SCHEMA}.operator_command WHERE task = %s "
+                        "AND source_id = %s AND consumed_at IS NULL AND binlog_pos IS NOT NULL ORDER BY id",
+                        (task, source_id))
+            return [(r[0], r[1], list((r[2] or {}).get("sqls") or ()), r[3]) for r in cur.fetchall()]
+
+    def error_ops_done(self, ids: list[int]) -> None:
+        """Operations whose event the checkpoint has passed."""
+        if ids:
+            with self.tx() as cur:
+                cur.execute(f"UPDATE {SCHEMA}.operator_command SET consumed_at = now() WHERE id = ANY(%s)", (ids,))
+
+    def revert_error_op(self, task: str, source_id: str, pos) -> int:
+        """Forget the operation waiting at ``pos``; how many there were (0 or 1)."""
+        with self.tx() as cur:
+            cur.execute(f"DELETE FROM {SCHEMA}.operator_command WHERE task = %s AND source_id = %s "
+                        "AND binlog_pos = %s AND consumed_at IS NULL", (task, source_id, _pos_text(pos)))
+            return cur.rowcount
 
     # ---- sync window history (the Migrations page's rows/s and lag chart) -------------------
     def record_window(self, task: str, source_id: str, rows: int, seconds: float, lag_seconds: float | None,
@@ -403,3 +413,8 @@ class StateStore:
                             (task,))
             row = cur.fetchone()
         return row[0] if row else None
+
+
+def _pos_text(pos) -> str:
+    """How a position is kept in operator_command.binlog_pos (DM's ``-b`` form)."""
+    return f"{pos.file}:{pos.pos}"

@@ -10,32 +10,52 @@ that transaction, `dmctl binlog replace` runs other SQL in its place. Inside the
 rows are tried one by one to name the rejected row in the report (safe mode again: the
 whole transaction is replayed on resume).
 
-If every transaction goes through alone, the failure came from how the batch was merged, or
-safe mode resolved it (a duplicate key an INSERT met becomes the upstream's row, as DM's
-safe mode does): the batch is then applied and the window goes on.
+If every transaction goes through alone, the failure came from how the batch was merged (two
+rows of different keys that share a value of another unique key, on two workers: causality
+orders rows by their key only), or safe mode resolved it (a duplicate key an INSERT met
+becomes the upstream's row, as DM's safe mode does): the batch is then applied and the
+window goes on.
+
+What safe mode must not resolve: a REPLACE removes every row that shares any unique value
+with it, so a row of another key that this batch never wrote -- a row only the downstream
+has, or a unique index only the downstream has -- would vanish without a word. Before each
+transaction is replayed, ``ForeignRows`` looks for such a row by every other unique key of
+the target; one found makes the transaction the culprit ("Duplicate entry", as DM reports
+it), and the source pauses there.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 from itertools import groupby
 
+from dm_core.db import qi, qt
 from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.sync.dml import to_db_value
 
 log = logging.getLogger("shardflow.sync")
 
 
-def find_culprit(apply, jobs: list, spans: list[tuple]) -> ShardflowError | None:
+def find_culprit(apply, jobs: list, spans: list[tuple], foreign=None) -> ShardflowError | None:
     """Apply ``jobs`` (RowJobs in binlog order) one transaction at a time with ``apply``;
-    ``spans``: (start, end) of every transaction of the batch. Returns the error of the first
-    transaction rejected for good, with ``position`` (its start) and ``statement`` set, or
-    None when all went through."""
+    ``spans``: (start, end) of every transaction of the batch; ``foreign``: a ``ForeignRows``
+    of the batch. Returns the error of the first transaction rejected for good, with
+    ``position`` (its start) and ``statement`` set, or None when all went through."""
     starts = {end: start for start, end in spans}
     for end, group in groupby(jobs, key=lambda j: j.pos):
         txn = [dataclasses.replace(j, safe=True) for j in group]
+        hit = foreign.find(txn) if foreign is not None else None
+        if hit is not None:
+            job, message = hit
+            e = ErrorCode.DML_REJECTED.error(message)
+            e.position, e.statement = starts.get(end, end), describe(job)
+            return e
         try:
             apply(txn)
+            if foreign is not None:
+                foreign.done(txn)
         except ShardflowError as e:
             if e.code is not ErrorCode.DML_REJECTED:
                 raise
@@ -43,6 +63,64 @@ def find_culprit(apply, jobs: list, spans: list[tuple]) -> ShardflowError | None
             e.statement = _rejected_row(apply, txn) or describe(txn[0])
             return e
     return None
+
+
+class ForeignRows:
+    """Rows downstream that a safe-mode REPLACE of a batch's row would remove besides its own
+    and that the batch never wrote (the module says why they matter)."""
+
+    def __init__(self, conn, jobs: list):
+        self.conn = conn
+        # keys the batch still writes, per target: a row of such a key may be downstream only
+        # because a part of the batch after the transaction being replayed was committed
+        # already (another worker's); a row of any other key is as the upstream left it
+        self.ahead: dict[tuple, Counter] = {}
+        for j in jobs:
+            for k in _keys(j):
+                self.ahead.setdefault(j.target.ident, Counter())[k] += 1
+
+    def done(self, txn: list) -> None:
+        """``txn`` was replayed: its keys are no longer ahead."""
+        for j in txn:
+            for k in _keys(j):
+                c = self.ahead[j.target.ident]
+                c[k] -= 1
+                if c[k] <= 0:
+                    del c[k]
+
+    def find(self, txn: list):
+        """(job, message) for the first row of ``txn`` whose REPLACE would remove a foreign row."""
+        for job in txn:
+            t = job.target
+            if job.after is None or not t.key_is_unique or t.only_unique_key:
+                continue
+            for uk in t.unique_keys:
+                if tuple(uk) == tuple(t.key) or any(c in t.generated for c in uk):
+                    continue
+                vals = [to_db_value(job.after.get(c)) for c in uk]
+                if any(v is None for v in vals):
+                    continue   # NULLs never collide
+                if self._held(t, uk, vals):
+                    entry = "-".join("NULL" if v is None else str(v) for v in vals)
+                    return job, (f"downstream error 1062 (as a plain INSERT gets it): Duplicate entry '{entry}' "
+                                 f"for the unique key ({', '.join(uk)}) of `{t.schema}`.`{t.table}`, held by "
+                                 f"another row, which the upstream does not have (or the key exists only "
+                                 f"downstream): replaying the row with REPLACE would delete that row")
+        return None
+
+    def _held(self, t, uk, vals) -> bool:
+        keys = sorted(self.ahead.get(t.ident, ()), key=repr)
+        cols = lambda names: "(" + ", ".join(qi(c) for c in names) + ")"
+        one = "(" + ", ".join(["%s"] * len(t.key)) + ")"
+        sql = (f"SELECT 1 FROM {qt(t.schema, t.table)} WHERE {cols(uk)} = ({', '.join(['%s'] * len(uk))})"
+               + (f" AND {cols(t.key)} NOT IN ({', '.join([one] * len(keys))})" if keys else "") + " LIMIT 1")
+        with self.conn.cursor() as cur:
+            cur.execute(sql, [*vals, *(v for k in keys for v in k)])
+            return cur.fetchone() is not None
+
+
+def _keys(job) -> set:
+    return {k for k in (job.key_before(), job.key_after()) if k is not None}
 
 
 def _rejected_row(apply, txn: list) -> str | None:

@@ -22,6 +22,7 @@ Protocol of a window (every step survives the process dying right after it), one
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import time
@@ -40,13 +41,16 @@ from dm_core.ddl.collation import (collation_name, database_defaults, names_char
                                   with_table_defaults)
 from dm_core.ddl.parsed import parse_ddl
 from dm_core.ddl.text import default_reading, tokenize
-from dm_core.shardddl.ddl_norm import normalize
+from dm_core.shardddl.common import EXEC, lock_id_of
+from dm_core.shardddl.ddl_norm import combine, normalize
+from dm_core.shardddl.lock_ops import ops_for
 from dm_core.ddl import replay as ddl_replay
 from dm_core.ddl.session import event_session, mode_names, upstream_time_zone, without_lexical
 from dm_core.sync import isolate
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
 from dm_core.sync.online_ddl import OnlineDDL
 from dm_core.sync.apply_queue import ApplyQueue, Batch
+from dm_core.sync.handle_error import PendingOps, is_ddl, parse_binlog_pos, statements_for
 from dm_core.sync.checkpoint import SourcePositions, lag_seconds
 from dm_core.sync.row_path import RowPath
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
@@ -129,8 +133,8 @@ class _Window:
     dconn: object
     applier: ApplyQueue
     closers: list
-    skip_at: str | None = None     # `dmctl binlog skip|replace`: the transaction it names
-    replace_with: str | None = None
+    ops: PendingOps | None = None  # `dmctl binlog skip|replace|inject` operations (handle_error.py)
+    held: Position | None = None   # paused there on an error: go on only where an operation says what to do
     pending: Batch | None = None
     checkpoint: Position | None = None  # the last position handed to the applier (durable after barrier())
     unrecorded: bool = False       # the first window records its start even if idle
@@ -235,17 +239,13 @@ class Syncer:
         gate = lifecycle.gate(info, st, self.generation) if info is not None else lifecycle.Gate(lifecycle.RUNNING)
         if gate.state != lifecycle.RUNNING:  # a stop or a pause wins over a pause on an error
             return WindowResult(self.source_id, "-", "-", "-", state=gate.state)
-        skip_at, replace_with = None, None
+        recorded = Position(st["binlog_file"], st["binlog_pos"]) if st["binlog_file"] else None
+        ops = PendingOps.load(self.store, self.task.name, self.source_id, recorded)
+        held = None
         if st["stage"] == "paused" and st["error"]:
-            cmd = self.store.take_command(self.task.name, self.source_id)
-            if cmd is None:
+            held = parse_binlog_pos(st["error_pos"]) if st["error_pos"] else None
+            if held is None or not any(op.pos.key() >= held.key() for op in ops.ops):
                 return WindowResult(self.source_id, "-", "-", "-", paused=st["error"], state="paused")
-            name, args = cmd
-            skip_at = st["error_pos"]
-            replace_with = args.get("sql") if name == "replace" else None
-            log.info("source %s: operator command %s at %s", self.source_id, name, skip_at)
-            self.store.update_source_state(self.task.name, self.source_id, stage="sync", error=None,
-                                           error_code=None, error_stmt=None)
 
         up = self._up = source_endpoint(self.store, self.source_id)
         uconn = connect(up)
@@ -268,7 +268,7 @@ class Syncer:
             dconn.close()   # the window never started: nothing else to undo
             raise
         return _Window(st, res, until, safe_exit, binlog, dconn, applier, [dconn, *closers],
-                       skip_at=skip_at, replace_with=replace_with, pending=Batch(start), checkpoint=start,
+                       ops=ops, held=held, pending=Batch(start), checkpoint=start,
                        unrecorded=not st["binlog_file"])
 
     def _start_applier(self, res: WindowResult, until: Position):
@@ -304,7 +304,11 @@ class Syncer:
             except ShardflowError as e:
                 if e.code is not ErrorCode.DML_REJECTED:
                     raise
-                culprit = isolate.find_culprit(pool.apply, b.jobs, b.spans)
+                probe = connect(target_endpoint(self.task), autocommit=True, downstream=True)
+                try:
+                    culprit = isolate.find_culprit(pool.apply, b.jobs, b.spans, isolate.ForeignRows(probe, b.jobs))
+                finally:
+                    probe.close()
                 if culprit is not None:
                     raise culprit from None
                 log.warning("source %s: a batch the downstream rejected (%s) went through one transaction at a "
@@ -318,14 +322,19 @@ class Syncer:
         rewind). Rows go into the pending batch, which is sent every `batch` rows x workers."""
         safe = self.syncer_cfg.safe_mode or (w.safe_exit is not None and txn.end.key() <= w.safe_exit.key())
         w.res.safe_mode = w.res.safe_mode or safe
+        op = self._operation(w, txn)
+        if op is False:
+            return False               # still paused: no operation for the event it stopped at
         if txn.ddl is not None:
-            return self._take_ddl(w, txn, safe)
-        if w.skip_at and w.skip_at == str(txn.start):  # `dmctl binlog skip|replace` of a rejected transaction
+            return self._take_ddl(w, txn, safe, op)
+        if op is not None:             # `dmctl binlog` on a row transaction
             w.settle(txn.start)
-            self._operator_step(txn, w.dconn, w.replace_with, w.res)
-            w.pending.txns, w.pending.last_ts = 1, txn.timestamp
-            w.settle(txn.end)
-            return True
+            if not self._row_operation(w, txn, op):
+                return False
+            if op.op != "inject":
+                w.pending.txns, w.pending.last_ts = 1, txn.timestamp
+                w.settle(txn.end)
+                return True
         partial = txn.partial_images and next(
             (what for s, t, what in txn.partial_images if self.rules.block_allow.allow_table(s, t)), None)
         if partial:  # binlog_row_image was not FULL: the rows are not whole (DM pauses too)
@@ -345,13 +354,48 @@ class Syncer:
             w.flush(txn.end)
         return True
 
-    def _take_ddl(self, w: _Window, txn: Txn, safe: bool) -> bool:
+    def _operation(self, w: _Window, txn: Txn):
+        """The operator's operation for this event (None: none), or False when the source is
+        held at the event it paused on and nothing says what to do with it."""
+        op = w.ops.at(txn.start, txn.event_start) if w.ops else None
+        if w.held is not None and txn.start is not None and txn.start.key() >= w.held.key():
+            if op is None:
+                w.res.paused, w.res.stopped_early = w.st["error"], True
+                return False
+            w.held = None
+            self.store.update_source_state(self.task.name, self.source_id, stage="sync", error=None,
+                                           error_code=None, error_stmt=None)
+        if op is not None:
+            log.warning("source %s: operator's binlog %s", self.source_id, op.describe())
+        return op
+
+    def _row_operation(self, w: _Window, txn: Txn, op) -> bool:
+        """skip / replace / inject on a row transaction; False when the source paused."""
+        what = f"the transaction at {txn.start} ({len(txn.rows)} row changes)"
+        if op.op == "skip":
+            w.res.ddls.append(f"{what}: skipped by operator")
+            return True
+        if op.op == "replace" and not all(is_ddl(s) for s in op.sqls):
+            with w.dconn.cursor() as cur:   # shardflow's extension: SQL run downstream as written
+                for stmt in op.sqls:
+                    cur.execute(stmt)
+            w.res.ddls.append(f"{what}: replaced by operator with {redact_sql('; '.join(op.sqls))}")
+            return True
+        err = self._operator_ddls(w, txn, list(op.sqls), safe=True)
+        if err is not None:
+            self._pause(txn, err, w.res)
+            return False
+        w.res.ddls.append(f"{what}: {op.op} by operator")
+        return True
+
+    def _take_ddl(self, w: _Window, txn: Txn, safe: bool, op=None) -> bool:
         """A DDL runs alone: everything before it durable first, the checkpoint past it after."""
         faults.hit("sync.ddl.before_settle")
         w.settle(txn.start or w.checkpoint)
         self.shard.committed(w.checkpoint)
         try:
-            step = self._handle_ddl(txn, w.dconn, w.skip_at, w.replace_with, w.res, replay=safe)
+            step = (self._handle_ddl(txn, w.dconn, w.res, replay=safe) if op is None
+                    else self._operator_ddls(w, txn, statements_for(op, txn.ddl), safe=safe, op=op))
         except ShardflowError as e:
             if not isinstance(e, Terminal):
                 raise
@@ -408,14 +452,76 @@ class Syncer:
         return lambda table: self.shard.skip_row(table, txn.start)
 
     # ---- DDL --------------------------------------------------------------------------
-    def _handle_ddl(self, txn: Txn, dconn, skip_at, replace_with, res: WindowResult, *,
+    def _operator_ddls(self, w: _Window, txn: Txn, sqls: list[str], *, safe: bool,
+                       op=None) -> ShardflowError | ShardStep | None:
+        """DDL statements an operator gave (replace / inject), read as the upstream's own at
+        this event: routed, filtered, coordinated on a sharded table (all of them in one shard
+        DDL, as DM's lock takes a statement's DDLs). They run as a replay: a window that dies
+        midway reads them again (handle_error.py). On the event of a shard DDL lock whose
+        statements this source was to run downstream and could not, the operation settles the
+        lock instead (``_settle_lock``)."""
+        lock = self._failed_lock(txn) if op is not None and txn.ddl else None
+        if lock is not None:
+            return self._settle_lock(w, txn, op, lock)
+        if op is not None and op.op == "skip":
+            w.res.ddls.append(f"{redact_sql(txn.ddl)}: skipped by operator")
+            return None
+        bad = [s for s in sqls if not is_ddl(s)]
+        if bad:
+            return ErrorCode.DDL_UNSUPPORTED.error(f"binlog {op.op if op else 'replace'} at {txn.start}: a DDL can "
+                                                   f"only be replaced by DDL statements, not: {bad[0]}")
+        own = [dataclasses.replace(txn, ddl=s, sql_mode=None) for s in sqls]
+        sharded = [t for t in own if self._sharded_table(parse_ddl(t.ddl, t.ddl_schema).tables)]
+        if sharded:
+            if len(sharded) != len(own):
+                return ErrorCode.SHARD_DDL_UNSUPPORTED.error(
+                    f"binlog {op.op if op else 'replace'} at {txn.start}: the statements mix tables of a sharding "
+                    f"group with others: {'; '.join(sqls)}")
+            return self._shard_ddl(txn, [t.ddl for t in own], w.dconn, w.res, replay=True)
+        for t in own:
+            out = self._handle_statement(t, t.ddl, w.dconn, w.res, replay=True)
+            if out is not None:
+                return out
+        if op is not None:
+            w.res.ddls.append(f"{redact_sql(txn.ddl)}: {op.op} by operator")
+        return None
+
+    def _failed_lock(self, txn: Txn) -> str | None:
+        """The shard DDL lock of this DDL's target when this source was to run its statements
+        downstream and has not (its run failed: the source paused on it)."""
+        table = self._sharded_table(parse_ddl(txn.ddl, txn.ddl_schema).tables)
+        if table is None:
+            return None
+        lock_id = lock_id_of(self.task.name, self.rules.router.route(*table))
+        kw = {"table": table} if self.task.shard_mode == "optimistic" else {}
+        mine = ops_for(self.task.shard_mode).get_operation(self.store, self.task.name, self.source_id, lock_id, **kw)
+        return lock_id if mine is not None and mine.action == EXEC and not mine.done else None
+
+    def _settle_lock(self, w: _Window, txn: Txn, op, lock_id: str) -> ShardflowError | ShardStep | None:
+        """skip: the lock is settled with nothing run downstream (as `shard-ddl-lock unlock
+        --force-remove`); replace: the given statements run downstream, routed, in place of the
+        lock's, then the same; inject: they run, then the lock's own statements as usual. Every
+        member then goes on past the DDL."""
+        from dm_core.shardddl.coordinator import unlock
+
+        for sql in (op.sqls if op.op in ("replace", "inject") else ()):
+            n = normalize(sql, txn.ddl_schema, self.rules.router.route, mode=self.task.shard_mode)
+            for part in (n.split() if n.action == "coordinate" else [n]):
+                if part.sql:
+                    w.res.ddls.extend(ddl_replay.run(w.dconn, part.sql, n.kind, replay=True))
+            self.rows.forget(*n.target)
+        if op.op != "inject":
+            unlock(self.store, lock_id, force_remove=True)
+            log.warning("source %s: shard DDL lock %s settled by the operator's binlog %s", self.source_id, lock_id,
+                        op.op)
+        w.res.ddls.append(f"{redact_sql(txn.ddl)}: {op.op} by operator (shard DDL lock {lock_id})")
+        return self._shard_ddl(txn, txn.ddl, w.dconn, w.res, replay=True)
+
+    def _handle_ddl(self, txn: Txn, dconn, res: WindowResult, *,
                     replay: bool = False) -> ShardflowError | ShardStep | None:
         """``replay``: the DDL lies in the safe-mode range, where the downstream may already
         have it (dm_core/ddl/replay.py)."""
         sql = txn.ddl
-        if skip_at and skip_at == str(txn.start):
-            self._operator_step(txn, dconn, replace_with, res)
-            return None
         if self.online is not None:
             step = self.online.handle(sql, txn.ddl_schema, txn.start)
             if step is not None:  # a gh-ost / pt-osc statement: what it means for the real tables
@@ -542,11 +648,15 @@ class Syncer:
                 return s, t
         return None
 
-    def _shard_ddl(self, txn: Txn, sql: str, dconn, res: WindowResult, replay: bool = False) -> ShardStep | None:
+    def _shard_ddl(self, txn: Txn, sqls: str | list[str], dconn, res: WindowResult,
+                   replay: bool = False) -> ShardStep | None:
+        """One shard DDL: a statement, or an operator's statements taken together (one lock)."""
         # the normaliser reads and re-renders default-mode MySQL: the text rewritten to read so
         # (ddl/text.py), then run under the event's mode less what changes how text reads
-        mode = self._ddl_mode(txn)
-        n = normalize(default_reading(sql, mode), txn.ddl_schema, self.rules.router.route, mode=self.task.shard_mode)
+        mode = self._ddl_mode(txn) if isinstance(sqls, str) else None
+        ns = [normalize(default_reading(sql, mode), txn.ddl_schema, self.rules.router.route, mode=self.task.shard_mode)
+              for sql in ([sqls] if isinstance(sqls, str) else sqls)]
+        n = combine(ns)
         with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, without_lexical(mode)):
             step = self.shard.handle(txn, n, dconn, replay=replay)
         res.shard.append(step.message)
@@ -567,15 +677,3 @@ class Syncer:
         )
         res.paused = f"{err} (at binlog position {pos}{'; statement: ' + stmt if stmt else ''})"
         log.error("source %s paused: %s", self.source_id, res.paused)
-
-    def _operator_step(self, txn: Txn, dconn, replace_with: str | None, res: WindowResult) -> None:
-        """Carry out `dmctl binlog skip|replace` on the DDL or row transaction the source paused at."""
-        what = redact_sql(txn.ddl) if txn.ddl else f"the transaction at {txn.start} ({len(txn.rows)} row changes)"
-        if replace_with:
-            with dconn.cursor() as cur:
-                for stmt in [s for s in replace_with.split(";") if s.strip()]:
-                    cur.execute(stmt)
-            res.ddls.append(f"{what}: replaced by operator with {redact_sql(replace_with)}")
-        else:
-            res.ddls.append(f"{what}: skipped by operator")
-        log.warning("source %s: %s", self.source_id, res.ddls[-1])

@@ -154,8 +154,9 @@ class OperateTaskOperator(BaseOperator):
 
 
 class HandleErrorOperator(BaseOperator):
-    """``dmctl binlog skip|replace``: what a source paused on an error does with the statement
-    it stopped at (Params ``task``, ``source``, ``op``, ``statements``)."""
+    """``dmctl binlog skip|replace|inject|revert|list``: what a source does with a binlog event --
+    the one it is paused on, or the one at ``binlog_pos`` (Params ``task``, ``source``, ``op``,
+    ``binlog_pos``, ``statements``)."""
 
     ui_color = "#f5e0df"
 
@@ -163,7 +164,8 @@ class HandleErrorOperator(BaseOperator):
         p = _params(context)
         task, op = _need(p, "task"), _need(p, "op")
         args = ["binlog", op, task]
-        if op == "replace":
+        if op in ("replace", "inject"):
             args.append(_need(p, "statements"))
+        pos = str(p.get("binlog_pos") or "").strip()
         source = str(p.get("source") or "").strip()
-        return run_dmctl(self.log, *args, *(["-s", source] if source else []))
+        return run_dmctl(self.log, *args, *(["-b", pos] if pos else []), *(["-s", source] if source else []))

@@ -4,7 +4,7 @@ trigger form (typed Params), one DAG per kind of operation, shared by all tasks:
     shardflow_register_source   paste a DM source.yaml; the password from an Airflow Connection
     shardflow_add_task          paste a DM task file: check-task, then start it (or only add it)
     shardflow_operate_task      start / pause / resume / stop a task, or some of its sources
-    shardflow_handle_error      skip or replace the statement a paused source stopped at
+    shardflow_handle_error      skip, replace or inject statements at a binlog event (dmctl binlog)
 
 Each run's task log is dmctl's output: what was done, or why not. A shard DDL lock is
 released with the task's own dm_<task>_shard_ddl_unlock DAG.
@@ -80,15 +80,21 @@ def build_ops_dags(task_names: list[str]) -> dict:
         OperateTaskOperator(task_id="operate_task")
     dags[d.dag_id] = d
 
-    with DAG("shardflow_handle_error", description="skip or replace the statement a paused source stopped at "
-             "(dmctl binlog)", doc_md=__doc__, params={
+    with DAG("shardflow_handle_error", description="skip, replace or inject statements at a binlog event, revert "
+             "or list what waits (dmctl binlog)", doc_md=__doc__, params={
                  "task": _task_param(task_names),
                  "source": Param("", type=["null", "string"],
                                  description="source id; empty: every source of the task paused on an error"),
-                 "op": Param("skip", enum=["skip", "replace"],
-                             description="skip: drop the statement; replace: run the statements below instead"),
+                 "op": Param("skip", enum=["skip", "replace", "inject", "revert", "list"],
+                             description="skip: drop the statement; replace: read the statements below instead; "
+                                         "inject: read them first, then the statement; revert: forget what "
+                                         "waits at the position; list: what waits"),
+                 "binlog_pos": Param("", type=["null", "string"],
+                                     description="FILE:POS of the event (SHOW BINLOG EVENTS); empty: where the "
+                                                 "source is paused"),
                  "statements": Param("", type=["null", "string"], format="multiline",
-                                     description="replace: the SQL to run downstream instead"),
+                                     description="replace / inject: DDL on the upstream tables (db.table), "
+                                                 "separated by ;"),
              }, **_COMMON) as d:
         HandleErrorOperator(task_id="handle_error")
     dags[d.dag_id] = d

@@ -42,10 +42,11 @@ def run_sql(ep, *stmts, sql_mode: str | None = None, args=None) -> list:
 
 class DMFiles:
     def __init__(self, case: str, tmp_path: Path, stack, sources: dict[str, str], placeholders: dict | None = None,
-                 flavor: str | None = None):
+                 flavor: str | None = None, task_file: str = "dm-task.yaml"):
         """``sources``: DM source file name → stack endpoint key (up1 / up2); ``placeholders``:
         what DM's run.sh substitutes in its task file before starting it (``sed``), same here;
-        ``flavor``: replaces a source file's (DM's CI runs MySQL where ours run MariaDB)."""
+        ``flavor``: replaces a source file's (DM's CI runs MySQL where ours run MariaDB);
+        ``task_file``: which of the case's task files (DM's cases with several name them)."""
         self.conf = HERE / case / "conf"
         self.tmp = tmp_path
         self.sources = []
@@ -59,7 +60,7 @@ class DMFiles:
             out.write_text(yaml.safe_dump(doc, sort_keys=False))
             self.sources.append(str(out))
         self.down = stack["down"]
-        self.task_file = self.task("dm-task.yaml", placeholders)
+        self.task_file = self.task(task_file, placeholders)
         self.name = yaml.safe_load(self.task_file.read_text())["name"]
 
     def task(self, fname: str, placeholders: dict | None = None, out: str | None = None) -> Path:

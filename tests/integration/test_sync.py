@@ -114,7 +114,9 @@ def test_unsupported_sharded_ddl_pauses_with_statement_and_position_and_skip_res
     assert st["error_code"] == 50006
     r = Syncer(task, sid, store).run_window()
     assert r.state == "paused", "without an operator command the source stays paused"
-    store.add_command(task.name, sid, "skip", {})
+    from dm_core.cli.dmctl import main as dmctl
+
+    assert dmctl(["binlog", "skip", task.name, "-s", sid]) == 0
     r = _sync_until_caught_up(task, store, [sid])
     assert not r.paused
     assert store.source_state(task.name, sid)["stage"] == "sync"

@@ -63,6 +63,12 @@ def plain(stack, uniq):
     drop_schemas(down, [tdb])
 
 
+def dmctl_binlog(*args) -> int:
+    from dm_core.cli.dmctl import main
+
+    return main(["binlog", *args])
+
+
 def steps(sess, want, n=20):
     for _ in range(n):
         out = sess.step()
@@ -96,14 +102,14 @@ def test_a_permanent_error_pauses_at_the_transaction_and_skip_replace_resume_act
     assert (again["error_pos"], again["error_stmt"]) == (st["error_pos"], st["error_stmt"])
 
     # skip drops exactly that transaction
-    store.add_command(task.name, sid, "skip", {})
+    assert dmctl_binlog("skip", task.name, "-s", sid) == 0
     steps(sess, "caught_up")
     assert rows(down, tdb, "t") == [(1, "ok"), (2, "fine"), (4, "after")]
 
     # replace runs the operator's SQL in its place
     run(up, f"INSERT INTO {t} VALUES (5, 'also much too long')", f"INSERT INTO {t} VALUES (6, 'last')")
     steps(sess, "paused")
-    store.add_command(task.name, sid, "replace", {"sql": f"INSERT INTO {qt(tdb, 't')} VALUES (5, 'short')"})
+    assert dmctl_binlog("replace", task.name, f"INSERT INTO {qt(tdb, 't')} VALUES (5, 'short')") == 0
     steps(sess, "caught_up")
     assert rows(down, tdb, "t") == [(1, "ok"), (2, "fine"), (4, "after"), (5, "short"), (6, "last")]
     assert store.source_state(task.name, sid)["error"] is None

@@ -288,3 +288,19 @@ def test_no_decision_before_the_sources_are_known(persist):
     assert op.action == WAIT and "coordinator" in op.message
     h.call(lambda lk: (lk.set_sources(["s1", "s2"]), lk.settle()))     # the coordinator's resolve
     assert h.op("s1").action == SKIP                                    # s2 still has `name`
+
+
+def test_unlock_force_remove_settles_an_exec_that_failed_downstream(persist):
+    """`binlog skip` of a source whose run of the lock's statement failed (and `shard-ddl-lock
+    unlock --force-remove`): the unfinished op is done with nothing run, and the lock goes idle."""
+    h = Harness(["s1", "s2"], persist)
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT NULL")
+    assert op.action == EXEC
+    h.call(lambda lk: lk.mark_executing("s1", op.step, 0))   # then the downstream refused the statement
+    h.call(lambda lk: lk.unlock(force_remove=True))
+    assert h.op("s1") is None or h.op("s1").state == DONE
+    assert "`c` INT" in h.joined()      # the operator answers for the downstream: the new schema stands
+    op2 = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT NULL")
+    assert op2.action == SKIP
+    h.finish("s2")
+    assert h.lock.status == "idle"

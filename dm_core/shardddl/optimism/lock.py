@@ -375,7 +375,7 @@ class Lock(LockBase):
         if action not in (EXEC, SKIP):
             raise ShardDDLLockError(f"unknown unlock action {action!r}: use exec or skip")
         if force_remove:
-            for op in self.ops.values():
+            for op in list(self.ops.values()):   # _finish drops done ops from self.ops
                 if op.state != DONE:
                     op.action = SKIP if op.state != EXECUTING and op.exec_index == 0 else op.action
                     self._finish(op)

@@ -1,0 +1,140 @@
+"""``dmctl binlog skip|replace|inject|revert|list TASK [-b FILE:POS] [-s SOURCE ...] [SQL ...]``:
+DM's handle-error command (dm_core/sync/handle_error.py says what each operation does).
+
+Without ``-b`` an operation is for the event each source is paused on (every source of the
+task paused on an error, or those named with ``-s``); with ``-b`` it is for the event at that
+position of each named source (``-s`` is then needed when the task has several sources,
+since a position means something in one source's binlog only).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from dm_core.errors import ErrorCode
+from dm_core.position import Position
+from dm_core.sync import handle_error as he
+
+
+def register(sub, store_factory, load_task, task_name) -> None:
+    s = sub.add_parser("binlog", help="skip, replace or inject statements at a binlog event (DM's handle-error); "
+                                      "revert or list what waits")
+    s.add_argument("op", choices=he.COMMANDS)
+    s.add_argument("task")
+    s.add_argument("sql", nargs="*", help="replace / inject: the statements (`;` between them)")
+    s.add_argument("-b", "--binlog-pos", metavar="FILE:POS",
+                   help="the event's position (default: where the source is paused)")
+    s.add_argument("-s", "--source", action="append", help="source id (repeatable, or comma-separated)")
+    s.set_defaults(fn=lambda a: run(a, store_factory, load_task, task_name))
+
+
+_OPTIONS = ("-s", "--source", "-b", "--binlog-pos")
+
+
+def options_first(argv: list[str]) -> list[str]:
+    """``binlog OP TASK -s S1 ALTER ...``: DM's dmctl takes options among the statement's words;
+    argparse takes none after the statement has begun, so they are moved before it.
+
+    >>> options_first(["binlog", "inject", "t", "-s", "a", "alter", "table", "d.t", "add", "c", "int"])
+    ['binlog', '-s', 'a', 'inject', 't', 'alter', 'table', 'd.t', 'add', 'c', 'int']
+    """
+    if not argv or argv[0] != "binlog":
+        return argv
+    opts, rest, i = [], [], 1
+    while i < len(argv):
+        word = argv[i]
+        if word in _OPTIONS and i + 1 < len(argv):
+            opts += argv[i:i + 2]
+            i += 2
+            continue
+        if word.startswith(tuple(o + "=" for o in _OPTIONS if o.startswith("--"))):
+            opts.append(word)
+        else:
+            rest.append(word)
+        i += 1
+    return ["binlog", *opts, *rest]
+
+
+def _sources(a, task, states: dict) -> list[str]:
+    named = [x.strip() for arg in (a.source or []) for x in arg.split(",") if x.strip()]
+    ids = [inst.source_id for inst in task.mysql_instances]
+    for sid in named:
+        if sid not in ids:
+            raise ErrorCode.CONFIG_INVALID.error(f"source {sid!r} is not a source of task {task.name!r} "
+                                                 f"(its sources: {', '.join(ids)})")
+    if named:
+        return named
+    if a.op == "list":
+        return ids
+    if a.binlog_pos:
+        if len(ids) > 1:
+            raise ErrorCode.CONFIG_INVALID.error(
+                f"binlog {a.op} -b names a position in one source's binlog; task {task.name!r} has "
+                f"{len(ids)} sources", workaround="Add `-s SOURCE` for the source whose binlog it is.")
+        return ids
+    paused = [sid for sid in ids if _paused(states.get(sid))]
+    if not paused:
+        raise ErrorCode.CONFIG_INVALID.error(
+            f"task {task.name}: no source is paused on an error; nothing to {a.op}",
+            workaround="Give the event's position with `-b FILE:POS -s SOURCE` to act on it ahead of time.")
+    return paused
+
+
+def _paused(st) -> bool:
+    return bool(st and st["stage"] == "paused" and st["error"] and st["error_pos"])
+
+
+def _statements(a) -> list[str]:
+    """DDL naming its databases; only a replace of the row transaction a source is paused on
+    (no ``-b``) may give other SQL, which runs downstream as written."""
+    sqls = he.split_statements(" ".join(a.sql))
+    if a.op == "inject" or a.binlog_pos or not sqls or all(he.is_ddl(s) for s in sqls):
+        he.check_statements(sqls)
+    return sqls
+
+
+def run(a, store_factory, load_task, task_name) -> int:
+    name = task_name(a.task)
+    if a.op in ("skip", "revert", "list") and a.sql:
+        print(f"dmctl binlog {a.op} takes no statements (got: {' '.join(a.sql)})", file=sys.stderr)
+        return 2
+    sqls = _statements(a) if a.op in ("replace", "inject") else []
+    at = he.parse_binlog_pos(a.binlog_pos) if a.binlog_pos else None
+    with store_factory() as store:
+        task, _ = load_task(store, name)
+        states = {s["source_id"]: s for s in store.all_source_states(name)}
+        sources = _sources(a, task, states)
+        failed = 0
+        for sid in sources:
+            st = states.get(sid)
+            checkpoint = Position(st["binlog_file"], st["binlog_pos"]) if st and st["binlog_file"] else None
+            if a.op == "list":
+                pending = he.PendingOps.load(store, name, sid, checkpoint).ops
+                pending = [op for op in pending if at is None or op.pos.key() >= at.key()]
+                print(f"task {name}: source {sid}: " + ("; ".join(op.describe() for op in pending) if pending
+                                                        else "no operation waits"))
+                continue
+            pos = at
+            if pos is None:
+                if not _paused(st):
+                    print(f"task {name}: source {sid} is not paused on an error; give `-b FILE:POS` for an "
+                          f"event ahead", file=sys.stderr)
+                    failed += 1
+                    continue
+                pos = he.parse_binlog_pos(st["error_pos"])
+            if checkpoint is not None and pos.key() < checkpoint.key():
+                print(f"task {name}: source {sid}: {pos} is before its checkpoint {checkpoint}: that event "
+                      f"is already past", file=sys.stderr)
+                failed += 1
+                continue
+            if a.op == "revert":
+                if store.revert_error_op(name, sid, pos):
+                    print(f"task {name}: source {sid}: the operation at {pos} is reverted")
+                else:
+                    print(f"task {name}: source {sid}: no operation waits at {pos}", file=sys.stderr)
+                    failed += 1
+                continue
+            store.add_error_op(name, sid, a.op, pos, sqls)
+            print(f"task {name}: source {sid}: {a.op} at {pos} queued; it takes effect when the source reads "
+                  f"that event" + (" (at its next poke)" if _paused(st) else ""))
+    return 1 if failed else 0
