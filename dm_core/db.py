@@ -6,6 +6,8 @@ everywhere, and a password can never leak into an error message.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass, field
 
 from dm_core.errors import ErrorCode, ShardflowError
@@ -29,6 +31,30 @@ class Endpoint:
         return f"{label}{self.user}@{self.host}:{self.port}"
 
 
+log = logging.getLogger("shardflow.db")
+
+
+def _tidb_only(ep: Endpoint, e: Exception) -> Endpoint | None:
+    """The endpoint without its TiDB session variables (``tidb_*``), when the server refused one
+    as unknown (error 1193): the downstream is not TiDB, and a task file written for TiDB
+    (DM's files set tidb_txn_mode, tidb_retry_limit ...) works on MySQL / MariaDB as well.
+    None when that is not the error (on TiDB a bad value of its own variable stays an error)."""
+    args = getattr(e, "args", ())
+    if not args or args[0] != 1193 or "'tidb_" not in str(args[-1]).lower():
+        return None
+    rest = tuple((k, v) for k, v in ep.session if not k.lower().startswith("tidb_"))
+    if len(rest) == len(ep.session):
+        return None
+    if ep not in _TIDB_WARNED:
+        _TIDB_WARNED.add(ep)
+        log.warning("%s is not TiDB (%s): its session variables %s are left out", ep, args[-1],
+                    ", ".join(k for k, _ in ep.session if k.lower().startswith("tidb_")))
+    return dataclasses.replace(ep, session=rest)
+
+
+_TIDB_WARNED: set = set()
+
+
 def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = True,
             read_timeout: int | None = 3600, downstream: bool = False, connect_timeout: int = 10):
     """Open a pymysql connection; failures become a Transient error naming the server."""
@@ -42,6 +68,10 @@ def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = Tru
             write_timeout=read_timeout, init_command=init, local_infile=False, ssl=pymysql_ssl(ep.tls),
         )
     except pymysql.err.OperationalError as e:
+        plain = _tidb_only(ep, e)
+        if plain is not None:
+            return connect(plain, database=database, autocommit=autocommit, read_timeout=read_timeout,
+                           downstream=downstream, connect_timeout=connect_timeout)
         raise _unreachable(ep, e, downstream) from None
 
 
@@ -67,6 +97,9 @@ def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool =
             autocommit=True, connect_timeout=10, read_timeout=read_timeout, write_timeout=read_timeout,
             local_infile=local_infile, binary_prefix=True, **kw, **mysqlclient_ssl(ep.tls))
     except MySQLdb.OperationalError as e:
+        plain = _tidb_only(ep, e)
+        if plain is not None:
+            return connect_native(plain, read_timeout=read_timeout, downstream=downstream, local_infile=local_infile)
         raise _unreachable(ep, e, downstream) from None
 
 
@@ -141,10 +174,21 @@ def qt(schema: str, table: str) -> str:
     return f"{qi(schema)}.{qi(table)}"
 
 
+def _errno(e: BaseException) -> int | None:
+    args = getattr(e, "args", None)
+    return args[0] if args and isinstance(args[0], int) else None
+
+
 def master_position(conn) -> tuple[str, int, str | None]:
     """(file, pos, gtid) the server has written up to now."""
     with conn.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
+        try:
+            cur.execute("SHOW MASTER STATUS")
+        except Exception as e:  # noqa: BLE001 - only the missing privilege is said otherwise
+            if _errno(e) in (1227, 1044, 1045):
+                raise ErrorCode.BINLOG_PRIVILEGE.error(
+                    f"cannot read the upstream's binlog position (SHOW MASTER STATUS): {e.args[-1]}") from None
+            raise
         row = cur.fetchone()
         if not row:
             raise ErrorCode.BINLOG_OFF.error("binary logging is off on the upstream (SHOW MASTER STATUS is empty)")

@@ -15,6 +15,15 @@ Points: ``full.after_chunk_write`` (a chunk is committed downstream and recorded
 state store), ``full.before_chunk_merge`` (a chunk is staged downstream, not yet merged),
 ``full.after_chunk_merge`` (merged and committed downstream, not yet recorded in the store).
 
+DDL outside sharding groups (``dm_core.sync.syncer``; DM's FlushCheckpointStage stages):
+
+* ``sync.ddl.before_settle`` — a DDL was read; the rows before it may not be durable downstream
+  nor the checkpoint moved up to it (DM: "before flush old checkpoint");
+* ``sync.ddl.before_downstream`` — everything before the DDL is durable and checkpointed, the
+  DDL not sent (DM: "before track DDL", "before execute DDL");
+* ``sync.ddl.after_downstream`` — the DDL ran downstream, the checkpoint is still before it
+  (DM: "before save checkpoint", "before flush checkpoint").
+
 Shard DDL (``dm_core.shardddl``, ``dm_core.sync.shard_sync``; the order a lock goes through):
 
 * ``shardddl.sync.after_record`` — a sharded table's DDL is in the source's first-level group

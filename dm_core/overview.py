@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from dm_core.state.lifecycle import dag_id
+
 SYNCED_LAG_SECONDS = 10.0   # a syncing source this close to its upstream counts as synced
 
 
@@ -59,9 +61,9 @@ def actions(name: str, shard_mode: str | None, locks: list[dict], status: str = 
     found differences (``validation``: its status); pause / resume / stop / start by the task's
     status (the operations DAG shardflow_operate_task); skip the statement a source is paused
     on (shardflow_handle_error); per active shard DDL lock, unlock it."""
-    out = [Action("Validate now", f"dm_{name}_validate", {}, f"Run a validation of task {name} on Spark now?")]
+    out = [Action("Validate now", dag_id(name, "validate"), {}, f"Run a validation of task {name} on Spark now?")]
     if validation in ("different", "pending") and status != "stopped":
-        out.append(Action("Re-sync what validation found", f"dm_{name}_resync",
+        out.append(Action("Re-sync what validation found", dag_id(name, "resync"),
                           {"what": "last_validation", "tables": [], "validation_run": ""},
                           f"Rewrite the rows the last validation of task {name} named from the upstream shards? Sync "
                           "holds at its checkpoint while they are written, then resumes in safe mode."))
@@ -88,7 +90,7 @@ def actions(name: str, shard_mode: str | None, locks: list[dict], status: str = 
     if shard_mode:
         for lk in locks:
             if lk.get("owner") or lk.get("waiting_for"):
-                out.append(Action(f"Unlock {lk['lock_id']} (owner runs the DDL)", f"dm_{name}_shard_ddl_unlock",
+                out.append(Action(f"Unlock {lk['lock_id']} (owner runs the DDL)", dag_id(name, "shard_ddl_unlock"),
                                   {"lock_id": lk["lock_id"], "owner": "", "action": "exec", "force_remove": False},
                                   f"Release lock {lk['lock_id']}: its owner runs the DDL downstream now, the sources "
                                   "that have not reached it skip it later. Continue?", "danger"))

@@ -572,6 +572,11 @@ class TableCodec:
         fn = self.by_type[event_type] = self.decoder(op, self.full, self.full if op == "update" else None)
         return fn
 
+    def missing(self, present: bytes) -> list[str]:
+        """Names of the columns a ROWS event's bitmap leaves out of its images."""
+        bits = _ifb(present, "little")
+        return [c.name for c in self.td.columns if not bits >> c.index & 1]
+
     def decoder(self, op: str, present: bytes, present2: bytes | None = None) -> Callable:
         """``op`` insert/update/delete; ``present``/``present2``: the ROWS event's column bitmaps."""
         key = (op, present, present2)

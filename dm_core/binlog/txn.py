@@ -37,3 +37,7 @@ class Txn:
     sql_mode: int | None = None    # a DDL's session sql_mode (the upstream's bitmap), when recorded
     collation_server: int | None = None  # a DDL's session collation_server (collation id), when recorded
     event_start: Position | None = None  # a DDL's own QUERY event offset, as SHOW BINLOG EVENTS lists it
+    # row images that lack columns (binlog_row_image MINIMAL / NOBLOB for this change): (schema,
+    # table, which, in words); the syncer pauses before a transaction with such rows of a table
+    # it moves rather than write them
+    partial_images: list | None = None

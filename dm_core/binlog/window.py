@@ -148,8 +148,10 @@ class BinlogWindow:
                         fn = codec.by_type.get(typ) or codec.full_decoder(typ, ops[typ])
                     elif typ in updates:
                         fn = codec.decoder(ops[typ], buf[q:q + nb], buf[q + nb:q + 2 * nb])
+                        _partial(txn, codec, ops[typ], buf[q:q + nb], buf[q + nb:q + 2 * nb], file, pos)
                     else:
                         fn = codec.decoder(ops[typ], buf[q:q + nb])
+                        _partial(txn, codec, ops[typ], buf[q:q + nb], None, file, pos)
                     txn.rows += fn(buf, q + (2 * nb if typ in updates else nb), end)
                 except ShardflowError:
                     raise
@@ -276,6 +278,18 @@ def _advance(state: str | None, gtid: str) -> str:
 
 def _file_no(file: str) -> int:
     return Position(file, 0).key()[0]
+
+
+def _partial(txn: Txn, codec, op: str, present: bytes, present2: bytes | None, file: str, pos: int) -> None:
+    """Record on ``txn`` that a row image lacks columns (the upstream logged it with
+    binlog_row_image MINIMAL or NOBLOB): its rows cannot be written whole downstream."""
+    missing = sorted(set(codec.missing(present)) | set(codec.missing(present2) if present2 else ()))
+    if missing:
+        if txn.partial_images is None:
+            txn.partial_images = []
+        txn.partial_images.append((codec.schema, codec.table,
+                                   f"the {op} row image of `{codec.schema}`.`{codec.table}` in the event ending at "
+                                   f"({file}, {pos}) lacks column(s) {', '.join(missing)}"))
 
 
 def _decode_error(codec, file: str, pos: int, exc: Exception) -> ShardflowError:

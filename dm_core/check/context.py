@@ -89,7 +89,8 @@ class CheckContext:
                     continue
                 rules = task.rules_for(sid)
                 jobs[sid] = ex.submit(probe, sid, ep, allow_table=rules.block_allow.allow_table,
-                                      want_binary_logs=_wants_binary_logs(task, inst))
+                                      want_binary_logs=_wants_binary_logs(task, inst),
+                                      want_gtid=_wants_gtid(task, inst))
             tjob = ex.submit(probe, "target", target, downstream=True)
             facts = {}
             for inst in task.mysql_instances:
@@ -143,6 +144,19 @@ def _wants_binary_logs(task, inst) -> bool:
     meta = getattr(inst, "meta", None)
     return (task.task_mode == "incremental" and meta is not None
             and bool(getattr(meta, "binlog_name", None)) and not getattr(meta, "binlog_gtid", None))
+
+
+def _wants_gtid(task, inst) -> tuple[str, int] | None:
+    """A meta the sync starts from by GTID (binlog-gtid without binlog-name): the state, and a
+    server id for the probe's binlog client (not the task's reader's: the server would end
+    a live reader that shares its id)."""
+    from dm_core.sources import replica_server_id
+
+    meta = getattr(inst, "meta", None)
+    if task.task_mode != "incremental" or meta is None or getattr(meta, "binlog_name", None) \
+            or not getattr(meta, "binlog_gtid", None):
+        return None
+    return meta.binlog_gtid, replica_server_id(f"{task.name}/precheck", inst.source_id)
 
 
 def _apply_rules(rules, t: TableInfo) -> None:

@@ -1,9 +1,11 @@
 """``meta_position``: an incremental task's start position exists on the source.
 
 Only for task-mode incremental (task-mode all takes its position from the full phase).
-A ``meta`` with a GTID set is not checked (the server resolves GTIDs itself). A file/pos
-meta must name a binary log listed by SHOW BINARY LOGS, and the position must lie
-within that file (4 <= pos <= its size).
+A file/pos meta must name a binary log listed by SHOW BINARY LOGS, and the position must
+lie within that file (4 <= pos <= its size). A meta with binlog-gtid alone (the sync starts
+where the server resumes a replica at that GTID state) is asked of the server itself, as DM
+does: a state whose transactions were purged, or that the server's binlog never had, fails
+with the server's answer.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ def meta_position(ctx, src: ServerFacts):
     meta = getattr(ctx.instance(src.label), "meta", None)
     if meta is None:
         return [passed("no meta: replication starts at the task's checkpoint, else at the current position")]
-    if getattr(meta, "binlog_gtid", None):
-        return []
+    if getattr(meta, "binlog_gtid", None) and not meta.binlog_name:
+        return _gtid(meta.binlog_gtid, src)
     name, pos = meta.binlog_name, int(meta.binlog_pos or 4)
     if not name:
         return [failed("meta has neither binlog-name nor binlog-gtid", _FIX)]
@@ -38,3 +40,13 @@ def meta_position(ctx, src: ServerFacts):
     if not 4 <= pos <= sizes[name]:
         return [failed(f"meta position ({name}, {pos}) is outside the file (size {sizes[name]})", _FIX)]
     return [passed(f"meta position ({name}, {pos}) exists")]
+
+
+def _gtid(gtid: str, src: ServerFacts):
+    if src.gtid_start is None:
+        why = src.errors.get("gtid_start", "not asked")
+        return [failed(f"the server cannot resume from meta binlog-gtid {gtid}: {why}",
+                       "set mysql-instances[].meta.binlog-gtid to a GTID state the server still has in its binary "
+                       "logs (@@gtid_binlog_pos, or the state of an existing checkpoint), or run the task with "
+                       "task-mode: all")]
+    return [passed(f"meta binlog-gtid {gtid}: the server resumes at {src.gtid_start}")]

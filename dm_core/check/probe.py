@@ -105,6 +105,7 @@ class ServerFacts:
     grants: Grants | None = None
     tables: list[TableInfo] | None = None       # the block-allow list's tables (sources only)
     binary_logs: list[tuple[str, int]] | None = None
+    gtid_start: object = None                   # Position the server resumes a GTID meta at (meta_position)
     errors: dict[str, str] = field(default_factory=dict)   # fact -> why it could not be read
 
     def var(self, name: str) -> str | None:
@@ -112,8 +113,10 @@ class ServerFacts:
 
 
 def probe(label: str, ep: Endpoint, *, downstream: bool = False, allow_table=None,
-          want_binary_logs: bool = False) -> ServerFacts:
-    """Read a server's facts. ``allow_table(schema, table)`` selects tables (None: no tables)."""
+          want_binary_logs: bool = False, want_gtid: tuple[str, int] | None = None) -> ServerFacts:
+    """Read a server's facts. ``allow_table(schema, table)`` selects tables (None: no tables);
+    ``want_gtid``: (GTID state, binlog client server id): ask the server where it would resume
+    a replica at that state (a non-blocking GTID dump, binlog/gtid.py)."""
     facts = ServerFacts(label=label, address=f"{ep.host}:{ep.port}", user=ep.user)
     try:
         conn = connect(ep, downstream=downstream, read_timeout=120)
@@ -134,7 +137,20 @@ def probe(label: str, ep: Endpoint, *, downstream: bool = False, allow_table=Non
                 _read(facts, "binary_logs", ep, lambda: _binary_logs(cur, facts))
     finally:
         conn.close()
+    if want_gtid is not None:
+        _read(facts, "gtid_start", ep, lambda: _gtid_start(ep, facts, *want_gtid))
     return facts
+
+
+def _gtid_start(ep: Endpoint, facts: ServerFacts, gtid: str, server_id: int) -> None:
+    from dm_core.binlog.gtid import position_of_gtid
+    from dm_core.errors import ShardflowError
+
+    try:
+        facts.gtid_start = position_of_gtid(ep, gtid, server_id=server_id)
+    except ShardflowError as e:
+        said = e.message.find("server error")   # the server's own words, not the sync's framing
+        raise RuntimeError(e.message[said:] if said >= 0 else e.message) from None
 
 
 def _read(facts: ServerFacts, what: str, ep: Endpoint, fn) -> None:

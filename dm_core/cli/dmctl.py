@@ -134,10 +134,12 @@ def cmd_start_task(a) -> int:
 
 # ---- status ---------------------------------------------------------------------------------
 def _fmt_state(s: dict) -> dict:
+    from dm_core.full.phase import is_binlog_watermark
+
     return {
         "source": s["source_id"], "stage": s["stage"],
         "checkpoint": f"({s['binlog_file']}, {s['binlog_pos']})" if s["binlog_file"] else None,
-        "low_watermark": f"({s['low_file']}, {s['low_pos']})" if s["low_file"] else None,
+        "low_watermark": f"({s['low_file']}, {s['low_pos']})" if is_binlog_watermark(s["low_file"]) else None,
         "high_watermark": f"({s['high_file']}, {s['high_pos']})" if s["high_file"] else None,
         "applied_rows": s["applied_rows"], "lag_seconds": s["lag_seconds"],
         # 0.0 is a measured idle window; None means no window has run yet
@@ -189,6 +191,7 @@ def _status(store, name: str, only: list[str] | None = None) -> dict:
         if only and s["source_id"] not in only:
             continue
         row = _fmt_state(s)
+        row["loaded_rows"] = loaded.get(s["source_id"], 0)   # the full phase's (DM: the load unit's progress)
         row["status"], row["message"] = describe(name, info, s, view, loaded.get(s["source_id"], 0))
         sources.append(row)
     return {"task": name, "status": info["status"], "start": info["generation"], "phases": view.get("phases", {}),
@@ -254,7 +257,7 @@ def _wait_synced(store, name: str, timeout: float, only: list[str] | None = None
             failed = _airflow_view(name, info["generation"]).get("failed", [])  # this start's runs only
             if failed:
                 print(f"task {name}: the {', '.join(failed)} phase failed in Airflow: read the task log of "
-                      f"DAG dm_{name}_{failed[0]}", file=sys.stderr)
+                      f"DAG {lifecycle.dag_id(name, failed[0])}", file=sys.stderr)
                 return 2
         if now > deadline:
             shown = {r["source"]: r for r in _status(store, name, behind)["sources"]}

@@ -1,6 +1,6 @@
 """What `dmctl query-status` says about each source, from the state store and from Airflow.
 
-A source is ``running`` (its sensor syncs it), ``paused`` (by pause-task, or on an error:
+A source is ``finished`` (task-mode full: its load is done), ``running`` (its sensor syncs it), ``paused`` (by pause-task, or on an error:
 the error is shown), ``stopped`` (stop-task; the checkpoint is kept), ``waiting`` (behind
 something named in the message: another run of the same DAG, the precheck, the full phase,
 a queued sensor, a retry) or ``not running`` (the store says running but no run of the
@@ -68,8 +68,10 @@ def describe(name: str, info: dict, st: dict, view: dict | None, loaded_rows: in
     sid = st["source_id"]
     cp = f"({st['binlog_file']}, {st['binlog_pos']})" if st.get("binlog_file") else None
     gate = lc.gate(info, st)
+    finished = st.get("stage") == "finished"   # task-mode full loaded it (dm_core/full/phase.py)
     if gate.state == lc.STOPPED:
         kept = (f"checkpoint {cp} kept" if cp else
+                f"the full phase had finished ({loaded_rows} rows loaded)" if finished else
                 f"stopped in the full phase with {loaded_rows} rows loaded: start-task loads only the rest"
                 if st.get("low_file") and not st.get("high_file") else "nothing synced yet")
         again = "`dmctl start-task FILE` resumes it" if info["status"] == lc.STOPPED \
@@ -81,6 +83,9 @@ def describe(name: str, info: dict, st: dict, view: dict | None, loaded_rows: in
         first = str(st["error"]).splitlines()[0]
         return lc.PAUSED, (f"paused on an error at {st.get('error_pos')}: {first}; fix the cause, then "
                            f"`dmctl resume-task {name} -s {sid}` (retries it once) or `dmctl binlog skip|replace`")
+    if finished:
+        return "finished", (f"the full phase finished: {loaded_rows} rows of this source loaded; task-mode full "
+                            f"replicates nothing after it (`dmctl start-task --remove-meta FILE` loads again)")
     if gate.state == lc.PAUSED:
         return lc.PAUSED, f"{gate.reason}; checkpoint {cp or 'none yet'}"
     if view is None:

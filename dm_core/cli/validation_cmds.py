@@ -43,7 +43,9 @@ def cmd_validation(a, store, task) -> int:
         return 0
     from dm_core.cli.airflow_api import AirflowAPI
 
-    dag_id = f"dm_{task.name}_validate"
+    from dm_core.state.lifecycle import dag_id as dag_of
+
+    dag_id = dag_of(task.name, "validate")
     api = AirflowAPI()
     if api.dag(dag_id) is None:
         print(f"task {task.name}: Airflow has no DAG {dag_id} (start the task with `dmctl start-task` first)",

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from dm_core.config import checks, inventory
 from dm_core.config.decode import decode, load_yaml
 from dm_core.config.instances import InstanceConfig, _RawInstance, build_instances
-from dm_core.config.problems import ConfigProblem, Problems, TaskConfigError, join
+from dm_core.config.problems import ConfigProblem, Problems, TaskConfigError, closest, join
 from dm_core.config.units import (DBConfig, LoaderConfig, MetaConfig, MydumperConfig, SyncerConfig, ValidatorConfig,
                                   check_db, check_loader, check_mydumper, check_syncer, check_validator,
                                   check_validators_agree)
@@ -110,7 +110,7 @@ class TaskConfig:
         """The instance's rules with a source file's ``filters`` (FilterRule or their dicts) added
         after the task's, as DM does; a source rule for patterns a task rule has already is dropped."""
         rules = self.rules_for(source_id)
-        mine = [self.filters[n] for n in self.instance(source_id).filter_rules]
+        mine = [self.filters[n] for n in self.instance(source_id).filter_rules if n in self.filters]
         taken = {(r.schema_pattern, r.table_pattern) for r in mine}
         extra = [f if isinstance(f, FilterRule) else FilterRule(**{k.replace("-", "_"): v for k, v in f.items()})
                  for f in filters]
@@ -132,7 +132,7 @@ def _instance_rules(task: TaskConfig, inst: InstanceConfig) -> InstanceRules:
         inst.source_id,
         ba,
         TableRouter([task.routes[n] for n in inst.route_rules], cs),
-        BinlogFilter([task.filters[n] for n in inst.filter_rules], cs),
+        BinlogFilter([task.filters[n] for n in inst.filter_rules if n in task.filters], cs),
         ColumnMapper([task.column_mappings[n] for n in inst.column_mapping_rules], cs),
         ExpressionFilter([task.expression_filter[n] for n in inst.expression_filters], cs),
     )
@@ -215,6 +215,9 @@ def _decode_map(key: str, data: Any, problems: Problems, cs: bool) -> tuple[dict
             item = dataclasses.replace(item, name=str(name))
         if item is not None and key in _UNIT_CHECKS:
             _UNIT_CHECKS[key](item, path, problems, *((body,) if key == "loaders" else ()))
+        if item is not None and key == "filters" and _unknown_events(item, path, problems):
+            bad.add(str(name))  # not used, as in DM; a warning, not a problem (see _unknown_events)
+            continue
         if item is not None and key in _ENGINES:
             build, fix = _ENGINES[key]
             try:
@@ -226,6 +229,23 @@ def _decode_map(key: str, data: Any, problems: Problems, cs: bool) -> tuple[dict
         else:
             good[str(name)] = item
     return good, bad
+
+
+def _unknown_events(rule: FilterRule, path: str, problems: Problems) -> bool:
+    """A binlog filter rule naming an event type DM does not know (``truncate`` for ``truncate
+    table``): DM accepts the task, logs "invalid binlog event rule" and leaves the whole rule out,
+    so the rule filters nothing there. The same here, said as a warning naming the event."""
+    from dm_core.rules.binlog_filter import EVENT_TYPES, normalize_event
+
+    unknown = [(i, e) for i, e in enumerate(rule.events) if normalize_event(e) not in EVENT_TYPES]
+    if not unknown:
+        return False
+    i, e = unknown[0]
+    problems.warn(join(path, f"events[{i}]"),
+                  f"unknown event type {e!r}: as in DM, a rule with an event type DM does not know is left out "
+                  f"whole, so this rule filters nothing (none of its events)",
+                  closest(normalize_event(e), sorted(EVENT_TYPES), "an event type such as"))
+    return True
 
 
 # ---- parsing ------------------------------------------------------------------------------
@@ -351,7 +371,7 @@ def _compile_instances(task: TaskConfig, problems: Problems) -> None:
                                          ("filter-rules", BinlogFilter, inst.filter_rules, task.filters),
                                          ("column-mapping-rules", ColumnMapper, inst.column_mapping_rules, task.column_mappings)):
             try:
-                build([rules[n] for n in names], cs)
+                build([rules[n] for n in names if n in rules], cs)  # a filter rule left out is not in `filters`
             except RuleError as e:
                 problems.add(join(p, key), f"these rules cannot be used together: {e.reason}",
                              "give the rules of one instance different schema-pattern/table-pattern pairs")

@@ -37,6 +37,16 @@ class SourceTable:
         return f"{self.source_id}:{self.schema}.{self.table}"
 
 
+def allowed_databases(conn, rules) -> list[tuple[str, str]]:
+    """(upstream database, its routed target) of every database the block-allow list moves as
+    a whole (``selects_schema``), tables or not."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT schema_name FROM information_schema.schemata ORDER BY schema_name")
+        names = [r[0] for r in cur.fetchall()]
+    return [(s, rules.router.route(s, "")[0]) for s in names
+            if s.lower() not in SYSTEM_SCHEMAS and rules.block_allow.selects_schema(s)]
+
+
 def discover(conn, source_id: str, rules) -> list[SourceTable]:
     """Allowed base tables of one source with their routes, keys and size estimates."""
     with conn.cursor() as cur:

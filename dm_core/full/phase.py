@@ -42,20 +42,45 @@ it came after that DDL, after L, and is replayed: the lenient value is always ov
 Limits, as in DM: a DDL that rewrites values itself (MODIFY to a narrower or other type)
 converges only where the downstream converts values as the upstream did; a column added
 with a non-constant default (CURRENT_TIMESTAMP, UUID()) gets the downstream's value.
+
+Task-mode full
+--------------
+Nothing replicates after the load, so no binlog position is read (DM's full mode needs no
+REPLICATION CLIENT either): the low watermark is a snapshot mark, ``(SNAPSHOT, unix time)``,
+which names the snapshot for chunk plans and markers and tells a restart to load only the
+missing chunks, as a binlog position does; ``finish`` records no high watermark and leaves
+every source at stage ``finished`` (query-status: finished).
 """
 
 from __future__ import annotations
 
 import logging
 
+import time
+
 from dm_core.db import connect, master_position
 from dm_core.full import chunk_writer, extract
-from dm_core.full.discover import SourceTable, discover
+from dm_core.full.discover import SourceTable, allowed_databases, discover
 from dm_core.full.plan_store import PlanStore
-from dm_core.full.target_schema import ensure_targets
+from dm_core.full.target_schema import ensure_databases, ensure_targets
 from dm_core.sources import source_endpoint, target_endpoint
 
 log = logging.getLogger("shardflow.full")
+
+# The low watermark's file of a task-mode full snapshot: no binlog position (see above).
+SNAPSHOT = "snapshot"
+FINISHED = "finished"   # a source's stage once task-mode full loaded it
+
+
+def is_binlog_watermark(file: str | None) -> bool:
+    """Whether a recorded watermark is a binlog position (not task-mode full's snapshot mark)."""
+    return bool(file) and file != SNAPSHOT
+
+
+def _low_watermark(task, conn) -> tuple[str, int, str | None]:
+    if task.task_mode == "full":
+        return SNAPSHOT, int(time.time()), None
+    return master_position(conn)
 
 
 def partition_id_columns(task, st: SourceTable) -> set[str]:
@@ -84,6 +109,7 @@ def prepare(task, store) -> dict:
     """Record low watermarks and create target tables. Returns a summary for XCom."""
     summary = {"sources": {}, "created": []}
     members = []
+    databases = []
     conns = []
     fresh = []
     try:
@@ -93,12 +119,13 @@ def prepare(task, store) -> dict:
             conns.append(conn)
             st = store.source_state(task.name, sid)
             if not st["low_file"]:
-                f, p, g = master_position(conn)
+                f, p, g = _low_watermark(task, conn)
                 store.update_source_state(task.name, sid, low_file=f, low_pos=p, low_gtid=g, stage="full")
                 st = store.source_state(task.name, sid)
                 fresh.append(sid)
             tables = discover(conn, sid, task.rules_for(sid))
             members += [(conn, t) for t in tables]
+            databases += [(conn, s, target) for s, target in allowed_databases(conn, task.rules_for(sid))]
             summary["sources"][sid] = {"low_watermark": f"({st['low_file']}, {st['low_pos']})",
                                        "tables": [f"{t.schema}.{t.table} -> {t.target_schema}.{t.target_table}" for t in tables]}
         down = connect(target_endpoint(task), downstream=True)
@@ -113,6 +140,7 @@ def prepare(task, store) -> dict:
             summary["created"] = ensure_targets(down, members, lambda st: partition_id_columns(task, st),
                                                 routes=lambda st: task.rules_for(st.source_id).router.route,
                                                 exact=task.shard_mode == "pessimistic")
+            summary["databases"] = ensure_databases(down, databases)
         finally:
             down.close()
     finally:
@@ -122,11 +150,16 @@ def prepare(task, store) -> dict:
 
 
 def finish(task, store) -> dict:
-    """Record high watermarks; the incremental phase starts at low in safe mode."""
+    """Record high watermarks; the incremental phase starts at low in safe mode. Task-mode
+    full: every source finished, no binlog read."""
     out = {}
     totals = store.chunk_totals(task.name)
     for inst in task.mysql_instances:
         sid = inst.source_id
+        if task.task_mode == "full":
+            store.update_source_state(task.name, sid, stage=FINISHED)
+            out[sid] = {"rows_loaded": totals.get(sid, 0)}
+            continue
         conn = connect(source_endpoint(store, sid))
         try:
             f, p, g = master_position(conn)

@@ -275,6 +275,20 @@ def database_options(up_conn, schema: str) -> str:
     return f" CHARACTER SET {qi(cs)}" + (f" COLLATE {qi(coll)}" if coll else "")
 
 
+def ensure_databases(down_conn, schemas: list[tuple[object, str, str]]) -> list[str]:
+    """Create every missing target database of ``schemas`` (upstream connection, upstream
+    database, target database), with the upstream database's charset: an allowed database
+    without tables exists downstream too, as after DM's dump. Returns the targets."""
+    done = []
+    with down_conn.cursor() as cur:
+        for up_conn, schema, target in schemas:
+            if target.lower() in (d.lower() for d in done):
+                continue
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {qi(target)}{database_options(up_conn, schema)}")
+            done.append(target)
+    return done
+
+
 def ensure_targets(down_conn, members: list[tuple[object, SourceTable]], mapped_columns, *,
                    routes=None, exact: bool = False) -> list[str]:
     """Create every missing target schema/table. ``members`` pairs an upstream connection

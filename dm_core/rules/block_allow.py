@@ -82,6 +82,22 @@ class BlockAllowList:
         """Whether statements on the schema itself (CREATE/DROP/ALTER DATABASE) are moved."""
         return self.allow_table(schema, "")
 
+    def selects_schema(self, schema: str) -> bool:
+        """Whether the list moves the database as a whole, its tables or not (the full phase
+        creates it downstream even when it has none, as DM's dump does): allowed at schema level,
+        and not selected only through ``do-tables`` of other databases.
+
+        >>> BlockAllowList(BAListRule(do_dbs=["app"])).selects_schema("app")
+        True
+        >>> BlockAllowList(BAListRule(do_tables=[TableRef("app", "t")])).selects_schema("other")
+        False
+        """
+        if not self.allow_schema(schema):
+            return False
+        if self._do_dbs or not self._do_tables:
+            return True
+        return any(sp.match(schema) for sp, _ in self._do_tables)
+
     def allow_table(self, schema: str, table: str) -> bool:
         got = self._cache.get((schema, table))
         if got is None:

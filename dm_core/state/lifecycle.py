@@ -42,6 +42,8 @@ REST calls did not happen is finished by the runs themselves (1) or by the next 
 
 from __future__ import annotations
 
+import re
+import zlib
 from dataclasses import dataclass
 
 RUNNING, PAUSED, STOPPED = "running", "paused", "stopped"
@@ -50,14 +52,35 @@ RUNNING, PAUSED, STOPPED = "running", "paused", "stopped"
 PHASES = ("precheck", "full", "incremental")
 
 
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def dag_key(task_name: str) -> str:
+    """The task's name as it goes into DAG ids: itself when Airflow takes it (letters, digits,
+    ``_ . -``), else those characters kept, the others ``_``, and a hash of the name (DM allows
+    any name, e.g. ``t-Ë!s`t``; Airflow refuses such keys, and REST paths carry them).
+
+    >>> dag_key("shard-merge_01"), dag_key("t-Ë!s`t")
+    ('shard-merge_01', 't-__s_t-ceb43516')
+    """
+    if _PLAIN_NAME.match(task_name):
+        return task_name
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', task_name)}-{zlib.crc32(task_name.encode()):08x}"
+
+
 def dag_id(task_name: str, phase: str) -> str:
-    """Airflow's id of a task's DAG (phase: precheck | full | incremental | shard_ddl_unlock | validate)."""
-    return f"dm_{task_name}_{phase}"
+    """Airflow's id of a task's DAG (phase: precheck | full | incremental | shard_ddl_unlock | validate
+    | resync)."""
+    return f"dm_{dag_key(task_name)}_{phase}"
 
 
 def sensor_task_id(source_id: str) -> str:
-    """Airflow's id of a source's sync sensor in the incremental DAG."""
-    return f"sync_{source_id}".replace("-", "_")
+    """Airflow's id of a source's sync sensor in the incremental DAG.
+
+    >>> sensor_task_id("mysql-replica-01")
+    'sync_mysql_replica_01'
+    """
+    return f"sync_{dag_key(source_id)}".replace("-", "_")
 
 
 @dataclass(frozen=True)

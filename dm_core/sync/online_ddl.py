@@ -134,6 +134,9 @@ class OnlineBlockAllow:
     def allow_schema(self, schema: str) -> bool:
         return self.inner.allow_schema(schema)
 
+    def selects_schema(self, schema: str) -> bool:
+        return self.inner.selects_schema(schema)
+
     def allow_table(self, schema: str, table: str) -> bool:
         if table and self.kinds.kind(table) != REAL:
             return False

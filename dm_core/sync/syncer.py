@@ -336,6 +336,14 @@ class Syncer:
                 w.pending.txns, w.pending.last_ts = 1, txn.timestamp
                 w.settle(txn.end)
                 return True
+        partial = txn.partial_images and next(
+            (what for s, t, what in txn.partial_images if self.rules.block_allow.allow_table(s, t)), None)
+        if partial:  # binlog_row_image was not FULL: the rows are not whole (DM pauses too)
+            w.settle(txn.start)
+            self._pause(txn, ErrorCode.ROW_IMAGE_PARTIAL.error(
+                f"upstream didn't log enough columns in binlog: {partial} (binlog_row_image is not FULL for "
+                f"this change)"), w.res)
+            return False
         p = w.pending
         p.spans.append((txn.start, txn.end))
         p.jobs.extend(self.rows.jobs(txn, safe, self._row_gate(txn)))
@@ -349,6 +357,7 @@ class Syncer:
 
     def _take_ddl(self, w: _Window, txn: Txn, safe: bool, op=None) -> bool:
         """A DDL runs alone: everything before it durable first, the checkpoint past it after."""
+        faults.hit("sync.ddl.before_settle")
         w.settle(txn.start or w.checkpoint)
         self.shard.committed(w.checkpoint)
         try:
@@ -468,6 +477,7 @@ class Syncer:
                 defaults = _strict_needs(database_defaults(conn, s0), f"database {s0}")
             stmt = with_table_defaults(stmt, *defaults, mode)   # ddl/collation.py
         try:
+            faults.hit("sync.ddl.before_downstream")
             with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
                 done = ddl_replay.run(dconn, stmt, routed.kind, replay=replay)
         except Exception as e:
@@ -475,6 +485,7 @@ class Syncer:
             if not isinstance(err, Terminal):
                 raise err from None  # retried by the source (session.py)
             return err
+        faults.hit("sync.ddl.after_downstream")
         for t in routed.targets:
             self.rows.forget(*t)
         res.ddls.extend(done)

@@ -80,4 +80,4 @@ def chain_target(task_file: str, after: str, context) -> str:
         if gate.state == lifecycle.STOPPED:
             return ""
         nxt = lifecycle.next_phase(task, store.all_source_states(task.name), after)
-    return f"dm_{task.name}_{nxt}" if nxt else ""
+    return lifecycle.dag_id(task.name, nxt) if nxt else ""

@@ -59,15 +59,22 @@ class DMFiles:
             out = tmp_path / fname
             out.write_text(yaml.safe_dump(doc, sort_keys=False))
             self.sources.append(str(out))
-        text = (self.conf / task_file).read_text()
+        self.down = stack["down"]
+        self.task_file = self.task(task_file, placeholders)
+        self.name = yaml.safe_load(self.task_file.read_text())["name"]
+
+    def task(self, fname: str, placeholders: dict | None = None, out: str | None = None) -> Path:
+        """Another task file of the case (``conf/<fname>``), its placeholders replaced as run.sh's
+        ``sed`` does and the target swapped for the stack's; written as ``out`` (default ``fname``)."""
+        text = (self.conf / fname).read_text()
         for k, v in (placeholders or {}).items():
             text = text.replace(k, v)
         task = yaml.safe_load(text)
-        d = stack["down"]
+        d = self.down
         task["target-database"].update(host=d.host, port=d.port, user=d.user, password=d.password)
-        self.task_file = tmp_path / "dm-task.yaml"
-        self.task_file.write_text(yaml.safe_dump(task, sort_keys=False))
-        self.name = task["name"]
+        path = self.tmp / (out or fname)
+        path.write_text(yaml.safe_dump(task, sort_keys=False, allow_unicode=True))
+        return path
 
 
 @contextlib.contextmanager
@@ -123,12 +130,41 @@ def start(files: DMFiles, store):
     return task, sync
 
 
-def full_phase(task, store) -> None:
-    """What dm_<task>_full does: low watermarks + targets, the Spark load, high watermarks."""
+def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = True):
+    """What `dmctl start-task [--remove-meta] FILE` has Airflow run, in this process: the
+    precheck (check-task), the reset (--remove-meta), the start in the state store, then the
+    phases the task's mode and its recorded progress call for (lifecycle.resume_point): the full
+    phase unless it finished before, then, in task-mode all and incremental, every source synced
+    (until settled, with ``settle``). Returns (task, Sync or None)."""
+    from dm_core.config.task import load_task_file
+    from dm_core.reset import reset_task
+    from dm_core.state import lifecycle
+
+    rc, out, err = dmctl("check-task", str(task_file))
+    assert rc == 0, out + err
+    task = load_task_file(str(task_file))
+    if remove_meta:
+        reset_task(store, task.name, task)
+    store.start_task(task.name, Path(task_file).read_text())
+    resume = lifecycle.resume_point(task, store.all_source_states(task.name))
+    if task.task_mode in ("all", "full") and resume != "incremental":
+        full_phase(task, store, fresh=resume == "fresh")
+    if task.task_mode == "full":
+        return task, None
+    sync = Sync(task, store)
+    if settle:
+        sync.settle()
+    return task, sync
+
+
+def full_phase(task, store, *, fresh: bool = True) -> None:
+    """What dm_<task>_full does: low watermarks + targets, the Spark load, high watermarks
+    (``fresh``: a new snapshot; else the chunks an earlier run loaded are kept)."""
     from dm_core.full.phase import finish, forget, prepare
     from tests.integration.test_full_support import run_load
 
-    forget(task, store)
+    if fresh:
+        forget(task, store)
     prepare(task, store)
     r = run_load(task.name)
     assert r.returncode == 0, r.stderr[-4000:]
@@ -187,3 +223,31 @@ def union_rows(shards, columns: list[str], where: str = "") -> list[tuple]:
 def table_rows(ep, schema: str, table: str, columns: list[str], where: str = "") -> list[tuple]:
     return sorted((tuple(r) for r in run_sql(ep, f"SELECT {', '.join(columns)} FROM {qt(schema, table)} {where}")),
                   key=repr)
+
+
+def stop_task(name: str) -> str:
+    """`dmctl stop-task NAME`: the task stops in the state store (every source's next step ends
+    it); Airflow, which this process does not run, cannot be told, and dmctl says so (exit 1)."""
+    rc, out, err = dmctl("stop-task", name)
+    assert rc == 0 or "Airflow could not be told" in err, out + err
+    return out + err
+
+
+def sync_process(task_file, source_id: str, tmp_path, *, faults: str | None = None, timeout: float = 60) -> int:
+    """One source's sync in a process of its own until settled (what a sensor's process runs),
+    with ``faults`` (dm_core/faults.py) switched on: its exit code (97: it died at a fault point)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "SHARDFLOW_FAULTS"}
+    if faults:
+        env["SHARDFLOW_FAULTS"] = faults
+    root = HERE.parents[1]
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    log = Path(tmp_path) / f"sync-{source_id}-{(faults or 'plain').replace('=', '-')}.log"
+    with open(log, "w") as f:
+        p = subprocess.run([sys.executable, "-m", "tests.integration.shard_helpers", "run", str(task_file), source_id,
+                            "--mode", "settle", "--timeout", str(timeout)], cwd=root, env=env, stdout=f,
+                           stderr=subprocess.STDOUT, timeout=timeout + 60)
+    return p.returncode

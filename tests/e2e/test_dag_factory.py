@@ -123,3 +123,22 @@ def test_validators_schedule_the_validate_dag(tmp_path):
     assert out["tasks"]["dm_sched_validate"] == ["publish", "repair_if_different", "spark_validate", "trigger_resync"]
     assert out["tasks"]["dm_plain_validate"] == ["publish", "spark_validate"]
     assert out["schedules"]["dm_demo_validate"] in ("@hourly", "0 * * * *")
+
+
+def test_a_task_name_airflow_would_refuse_still_gets_its_dags(tmp_path):
+    """DM accepts any task name (its all_mode case runs `t-Ë!s`t`); DAG ids keep the characters
+    Airflow takes and add a hash of the name (dm_core.state.lifecycle.dag_key)."""
+    import yaml
+
+    from dm_core.state.lifecycle import dag_id
+
+    name = "t-Ë!s`t"
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    doc = yaml.safe_load((ROOT / "tests" / "dm_cases" / "all_mode" / "conf" / "dm-task.yaml").read_text())
+    doc["name"] = name
+    (tasks / f"{name}.yaml").write_text(yaml.safe_dump(doc, allow_unicode=True))
+    got = _parse(tasks, tmp_path)
+    assert got["errors"] == {}
+    assert {dag_id(name, p) for p in ("precheck", "full", "incremental", "validate", "resync")} <= set(got["dags"])
+    assert "sync_mysql_replica_01" in got["tasks"][dag_id(name, "incremental")]

@@ -196,3 +196,23 @@ def test_closing_a_dump_ends_its_server_thread(table):
     while _dump_threads(conn, thread) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _dump_threads(conn, thread) == 0, "the server still runs the dump of a closed stream"
+
+
+def test_row_images_without_every_column_are_named_on_their_transaction(table):
+    """binlog_row_image MINIMAL (set by a session): the images lack columns, and the window says
+    which on the transaction (the syncer pauses there); FULL images say nothing."""
+    ep, conn, schema = table
+    start = Position(*master_position(conn)[:2])
+    with conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {qt(schema, 't')} VALUES (1, 'a', 1, NULL), (2, 'b', 2, NULL)")
+        cur.execute("SET SESSION binlog_row_image = 'MINIMAL'")
+        cur.execute(f"UPDATE {qt(schema, 't')} SET v = 'x' WHERE id = 1")
+        cur.execute(f"DELETE FROM {qt(schema, 't')} WHERE id = 2")
+        cur.execute("SET SESSION binlog_row_image = 'FULL'")
+    until = Position(*master_position(conn)[:2])
+    txns, _, _ = _read_all(ep, start, until)
+    mine = [t for t in txns if any(r.schema == schema for r in t.rows)]
+    assert [t.partial_images is None for t in mine] == [True, False, False]
+    (s, t, what), = mine[1].partial_images
+    assert (s, t) == (schema, "t") and "update row image" in what and "lacks column(s) id, j, u, v" in what, what  # the before image has id only, the after image v
+    assert "lacks column(s) j, u, v" in mine[2].partial_images[0][2]

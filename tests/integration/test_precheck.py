@@ -302,11 +302,15 @@ def test_auto_increment_id(servers, route_extra, mapped, state):
 # ---- incremental start position ------------------------------------------------------------
 def _meta_cases(servers):
     name, pos = servers["good"].sql("SHOW MASTER STATUS")[0][:2]
+    domain, server_id, gtid = servers["good"].sql("SELECT @@gtid_domain_id, @@server_id, @@gtid_binlog_pos")[0]
     return [
         ({"binlog-name": name, "binlog-pos": 4}, "pass"),
         ({"binlog-name": name, "binlog-pos": int(pos)}, "pass"),
         ({"binlog-name": "mysql-bin.999999", "binlog-pos": 4}, "fail"),
         ({"binlog-name": name, "binlog-pos": int(pos) + 1_000_000}, "fail"),
+        ({"binlog-gtid": f"{domain}-{server_id}-0"}, "pass"),     # from the start: nothing purged yet
+        ({"binlog-gtid": gtid}, "pass"),                           # what the server has written
+        ({"binlog-gtid": f"{domain}-4242-1"}, "fail"),             # a transaction this binlog never had
     ]
 
 
@@ -315,7 +319,7 @@ def test_meta_position(servers):
         report = check(servers, {"mysql-01": (servers["good"].endpoint(), {"meta": meta})}, mode="incremental")
         expect(report, "mysql-01", mode="incremental", meta_position=state)
         if state == "fail":
-            assert meta["binlog-name"] in report.find("meta_position")[0].message
+            assert (meta.get("binlog-name") or meta["binlog-gtid"]) in report.find("meta_position")[0].message
 
 
 # ---- ignore-checking-items ---------------------------------------------------------------------

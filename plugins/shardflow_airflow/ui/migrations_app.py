@@ -43,7 +43,9 @@ def _token(request) -> str:
 
 def _runs(api, names: list[str]) -> dict[str, dict]:
     """task → {DAG kind → state of its newest run}, in one call of Airflow's batch endpoint."""
-    ids = {f"dm_{n}_{k}": (n, k) for n in names for k in KINDS}
+    from dm_core.state.lifecycle import dag_id
+
+    ids = {dag_id(n, k): (n, k) for n in names for k in KINDS}
     out: dict[str, dict] = {n: {} for n in names}
     if not ids:
         return out
@@ -57,13 +59,15 @@ def _runs(api, names: list[str]) -> dict[str, dict]:
 
 def overview(request, token: str) -> list[dict]:
     from dm_core.overview import task_overview
+    from dm_core.state import lifecycle
     from shardflow_airflow import runtime
 
     api = _api(request, token)
     known = set(api.dag_ids("dm_"))
     with runtime.open_store() as store:
         # tasks whose file Airflow no longer has (removed, or left by tests) are not shown
-        names = [n for n, _ in store.list_tasks() if f"dm_{n}_precheck" in known or f"dm_{n}_validate" in known]
+        names = [n for n, _ in store.list_tasks()
+                 if lifecycle.dag_id(n, "precheck") in known or lifecycle.dag_id(n, "validate") in known]
         runs = _runs(api, names)
         return [task_overview(store, n, runs[n]) for n in names]
 
@@ -157,6 +161,7 @@ def _trigger(request, body: dict) -> dict:
 
     from dm_core.errors import ShardflowError
     from dm_core.overview import task_overview
+    from dm_core.state import lifecycle
     from shardflow_airflow import runtime
 
     name, dag_id, conf = body.get("task"), body.get("dag_id"), body.get("conf") or {}
