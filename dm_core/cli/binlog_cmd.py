@@ -72,7 +72,7 @@ def _sources(a, task, states: dict) -> list[str]:
                 f"binlog {a.op} -b names a position in one source's binlog; task {task.name!r} has "
                 f"{len(ids)} sources", workaround="Add `-s SOURCE` for the source whose binlog it is.")
         return ids
-    paused = [sid for sid in ids if _paused(states.get(sid))]
+    paused = [sid for sid in ids if _erred(states.get(sid))]
     if not paused:
         raise ErrorCode.CONFIG_INVALID.error(
             f"task {task.name}: no source is paused on an error; nothing to {a.op}",
@@ -80,8 +80,13 @@ def _sources(a, task, states: dict) -> list[str]:
     return paused
 
 
+def _erred(st) -> bool:
+    return bool(st and st["stage"] == "paused" and st["error"])
+
+
 def _paused(st) -> bool:
-    return bool(st and st["stage"] == "paused" and st["error"] and st["error_pos"])
+    """Paused on an error at a known event (``error_pos``)."""
+    return _erred(st) and bool(st["error_pos"])
 
 
 def _statements(a) -> list[str]:
@@ -117,8 +122,10 @@ def run(a, store_factory, load_task, task_name) -> int:
             pos = at
             if pos is None:
                 if not _paused(st):
-                    print(f"task {name}: source {sid} is not paused on an error; give `-b FILE:POS` for an "
-                          f"event ahead", file=sys.stderr)
+                    why = ("its error names no binlog event (it was raised after the checkpoint "
+                           f"({st['binlog_file']}, {st['binlog_pos']}))" if _erred(st) else "it is not paused on an error")
+                    print(f"task {name}: source {sid}: {why}; give `-b FILE:POS` of the event (SHOW BINLOG EVENTS "
+                          f"on the upstream lists them)", file=sys.stderr)
                     failed += 1
                     continue
                 pos = he.parse_binlog_pos(st["error_pos"])

@@ -81,8 +81,11 @@ def describe(name: str, info: dict, st: dict, view: dict | None, loaded_rows: in
         return lc.STOPPED, f"{gate.reason}; {kept}; {again}{erred}"
     if st.get("stage") == "paused" and st.get("error"):
         first = str(st["error"]).splitlines()[0]
-        return lc.PAUSED, (f"paused on an error at {st.get('error_pos')}: {first}; fix the cause, then "
-                           f"`dmctl resume-task {name} -s {sid}` (retries it once) or `dmctl binlog skip|replace`")
+        if st.get("error_pos"):
+            return lc.PAUSED, (f"paused on an error at {st.get('error_pos')}: {first}; fix the cause, then "
+                               f"`dmctl resume-task {name} -s {sid}` (retries it once) or `dmctl binlog skip|replace`")
+        return lc.PAUSED, (f"paused on an error after its checkpoint {cp or 'none yet'}: {first}; fix the cause, then "
+                           f"`dmctl resume-task {name} -s {sid}` (retries from the checkpoint)")
     if finished:
         return "finished", (f"the full phase finished: {loaded_rows} rows of this source loaded; task-mode full "
                             f"replicates nothing after it (`dmctl start-task --remove-meta FILE` loads again)")

@@ -205,8 +205,9 @@ class SyncSession:
         self.failures = 0
         st = self.store.source_state(self.task.name, sid)
         at = f"({st['binlog_file']}, {st['binlog_pos']})" if st.get("binlog_file") else None
+        # no error_pos: the checkpoint is not the failing event (`dmctl binlog` needs -b here)
         self.store.update_source_state(self.task.name, sid, stage="paused", error=str(err),
-                                       error_code=err.code.number, error_stmt=None, error_pos=at)
+                                       error_code=err.code.number, error_stmt=None, error_pos=None)
         out.state = "paused"
         out.say(logging.ERROR, f"source {sid} is paused: {err} (at binlog position {at})\nwhat to do: fix it, then "
                                f"`dmctl resume-task {self.task.name} -s {sid}`")

@@ -223,7 +223,7 @@ class Syncer:
             if not isinstance(e, Terminal):
                 raise                          # retried by the session from the checkpoint
             w.applier.take_error()  # the pause position must be committed, not just submitted
-            self._pause(None, e, w.res, at=e.position or w.checkpoint)
+            self._pause(None, e, w.res, at=e.position or w.checkpoint, exact=e.position is not None)
         finally:
             w.close()
         return self._report(w, t0)
@@ -569,12 +569,16 @@ class Syncer:
             self.rows.forget(*n.target)
         return None if step.action == GO else step
 
-    def _pause(self, txn: Txn | None, err: ShardflowError, res: WindowResult, at: Position | None = None) -> None:
+    def _pause(self, txn: Txn | None, err: ShardflowError, res: WindowResult, at: Position | None = None,
+               exact: bool = True) -> None:
+        """Pause at ``txn`` (or ``at``); ``exact``: the position is the failing event's start, which
+        ``error_pos`` names (what `dmctl binlog` acts on). An error raised mid-window without one
+        pauses at the checkpoint with no ``error_pos``: an operation there would hit another event."""
         pos = (txn.start if txn is not None else None) or at
         stmt = redact_sql(txn.ddl) if txn is not None and txn.ddl else err.statement
         self.store.update_source_state(
             self.task.name, self.source_id, stage="paused", error=str(err), error_code=err.code.number if err.code else None,
-            error_stmt=stmt, error_pos=str(pos) if pos else None,
+            error_stmt=stmt, error_pos=str(pos) if pos and exact else None,
             **({"binlog_file": pos.file, "binlog_pos": pos.pos} if pos else {}),
         )
         res.paused = f"{err} (at binlog position {pos}{'; statement: ' + stmt if stmt else ''})"

@@ -141,6 +141,10 @@ def test_a_transient_error_is_retried_with_backoff_and_converges_or_pauses(plain
         assert [sess.step().state for _ in range(3)] == ["retrying", "retrying", "paused"]
         st = store.source_state(task.name, sid)
         assert "50012" in st["error"] and "1205" in st["error"] and "3 times in a row" in st["error"], st["error"]
+        # the checkpoint is not the failing event: `binlog skip` there would drop another one
+        assert st["error_pos"] is None
+        assert dmctl_binlog("skip", task.name, "-s", sid) == 1
+        assert not store.error_ops(task.name, sid)
     finally:
         locker.rollback()
         locker.close()
