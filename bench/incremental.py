@@ -343,9 +343,11 @@ class PrivateReplica:
         if r.returncode != 0:
             raise RuntimeError(f"mariadb-install-db failed: {r.stdout[-500:]} {r.stderr[-500:]}")
         err = self.dir / "error.log"
+        (self.dir / "tmp").mkdir(exist_ok=True)   # its own: a starting mariadbd empties its tmpdir of #sql* files
         # Same durability settings as the stack's downstream, so applying costs the same.
         self.proc = subprocess.Popen(
-            [tools["mariadbd"], "--no-defaults", f"--datadir={self.dir / 'data'}", f"--port={port}",
+            [tools["mariadbd"], "--no-defaults", f"--datadir={self.dir / 'data'}", f"--tmpdir={self.dir / 'tmp'}",
+             f"--port={port}",
              f"--socket={self.dir / 'mariadbd.sock'}", f"--pid-file={self.dir / 'mariadbd.pid'}",
              "--bind-address=127.0.0.1", f"--user={user}", "--server-id=900", "--skip-slave-start",
              f"--replicate-wild-do-table={SCHEMA}.%", f"--log-error={err}", "--innodb-buffer-pool-size=256M",

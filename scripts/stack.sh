@@ -42,7 +42,11 @@ mysqld_up() { # name port server-id binlog
       --auth-root-authentication-method=normal >"$dir/install.log" 2>&1 \
       || { cat "$dir/install.log"; exit 1; }
   fi
-  local args=(--no-defaults --datadir="$dir/data" --port="$port" --socket="$dir/mariadbd.sock"
+  # A tmpdir of its own: every mariadbd deletes the #sql* files in its tmpdir when it starts, so
+  # servers sharing /tmp (test fixtures, a second stack) would pull temporary tables out from
+  # under each other's queries ("Error on delete of '/tmp/#sql-temptable-…'", a crash in Aria).
+  mkdir -p "$dir/tmp"
+  local args=(--no-defaults --datadir="$dir/data" --tmpdir="$dir/tmp" --port="$port" --socket="$dir/mariadbd.sock"
     --pid-file="$dir/mariadbd.pid" --bind-address=127.0.0.1 --user="$(id -un)"
     --server-id="$sid" --log-error="$dir/error.log" --innodb-buffer-pool-size=256M
     --max-connections=500 --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci

@@ -94,6 +94,7 @@ def start_mariadb(tmpdir, port: int, server_id: int, extra_args=(), *, log_bin: 
     datadir = base / "data"
     datadir.mkdir(parents=True)
     socket = base / "mysqld.sock"
+    (base / "tmp").mkdir()   # its own: a starting mariadbd deletes the #sql* files of its tmpdir (stack.sh)
     log = base / "mariadbd.log"
     subprocess.run(
         [_binary("mariadb-install-db", "mysql_install_db"), "--no-defaults", f"--datadir={datadir}",
@@ -103,7 +104,7 @@ def start_mariadb(tmpdir, port: int, server_id: int, extra_args=(), *, log_bin: 
     args = [_binary("mariadbd", "mysqld"), "--no-defaults", f"--datadir={datadir}", f"--port={port}",
             f"--socket={socket}", "--user=root", f"--server-id={server_id}", f"--bind-address={HOST}",
             f"--pid-file={base / 'mariadbd.pid'}", f"--log-error={log}",
-            "--innodb-buffer-pool-size=32M"]
+            f"--tmpdir={base / 'tmp'}", "--innodb-buffer-pool-size=32M"]
     if log_bin:
         args += ["--log-bin=mysql-bin", "--binlog-format=ROW", "--binlog-row-image=FULL",
                  "--binlog-row-metadata=FULL"]
