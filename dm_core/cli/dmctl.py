@@ -297,8 +297,7 @@ def cmd_shard_ddl_lock(a) -> int:
                 return 2
             lk = coordinator.unlock(store, args[1], owner=a.owner, force_remove=a.force_remove, action=a.action)
             print(json.dumps({"result": True, "lock": coordinator.summary(lk)}, indent=2, default=str))
-            print(f"lock {args[1]}: unlocked ({'force-removed' if a.force_remove else a.action}); the sources "
-                  f"carry it out at their next poke", file=sys.stderr)
+            print(f"lock {args[1]}: {coordinator.unlock_note(lk, a.action, a.force_remove)}", file=sys.stderr)
             return 0
         if len(args) > 1:
             print("dmctl shard-ddl-lock [TASK]: at most one task", file=sys.stderr)

@@ -8,7 +8,9 @@ Three callers share this module, so that what they show and do cannot drift apar
   task's routes group them) and settles it; its result is mirrored to the Airflow Variable
   ``shardflow_<task>_ddl_locks``;
 * ``dmctl shard-ddl-lock [TASK]`` and ``query-status`` (``list_locks`` + ``render``);
-* ``dmctl shard-ddl-lock unlock`` and the ``dm_<task>_shard_ddl_unlock`` DAG (``unlock``).
+* ``dmctl shard-ddl-lock unlock`` and the ``dm_<task>_shard_ddl_unlock`` DAG (``unlock``): on a
+  stopped task a pessimistic lock whose DDL has not started is removed, as DM does (its
+  sources report again at the next start).
 
 Every change goes through the mode's lock store (``lock_ops``: one Postgres transaction per lock), so a
 caller killed anywhere leaves the lock as it was before or after, never in between.
@@ -53,11 +55,34 @@ def unlock(store, lock_id: str, *, owner: str | None = None, force_remove: bool 
     """Resolve a stuck lock (DM's `shard-ddl-lock unlock`); returns the lock afterwards."""
     if action not in (EXEC, SKIP):
         raise ShardDDLLockError(f"unknown unlock action {action!r}", workaround="Use --action exec or --action skip.")
-    mode = pg.lock_mode(store, lock_id)
-    if mode is None:
+    got = pg.lock_task_mode(store, lock_id)
+    if got is None:
         raise ShardDDLLockError(f"no shard DDL lock {lock_id!r}",
                                 workaround="Run `dmctl shard-ddl-lock TASK` for the task's lock ids.")
+    task, mode = got
+    if mode == "pessimistic" and _stopped(store, task):
+        # DM: a stopped task has no subtasks, so nobody could run the DDL; its unlock force-removes
+        # the lock and the sources report their DDLs again when the task starts (they stopped
+        # before them, or hold the rows after them back). Nothing runs downstream now.
+        lk = ops_for(mode).forget(store, lock_id)
+        if lk is not None:
+            return {**lk, "removed": True}
     return ops_for(mode).unlock(store, lock_id, owner=owner, force_remove=force_remove, action=action)
+
+
+def _stopped(store, task: str) -> bool:
+    from dm_core.state.lifecycle import STOPPED
+
+    info = store.task_info(task)
+    return info is not None and info["status"] == STOPPED
+
+
+def unlock_note(lk: dict, action: str, force_remove: bool) -> str:
+    """What an unlock did, for dmctl and the unlock DAG's log."""
+    if lk.get("removed"):
+        return ("the task is stopped, so no source could run its DDL: the lock is removed and nothing ran "
+                "downstream; when the task starts, its sources report their DDLs again to a new lock")
+    return f"unlocked ({'force-removed' if force_remove else action}); the sources carry it out at their next poke"
 
 
 def summary(lk: dict) -> dict:

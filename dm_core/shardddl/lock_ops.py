@@ -114,6 +114,15 @@ class PessimisticOps(LockOps):
     def _active(lock) -> bool:
         return lock.ddls is not None
 
+    def forget(self, store, lock_id: str) -> dict | None:
+        """Delete the lock if its current DDL cannot have reached the downstream yet
+        (``Lock.started``); returns its summary as it was, or None (kept). What unlocking a
+        stopped task's lock does, as DM force-removes the lock of a task without subtasks:
+        its sources read their DDLs again from their checkpoints when the task starts, and
+        report them to a new lock."""
+        return pg.remove_lock(store, lock_id, self.mode, lambda lk: None if lk.started() else lk.describe(),
+                              self.lock_cls.from_rows)
+
     def get_operation(self, store, task: str, source: str, lock_id: str | None = None) -> Operation | None:
         """What ``source`` must do now in ``task`` (first lock in id order), None if nothing."""
         for lock in self._read(store, task, lock_id):

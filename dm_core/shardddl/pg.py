@@ -175,6 +175,23 @@ def transition(store, lock_id: str, mode: str, fn: Callable, from_rows: Callable
     return result
 
 
+def remove_lock(store, lock_id: str, mode: str, fn: Callable, from_rows: Callable):
+    """In one transaction: load the lock, ask ``fn(lock)`` for what to return, and delete the
+    lock (its members and operations with it) unless ``fn`` returned None."""
+    ensure_tables(store)
+    with store.tx() as cur:
+        got = load(cur, lock_id)
+        if got is None:
+            raise ShardDDLLockError(f"no shard DDL lock {lock_id}")
+        if got[0]["mode"] != mode:
+            raise ShardDDLLockError(f"lock {lock_id} is a {got[0]['mode']} lock, not {mode}")
+        result = fn(from_rows(*got))
+        if result is not None:
+            cur.execute(f"DELETE FROM {schema()}.shardddl_lock WHERE lock_id = %s", (lock_id,))
+            faults.hit("shardddl.ops.before_commit")
+    return result
+
+
 def read(store, task: str, mode: str, from_rows: Callable, lock_id: str | None = None) -> list:
     """Load the task's locks of ``mode`` (consistently: FOR SHARE, in lock id order)."""
     ensure_tables(store)
@@ -211,11 +228,17 @@ def waiting_since(store, task: str) -> dict[str, Any]:
 
 
 def lock_mode(store, lock_id: str) -> str | None:
+    got = lock_task_mode(store, lock_id)
+    return got[1] if got else None
+
+
+def lock_task_mode(store, lock_id: str) -> tuple[str, str] | None:
+    """(task, mode) of a lock, or None when there is no such lock."""
     ensure_tables(store)
     with store.tx() as cur:
-        cur.execute(f"SELECT mode FROM {schema()}.shardddl_lock WHERE lock_id = %s", (lock_id,))
+        cur.execute(f"SELECT task, mode FROM {schema()}.shardddl_lock WHERE lock_id = %s", (lock_id,))
         row = cur.fetchone()
-    return row[0] if row else None
+    return (row[0], row[1]) if row else None
 
 
 def remove_task(store, task: str) -> int:

@@ -139,6 +139,6 @@ class ShardDDLUnlockOperator(BaseOperator):
                                   action=self.action)
             except ShardflowError as e:
                 raise AirflowFailException(str(e)) from None
-        self.log.info("lock %s unlocked (%s); the sources carry it out at their next poke:\n%s", self.lock_id,
-                      "force-removed" if force else self.action, admin.render([lk]))
+        self.log.info("lock %s: %s:\n%s", self.lock_id, admin.unlock_note(lk, self.action, force),
+                      admin.render([lk]))
         return admin.summary(lk)

@@ -131,22 +131,26 @@ def start(files: DMFiles, store):
 
 
 def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = True):
-    """What `dmctl start-task [--remove-meta] FILE` has Airflow run, in this process: the
-    precheck (check-task), the reset (--remove-meta), the start in the state store, then the
-    phases the task's mode and its recorded progress call for (lifecycle.resume_point): the full
-    phase unless it finished before, then, in task-mode all and incremental, every source synced
+    """What `dmctl start-task [--remove-meta] FILE` has Airflow run, in this process: the reset
+    (--remove-meta), the precheck as the precheck DAG runs it (a task resuming from checkpoints
+    skips the sharding items, as in DM), the start in the state store, then the phases the
+    task's mode and its recorded progress call for (lifecycle.resume_point): the full phase
+    unless it finished before, then, in task-mode all and incremental, every source synced
     (until settled, with ``settle``). Returns (task, Sync or None)."""
+    from dm_core.check import run_prechecks
     from dm_core.config.task import load_task_file
     from dm_core.reset import reset_task
+    from dm_core.sources import source_endpoint, target_endpoint
     from dm_core.state import lifecycle
 
-    rc, out, err = dmctl("check-task", str(task_file))
-    assert rc == 0, out + err
     task = load_task_file(str(task_file))
     if remove_meta:
         reset_task(store, task.name, task)
-    store.start_task(task.name, Path(task_file).read_text())
     resume = lifecycle.resume_point(task, store.all_source_states(task.name))
+    report = run_prechecks(task, {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances},
+                           target_endpoint(task), resuming=resume)
+    assert report.ok, report.render()
+    store.start_task(task.name, Path(task_file).read_text())
     if task.task_mode in ("all", "full") and resume != "incremental":
         full_phase(task, store, fresh=resume == "fresh")
     if task.task_mode == "full":

@@ -176,6 +176,32 @@ def test_unlock_releases_a_missing_source(store, task, down):
     assert columns(conn, db).count("c") == 1
 
 
+def test_a_stopped_task_s_unlock_removes_a_lock_not_started_and_its_sources_report_again(store, task, down):
+    """DM's sequence_sharding_removemeta: unlock after stop-task force-removes the lock (nobody
+    could run its DDL); the sources read their DDLs again at the next start and report them to
+    a new lock. A lock whose owner has begun running the DDL is not removed (the others would
+    wait for an owner that never reports again)."""
+    from dm_core.shardddl import coordinator
+
+    db, conn = down
+    store.start_task(task, "name: x")
+    i1 = info(task, db, "s1", "ALTER TABLE t_1 ADD COLUMN c INT", 100)
+    ops.put_info(store, i1, ["s1", "s2"])
+    lock_id = ops.get_operation(store, task, "s1").lock_id
+    store.stop_task(task)
+    got = coordinator.unlock(store, lock_id)
+    assert got["removed"] and "removed" in coordinator.unlock_note(got, EXEC, False)
+    assert coordinator.list_locks(store, task) == [] and columns(conn, db) == ["id", "name", "qty"]
+    assert ops.put_info(store, i1, ["s1", "s2"]).action == WAIT     # the next start: reported again, waits for s2
+    i2 = info(task, db, "s2", "alter table t_9 add c int", 400, tables=[("up2", "t_9")])
+    ops.put_info(store, i2, ["s1", "s2"])
+    op = ops.get_operation(store, task, "s1")
+    ops.mark_executing(store, task, "s1", op.lock_id, op.step, 0)    # the owner has begun: kept, unlocked as usual
+    got = coordinator.unlock(store, lock_id, action=SKIP)
+    assert "removed" not in got and [lk["lock_id"] for lk in coordinator.list_locks(store, task)] == [lock_id]
+    store.forget_task(task)
+
+
 def test_concurrent_reporters_execute_each_ddl_once(stack, task, down):
     """Eight sources on eight threads (own connections), two DDLs each, started together."""
     db, conn = down

@@ -355,6 +355,13 @@ class Lock(LockBase):
             self.owner = new_owner
         self.settle()
 
+    def started(self) -> bool:
+        """Whether the current step's DDL may have reached the downstream: an op of it is
+        done, or the owner's statement is in flight or partly run. A lock that has not
+        started can be forgotten (``lock_ops.PESSIMISTIC.forget``): its sources report
+        their DDLs again when they read them, and nothing ran twice or went missing."""
+        return any(op.state in (DONE, EXECUTING) or op.exec_index > 0 for op in self._step_ops())
+
     def _release_unreported(self, step: int) -> None:
         for s in self.expected():
             if self._reached(s) and not self._conflicting(s):
