@@ -186,6 +186,7 @@ def _status(store, name: str, only: list[str] | None = None) -> dict:
     loaded = store.chunk_totals(name)
     rows = _source_rows(store, name, info)
     view["held"] = store.held_sources(name, [s["source_id"] for s in rows])  # which have a live poke
+    locks = coordinator.list_locks(store, name, active_only=True)
     sources = []
     for s in rows:
         if only and s["source_id"] not in only:
@@ -193,11 +194,11 @@ def _status(store, name: str, only: list[str] | None = None) -> dict:
         row = _fmt_state(s)
         row["loaded_rows"] = loaded.get(s["source_id"], 0)   # the full phase's (DM: the load unit's progress)
         row["status"], row["message"] = describe(name, info, s, view, loaded.get(s["source_id"], 0))
+        row["unresolved_groups"] = coordinator.unresolved_groups(s["source_id"], s.get("shard_groups"), locks)
         sources.append(row)
     return {"task": name, "status": info["status"], "start": info["generation"], "phases": view.get("phases", {}),
             "waiting": view.get("waiting", []), **({"airflow_error": view["error"]} if view.get("error") else {}),
-            "sources": sources,
-            "ddl_locks": [coordinator.summary(lk) for lk in coordinator.list_locks(store, name, active_only=True)]}
+            "sources": sources, "ddl_locks": [coordinator.summary(lk) for lk in locks]}
 
 
 def cmd_query_status(a) -> int:

@@ -99,6 +99,36 @@ def summary(lk: dict) -> dict:
     return out
 
 
+NO_DDL_MET = "this source has not met any shard DDL of this group"
+
+
+def unresolved_groups(source_id: str, shard_groups, locks: list[dict]) -> list[dict]:
+    """What query-status shows per source of its pessimistic sharding groups that wait on a DDL
+    (DM's ``unresolvedGroups``): from the source's own first-level groups (``shard_groups`` of
+    its state row) the round's DDLs, the tables that met them (``synced``) and those still to
+    (``unsynced``); and for a lock that waits for this source while no table of it has met the
+    DDL, DM's note that the source has not met any shard DDL of the group. ``locks``: the task's
+    active locks (``list_locks``)."""
+    from dm_core.shardddl.source_group import SourceShardGroups
+
+    def name(t) -> str:
+        return ".".join(f"`{x}`" for x in t)
+
+    out = []
+    if shard_groups:
+        for g in SourceShardGroups.from_json(shard_groups).groups.values():
+            u = g.unresolved()
+            if u is not None:
+                out.append({"target": name(u["target"]), "ddls": u["ddls"], "synced": [name(t) for t in u["synced"]],
+                            "unsynced": [name(t) for t in u["unsynced"]]})
+    seen = {g["target"] for g in out}
+    for lk in locks:
+        if lk["mode"] == "pessimistic" and source_id in lk.get("unsynced", ()) and name(lk["target"]) not in seen:
+            out.append({"target": name(lk["target"]), "ddls": list(lk["ddls"] or []), "synced": [],
+                        "unsynced": [NO_DDL_MET]})
+    return out
+
+
 def render(locks: list[dict]) -> str:
     """Plain lines for task logs and dmctl: one paragraph per lock."""
     if not locks:

@@ -162,6 +162,17 @@ class SourceGroup:
         k = self.resolved + 1 if k is None else k
         return tuple(t for t, m in self.members.items() if m.total() < k)
 
+    def unresolved(self) -> dict | None:
+        """The round this group waits on, as query-status shows it (DM's ``unresolvedGroups``):
+        its DDLs, the member tables that have reached them and those still to; None when idle."""
+        if self.idle:
+            return None
+        k = self.resolved + 1
+        first = self.round_ddls.get(k)
+        return {"target": list(self.target), "ddls": list(first[1]) if first else [],
+                "synced": sorted(list(t) for t, m in self.members.items() if m.total() >= k),
+                "unsynced": [list(t) for t in sorted(self.waiting_for(k))]}
+
     def complete(self, k: int) -> bool:
         return bool(self.members) and all(m.total() >= k for m in self.members.values())
 

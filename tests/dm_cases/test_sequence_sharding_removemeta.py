@@ -7,14 +7,18 @@ situations (pessimistic shard mode, DM's `is-sharding: true`):
 2. the DDL sequence (ADD COLUMN c, its index, ADD COLUMN d, its index, ADD COLUMN e with its index)
    on every shard but t4 of upstream 2, which stops after c and its index: the lock of the target
    waits on `ADD COLUMN d` (upstream 1 reported, upstream 2 has it on two of its three tables);
-   `shard-ddl-lock` shows it, and query-status shows the sources at it;
+   `shard-ddl-lock` shows it, and query-status shows each source's unresolved sharding group (the
+   tables that met the DDL and those still to);
 3. stop-task; the downstream database dropped; t4 catches up upstream (d, e, updates, a unique-key
    UPDATE) with more rows; start-task --remove-meta: the lock is gone, a fresh full phase loads
    every shard at its present schema, `sync diff` equals (nothing applied twice, nothing lost);
-4. upstream 1's two tables add f: the lock waits on `ADD COLUMN f` for upstream 2, which has not
-   met any DDL of it; stop-task; `shard-ddl-lock unlock` of the lock works on a stopped task and
-   leaves no lock (DM: a stopped task's worker cannot run anything, so the unlock force-removes:
-   nothing runs downstream).
+4. upstream 1's two tables add f (and write it): the lock waits on `ADD COLUMN f` for upstream 2,
+   which query-status says has not met any shard DDL of the group; stop-task; `shard-ddl-lock
+   unlock` of the lock works on a stopped task and leaves no lock (DM: a stopped task's worker
+   cannot run anything, so the unlock force-removes: nothing runs downstream);
+5. (beyond DM's run.sh, what a user does next) start-task again: source 1 reads its ADD COLUMN f
+   again and reports it to a new lock that waits for upstream 2; once upstream 2 adds f, it runs
+   downstream once and the rows held back arrive: nothing lost, nothing twice.
 
 Not ported: DM's metrics (`dm_master_ddl_state_number`), relay (source2.yaml's `enable-relay`).
 """
@@ -50,6 +54,10 @@ def _status(name: str) -> dict:
     rc, out, err = dmctl("query-status", name)
     assert rc == 0, out + err
     return json.loads(out)["tasks"][0]
+
+
+def _groups(status: dict) -> dict:
+    return {s["source"]: s["unresolved_groups"] for s in status["sources"]}
 
 
 def _columns(ep) -> list[str]:
@@ -102,8 +110,11 @@ def test_dm_sequence_sharding_removemeta_case(case, stack):
     assert _columns(down) == BASE + ["c"]   # d waits for upstream 2's t4
     st = _status(task.name)
     assert [lk["lock_id"] for lk in st["ddl_locks"]] == [lock_id]
-    msgs = {s["source"]: s["message"] for s in st["sources"]}
-    # TODO unresolved groups
+    d = [f"ALTER TABLE `{TARGET}`.`t_target` ADD COLUMN `d` INT"]
+    tgt = f"`{TARGET}`.`t_target`"
+    assert _groups(st) == {   # DM's unresolvedGroups: each source met the DDL on some tables
+        s1: [{"target": tgt, "ddls": d, "synced": [f"`{DB}`.`t1`", f"`{DB}`.`t2`"], "unsynced": []}],
+        s2: [{"target": tgt, "ddls": d, "synced": [f"`{DB}`.`t2`", f"`{DB}`.`t3`"], "unsynced": [f"`{DB}`.`t4`"]}]}
 
     # 3. stop; the downstream database dropped; t4 catches up; start --remove-meta
     stop_task(task.name)
@@ -126,7 +137,10 @@ def test_dm_sequence_sharding_removemeta_case(case, stack):
     assert [lk["lock_id"] for lk in locks] == [lock_id], locks
     assert locks[0]["ddls"] == [f"ALTER TABLE `{TARGET}`.`t_target` ADD COLUMN `f` INT"], locks
     assert locks[0]["reported"] == [s1] and locks[0]["waiting_for"] == [s2], locks
-    # TODO unresolved groups
+    f = [f"ALTER TABLE `{TARGET}`.`t_target` ADD COLUMN `f` INT"]
+    assert _groups(_status(task.name)) == {   # upstream 2 met none of it (DM: "doesn't receive any shard DDL")
+        s1: [{"target": tgt, "ddls": f, "synced": [f"`{DB}`.`t1`", f"`{DB}`.`t2`"], "unsynced": []}],
+        s2: [{"target": tgt, "ddls": f, "synced": [], "unsynced": ["this source has not met any shard DDL of this group"]}]}
 
     # stop-task, then unlock: the task has no running source to run the DDL (DM: the unlock of a
     # stopped task force-removes the lock); nothing ran downstream
