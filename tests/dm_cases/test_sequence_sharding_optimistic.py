@@ -31,6 +31,8 @@ source2.yaml) is not built: source 2 reads the upstream's binlog directly.
 
 import pytest
 
+from tests.integration.shard_helpers import active_locks as coordinator_locks
+
 from .harness import dm_case, dmctl, register_sources, run_sql, start, sync_process, table_rows, union_rows
 
 pytestmark = pytest.mark.integration
@@ -43,6 +45,14 @@ TABLE = "(id bigint primary key, c1 varchar(20), c2 varchar(20)) CHARSET=latin1 
 # (t2's DROP c1, the last shard to drop it)
 FAULTS = ["sync.ddl.before_settle", "shardddl.sync.after_put_info", "shardddl.sync.after_skip_ack",
           "shardddl.exec.before_downstream", "shardddl.exec.after_downstream"]
+
+
+FINAL_COLUMNS = [("id", "bigint(20)", "NO", None), ("c2", "varchar(20)", "YES", "latin1_bin"),
+                 ("c3", "int(11)", "YES", None)]
+
+
+def _shards(up1, up2) -> list[tuple]:
+    return [(up1, DB, "t1"), (up1, DB, "t2"), (up2, DB, "t2"), (up2, DB, "t3"), (up2, DB, "t4")]
 
 
 @pytest.fixture
@@ -66,12 +76,8 @@ def _status(name: str) -> dict:
     return {s["source"]: s for s in json.loads(out)["tasks"][0]["sources"]}
 
 
-def test_dm_sequence_sharding_optimistic_case(case, stack, tmp_path):
-    files, store = case
-    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+def _prepare(up1, up2) -> None:
     t = f"{DB}.{{}}".format
-
-    # 1. shards, sources, task, full phase
     run_sql(up1, f"CREATE DATABASE {DB}", f"CREATE TABLE {t('t1')} {TABLE}", f"CREATE TABLE {t('t2')} {TABLE}",
             f"INSERT INTO {t('t1')} VALUES (100001, 'uno', 'primero'), (100002, 'dos', 'segundo')",
             f"INSERT INTO {t('t1')} VALUES (200001, 'tres', 'tercero'), (200002, 'cuatro', 'cuarto')")
@@ -79,11 +85,68 @@ def test_dm_sequence_sharding_optimistic_case(case, stack, tmp_path):
             f"INSERT INTO {t('t2')} VALUES (300001, 'cinco', 'quinto'), (300002, 'seis', 'sexto')",
             f"INSERT INTO {t('t3')} VALUES (400001, 'siete', 'septimo'), (400002, 'ocho', 'octavo')",
             f"INSERT INTO {t('t4')} VALUES (500001, 'nueve', 'noveno'), (500002, 'diez', 'decimo')")
+
+
+def _sequence_up1(up1) -> None:
+    t = f"{DB}.{{}}".format
+    run_sql(up1,
+            f"INSERT INTO {t('t2')} VALUES (200003, 'x210003', 'y220003')",
+            f"INSERT INTO {t('t1')} VALUES (100003, 'x110003', 'y120003')",
+            f"ALTER TABLE {t('t1')} DROP COLUMN c1",                       # t1 (id, c2); t2 (id, c1, c2)
+            f"INSERT INTO {t('t1')} (id, c2) VALUES (100004, 'y120004')",
+            f"INSERT INTO {t('t2')} VALUES (200004, 'x210004', 'y220004')",
+            f"ALTER TABLE {t('t2')} ADD COLUMN c3 int",                    # t2 (id, c1, c2, c3)
+            f"INSERT INTO {t('t2')} VALUES (200005, 'x210005', 'y220005', 230005)",
+            f"INSERT INTO {t('t1')} (id, c2) VALUES (100005, 'y120005')",
+            f"ALTER TABLE {t('t2')} DROP COLUMN c1",                       # t2 (id, c2, c3)
+            f"INSERT INTO {t('t1')} (id, c2) VALUES (100006, 'y120006')",
+            f"INSERT INTO {t('t2')} (id, c2, c3) VALUES (200006, 'y220006', 230006)",
+            f"ALTER TABLE {t('t1')} ADD COLUMN c3 int",                    # t1 (id, c2, c3)
+            f"INSERT INTO {t('t2')} (id, c2, c3) VALUES (200007, 'y220007', 230007)",
+            f"INSERT INTO {t('t1')} (id, c2, c3) VALUES (100007, 'y120007', 130007)")
+
+
+def _sequence_up2(up2) -> None:
+    t = f"{DB}.{{}}".format
+    run_sql(up2,
+            f"ALTER TABLE {t('t4')} ADD COLUMN c3 int",                    # before any row: the join widens first
+            f"INSERT INTO {t('t4')} VALUES (500004, 'x510004', 'y520004', 530004)",
+            f"INSERT INTO {t('t2')} VALUES (300004, 'x310004', 'y320004')",
+            f"INSERT INTO {t('t3')} VALUES (400004, 'x410004', 'y420004')",
+            f"ALTER TABLE {t('t4')} DROP COLUMN c1",                       # t4 (id, c2, c3)
+            f"INSERT INTO {t('t3')} VALUES (400005, 'x410005', 'y420005')",
+            f"INSERT INTO {t('t4')} (id, c2, c3) VALUES (500005, 'y520005', 530005)",
+            f"INSERT INTO {t('t2')} VALUES (300005, 'x310005', 'y320005')",
+            f"ALTER TABLE {t('t2')} DROP COLUMN c1",                       # t2 (id, c2)
+            f"INSERT INTO {t('t4')} (id, c2, c3) VALUES (500006, 'y520006', 530006)",
+            f"INSERT INTO {t('t3')} VALUES (400006, 'x410006', 'y420006')",
+            f"INSERT INTO {t('t2')} (id, c2) VALUES (300006, 'y320006')",
+            f"ALTER TABLE {t('t2')} ADD COLUMN c3 int",                    # t2 (id, c2, c3)
+            f"INSERT INTO {t('t2')} (id, c2, c3) VALUES (300007, 'y320007', 330007)",
+            f"INSERT INTO {t('t4')} (id, c2, c3) VALUES (500007, 'y520007', 530007)",
+            f"INSERT INTO {t('t3')} VALUES (400007, 'x410007', 'y420007')",
+            f"ALTER TABLE {t('t3')} DROP COLUMN c1",                       # t3 (id, c2): no shard of upstream 2 has c1 now
+            f"INSERT INTO {t('t3')} (id, c2) VALUES (400008, 'y420008')",
+            f"INSERT INTO {t('t2')} (id, c2, c3) VALUES (300008, 'y320008', 330008)",
+            f"INSERT INTO {t('t4')} (id, c2, c3) VALUES (500008, 'y520008', 530008)",
+            f"ALTER TABLE {t('t3')} ADD COLUMN c3 int",                    # t3 (id, c2, c3)
+            f"INSERT INTO {t('t4')} (id, c2, c3) VALUES (500009, 'y520009', 530009)",
+            f"INSERT INTO {t('t3')} (id, c2, c3) VALUES (400009, 'y420009', 430009)",
+            f"INSERT INTO {t('t2')} (id, c2, c3) VALUES (300009, 'y320009', 330009)")
+
+
+def test_dm_sequence_sharding_optimistic_case(case, stack, tmp_path):
+    files, store = case
+    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    t = f"{DB}.{{}}".format
+
+    # 1. shards, sources, task, full phase
+    _prepare(up1, up2)
     register_sources(files)
     task, sync = start(files, store)
     assert task.shard_mode == "optimistic"
     s1, s2 = (i.source_id for i in task.mysql_instances)
-    shards = [(up1, DB, "t1"), (up1, DB, "t2"), (up2, DB, "t2"), (up2, DB, "t3"), (up2, DB, "t4")]
+    shards = _shards(up1, up2)
     first = ["id", "c1", "c2"]
     assert table_rows(down, TARGET, "t_target", first) == union_rows(shards, first)
 
@@ -111,52 +174,14 @@ def test_dm_sequence_sharding_optimistic_case(case, stack, tmp_path):
     assert rc != 0 and "non-exist-task-`test_db`.`test_table`" in out + err, out + err
 
     # 5. the DDL sequence, shard after shard, rows between
-    run_sql(up2,
-            f"ALTER TABLE {t('t4')} ADD COLUMN c3 int",                    # before any row: the join widens first
-            f"INSERT INTO {t('t4')} VALUES (500004, 'x510004', 'y520004', 530004)",
-            f"INSERT INTO {t('t2')} VALUES (300004, 'x310004', 'y320004')",
-            f"INSERT INTO {t('t3')} VALUES (400004, 'x410004', 'y420004')",
-            f"ALTER TABLE {t('t4')} DROP COLUMN c1",                       # t4 (id, c2, c3)
-            f"INSERT INTO {t('t3')} VALUES (400005, 'x410005', 'y420005')",
-            f"INSERT INTO {t('t4')} (id, c2, c3) VALUES (500005, 'y520005', 530005)",
-            f"INSERT INTO {t('t2')} VALUES (300005, 'x310005', 'y320005')",
-            f"ALTER TABLE {t('t2')} DROP COLUMN c1",                       # t2 (id, c2)
-            f"INSERT INTO {t('t4')} (id, c2, c3) VALUES (500006, 'y520006', 530006)",
-            f"INSERT INTO {t('t3')} VALUES (400006, 'x410006', 'y420006')",
-            f"INSERT INTO {t('t2')} (id, c2) VALUES (300006, 'y320006')",
-            f"ALTER TABLE {t('t2')} ADD COLUMN c3 int",                    # t2 (id, c2, c3)
-            f"INSERT INTO {t('t2')} (id, c2, c3) VALUES (300007, 'y320007', 330007)",
-            f"INSERT INTO {t('t4')} (id, c2, c3) VALUES (500007, 'y520007', 530007)",
-            f"INSERT INTO {t('t3')} VALUES (400007, 'x410007', 'y420007')",
-            f"ALTER TABLE {t('t3')} DROP COLUMN c1",                       # t3 (id, c2): nobody has c1 now
-            f"INSERT INTO {t('t3')} (id, c2) VALUES (400008, 'y420008')",
-            f"INSERT INTO {t('t2')} (id, c2, c3) VALUES (300008, 'y320008', 330008)",
-            f"INSERT INTO {t('t4')} (id, c2, c3) VALUES (500008, 'y520008', 530008)",
-            f"ALTER TABLE {t('t3')} ADD COLUMN c3 int",                    # t3 (id, c2, c3)
-            f"INSERT INTO {t('t4')} (id, c2, c3) VALUES (500009, 'y520009', 530009)",
-            f"INSERT INTO {t('t3')} (id, c2, c3) VALUES (400009, 'y420009', 430009)",
-            f"INSERT INTO {t('t2')} (id, c2, c3) VALUES (300009, 'y320009', 330009)")
+    _sequence_up2(up2)
     # upstream 2 first: its shards add c3 (downstream at once) and drop c1, which stays downstream
     # while upstream 1's shards still write it
     for _ in range(40):
         if sync.sessions[s2].step().state == "caught_up":
             break
     assert [c[0] for c in _columns(down, TARGET, "t_target")] == ["id", "c1", "c2", "c3"]
-    run_sql(up1,
-            f"INSERT INTO {t('t2')} VALUES (200003, 'x210003', 'y220003')",
-            f"INSERT INTO {t('t1')} VALUES (100003, 'x110003', 'y120003')",
-            f"ALTER TABLE {t('t1')} DROP COLUMN c1",                       # t1 (id, c2); t2 (id, c1, c2)
-            f"INSERT INTO {t('t1')} (id, c2) VALUES (100004, 'y120004')",
-            f"INSERT INTO {t('t2')} VALUES (200004, 'x210004', 'y220004')",
-            f"ALTER TABLE {t('t2')} ADD COLUMN c3 int",                    # t2 (id, c1, c2, c3)
-            f"INSERT INTO {t('t2')} VALUES (200005, 'x210005', 'y220005', 230005)",
-            f"INSERT INTO {t('t1')} (id, c2) VALUES (100005, 'y120005')",
-            f"ALTER TABLE {t('t2')} DROP COLUMN c1",                       # t2 (id, c2, c3)
-            f"INSERT INTO {t('t1')} (id, c2) VALUES (100006, 'y120006')",
-            f"INSERT INTO {t('t2')} (id, c2, c3) VALUES (200006, 'y220006', 230006)",
-            f"ALTER TABLE {t('t1')} ADD COLUMN c3 int",                    # t1 (id, c2, c3)
-            f"INSERT INTO {t('t2')} (id, c2, c3) VALUES (200007, 'y220007', 230007)",
-            f"INSERT INTO {t('t1')} (id, c2, c3) VALUES (100007, 'y120007', 130007)")
+    _sequence_up1(up1)
     # source 1's sync process dies at each stage of its shard DDLs in turn, and is started again
     for point in FAULTS:
         rc = sync_process(files.task_file, s1, tmp_path, faults=f"{point}=1")
@@ -165,9 +190,7 @@ def test_dm_sequence_sharding_optimistic_case(case, stack, tmp_path):
     sync.settle()
     final = ["id", "c2", "c3"]
     assert table_rows(down, TARGET, "t_target", final) == union_rows(shards, final)
-    assert _columns(down, TARGET, "t_target") == [("id", "bigint(20)", "NO", None),
-                                                  ("c2", "varchar(20)", "YES", "latin1_bin"),
-                                                  ("c3", "int(11)", "YES", None)]
+    assert _columns(down, TARGET, "t_target") == FINAL_COLUMNS
 
     # 6. the schema the lock tracks for upstream 1's t1
     import json
@@ -201,3 +224,32 @@ def test_dm_sequence_sharding_optimistic_case(case, stack, tmp_path):
     assert {s["status"] for s in _status(task.name).values()} == {"running"}
     assert table_rows(down, TARGET, "t_target", final) == union_rows(shards, final)
     assert [c[0] for c in _columns(down, TARGET, "t_target")] == ["id", "c2", "c3"]
+
+
+def test_dm_sequence_sharding_optimistic_both_sources_at_once(case, stack):
+    """Step 5 as DM's run.sh runs it: both upstreams write their half of the sequence, then both
+    sources sync at once, in windows of a few binlog events taken in turn (the coordinator
+    between), so the shards' DDLs reach the lock interleaved: rows equal the union, the merged
+    table ends at (id, c2, c3)."""
+    from dm_core.shardddl.coordinator import coordinate
+    from dm_core.sync.syncer import Syncer
+
+    files, store = case
+    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    _prepare(up1, up2)
+    register_sources(files)
+    task, sync = start(files, store)
+    _sequence_up1(up1)
+    _sequence_up2(up2)
+    syncers = [Syncer(task, i.source_id, store, budget_events=4) for i in task.mysql_instances]
+    for _ in range(400):
+        results = [s.run_window() for s in syncers]
+        coordinate(task, store)
+        assert not any(r.paused for r in results), [r.paused for r in results]
+        if all(r.caught_up for r in results) and not coordinator_locks(task, store):
+            break
+    else:
+        pytest.fail("the sources did not settle")
+    final = ["id", "c2", "c3"]
+    assert table_rows(down, TARGET, "t_target", final) == union_rows(_shards(up1, up2), final)
+    assert _columns(down, TARGET, "t_target") == FINAL_COLUMNS
