@@ -81,7 +81,8 @@ def unlock_note(lk: dict, action: str, force_remove: bool) -> str:
     """What an unlock did, for dmctl and the unlock DAG's log."""
     if lk.get("removed"):
         return ("the task is stopped, so no source could run its DDL: the lock is removed and nothing ran "
-                "downstream; when the task starts, its sources report their DDLs again to a new lock")
+                "downstream; when the task starts, its sources report their DDLs again to a new lock (to have the "
+                "DDL run or skipped instead, start the task and unlock it while it runs)")
     return f"unlocked ({'force-removed' if force_remove else action}); the sources carry it out at their next poke"
 
 
