@@ -494,6 +494,9 @@ class Syncer:
             with self._upstream() as conn:
                 defaults = _strict_needs(database_defaults(conn, s0), f"database {s0}")
             stmt = with_table_defaults(stmt, *defaults, mode)   # ddl/collation.py
+        # A DDL is not idempotent: the exit point covers it before it runs, so a restart after it ran
+        # and before the checkpoint passed it replays it (ddl/replay.py), not run it twice
+        self.positions.raise_exit_point(txn.end, self.store)
         try:
             faults.hit("sync.ddl.before_downstream")
             with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
