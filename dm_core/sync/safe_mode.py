@@ -25,6 +25,11 @@ a pause. At each start :func:`start_phase` decides, as DM's ``enableSafeModeInit
   equal to beginLocation, so disable the safe mode");
 - no exit point: safe mode for ``safe-mode-duration`` seconds (3.); ``0s``: none.
 
+A batch the downstream rejects for good is applied again one transaction at a time in safe
+mode to find the culprit (isolate.py); with ``0s`` (and ``safe-mode: false``) it is not
+(:func:`may_replay`): the source pauses at the batch's start with the downstream's error, and
+a resume meets the refusal above, as in DM.
+
 Unlike DM, shardflow never loses its exit point: it is written before a window's first batch
 is sent (apply_queue.py), so case 3 only happens before anything was ever applied.
 """
@@ -60,3 +65,9 @@ def start_phase(cfg, source_id: str, begin: Position, exit_point: Position | Non
         log.info("source %s: safe mode on for %.0fs because of task initialization (no exit point)", source_id,
                  duration)
     return duration
+
+
+def may_replay(cfg) -> bool:
+    """Whether changes may be written again in safe mode (``safe-mode-duration`` above 0s, or
+    ``safe-mode: true``): what the per-transaction search for a rejected row (isolate.py) needs."""
+    return bool(cfg.safe_mode) or float(cfg.safe_mode_duration or 0.0) > 0

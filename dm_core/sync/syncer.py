@@ -319,6 +319,9 @@ class Syncer:
             except ShardflowError as e:
                 if e.code is not ErrorCode.DML_REJECTED:
                     raise
+                if not safe_mode.may_replay(cfg):  # `safe-mode-duration: 0s`: no safe-mode retry (DM pauses)
+                    e.position = b.spans[0][0] if b.spans else None
+                    raise
                 probe = connect(target_endpoint(self.task), autocommit=True, downstream=True)
                 try:
                     culprit = isolate.find_culprit(pool.apply, b.jobs, b.spans, isolate.ForeignRows(probe, b.jobs))

@@ -45,3 +45,12 @@ def test_zero_duration_refuses_to_replay_without_safe_mode(exit_point):
     assert "your `safe-mode-duration` in task.yaml is set to 0s, the task can't be re-processed without safe mode " \
            "currently" in str(e)
     assert "greater than `0s`" in e.workaround
+
+
+@pytest.mark.parametrize("config, may", [
+    (cfg(), True), (cfg(safe_mode_duration=0.0), False), (cfg(safe_mode=True, safe_mode_duration=0.0), True),
+])
+def test_may_replay_in_safe_mode(config, may):
+    from dm_core.sync.safe_mode import may_replay
+
+    assert may_replay(config) is may
