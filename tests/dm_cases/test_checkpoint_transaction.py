@@ -135,7 +135,7 @@ def test_dm_checkpoint_transaction_case(case, stack, tmp_path):
     # 4. (ours) start-task again; killed after a DDL ran downstream and before its checkpoint
     store.start_task(task.name, files.task_file.read_text())
     run_sql(up, f"USE {DB}", "ALTER TABLE t1 ADD COLUMN c int", "INSERT INTO t1 (a, c) VALUES (1, 1)")
-    assert run_killed(files, {S1: "sync.after_ddl_exec=1"}, tmp_path) == {S1: 97}
+    assert run_killed(files, {S1: "sync.ddl.after_downstream=1"}, tmp_path) == {S1: 97}
     assert pending_replay(store, task.name, S1), "the DDL ran past the checkpoint: the exit point must cover it"
     sync = Sync(task, store)
     sync.settle()
