@@ -283,9 +283,9 @@ def test_safe_mode_duration(case, stack, tmp_path):
     assert states[S1] == "paused", states
     err = store.source_state(task.name, S1)
     assert "your `safe-mode-duration` in task.yaml is set to 0s, the task can't be re-processed without safe mode " \
-           "currently" in err["error"] and err["error_code"] == 50016, err
+           "currently" in err["error"] and err["error_code"] == 50017, err
     rc, out, _ = dmctl("query-status", task.name)
-    assert out.count('"error": "[code=50016:sync] source mysql-replica-01: your `safe-mode-duration`') == 1, out
+    assert out.count('"error": "[code=50017:sync] source mysql-replica-01: your `safe-mode-duration`') == 1, out
     assert "is set to 0s" not in out.split('"source": "mysql-replica-02"')[1], out
     for _ in range(3):  # it stays paused; resume-task refuses again (DM: a new start, the same check)
         assert sync.step()[S1] == "paused"
