@@ -470,7 +470,10 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
                          up.password)
         reset_task(store, TASK_NAME)
         store.put_task(TASK_NAME, text, "running")
-        store.update_source_state(TASK_NAME, SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos, stage="sync")
+        # a clean checkpoint: its exit point at it, so the run is not in safe mode for its first
+        # safe-mode-duration seconds (dm_core/sync/safe_mode.py: a start with no exit point is)
+        store.update_source_state(TASK_NAME, SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos, stage="sync",
+                                  safe_exit_file=start.file, safe_exit_pos=start.pos)
         engine = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)
         settle(up, down)
         t0 = time.monotonic()

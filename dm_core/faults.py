@@ -5,6 +5,7 @@ Switched on only by the environment, e.g.::
 
     SHARDFLOW_FAULTS="full.after_chunk_write=3"              # os._exit(97) at the 3rd hit
     SHARDFLOW_FAULTS="full.before_chunk_merge=sleep:0.5"     # sleep 0.5 s at every hit
+    SHARDFLOW_FAULTS="binlog.in_transaction=raise:3"         # raise FaultInjected (transient) at the 3rd hit only
 
 ``os._exit`` skips every finally block and atexit hook: the process ends as after SIGKILL,
 without closing connections or rolling anything back itself. Counting is per process (the
@@ -23,6 +24,18 @@ DDL outside sharding groups (``dm_core.sync.syncer``; DM's FlushCheckpointStage 
   DDL not sent (DM: "before track DDL", "before execute DDL");
 * ``sync.ddl.after_downstream`` — the DDL ran downstream, the checkpoint is still before it
   (DM: "before save checkpoint", "before flush checkpoint").
+
+Sync (``dm_core.sync``, ``dm_core.binlog``; in the order a window goes through them):
+
+* ``sync.after_open`` — a window fixed its start (the checkpoint) and loaded the safe-mode exit
+  point; nothing read yet;
+* ``binlog.in_transaction`` — a row event of a transaction was read, the transaction not yet
+  complete (its XID not read); a hot loop, so checked only when the point is armed
+  (:func:`armed`);
+* ``sync.apply.before_commit`` — a worker sent its share of a batch downstream, not committed
+  (the other workers may have committed theirs);
+* ``sync.after_batch_apply`` — a batch committed downstream on every worker, the checkpoint not
+  yet moved past it.
 
 Shard DDL (``dm_core.shardddl``, ``dm_core.sync.shard_sync``; the order a lock goes through):
 
@@ -48,6 +61,8 @@ import sys
 import threading
 import time
 
+from dm_core.errors import Transient
+
 EXIT_CODE = 97
 _lock = threading.Lock()
 _hits: dict[str, int] = {}
@@ -65,13 +80,33 @@ def _parse(text: str) -> dict[str, str]:
     return out
 
 
+class FaultInjected(Transient):
+    """What a ``raise:N`` fault point raises: a transient error, as a lost connection is."""
+
+
+def armed(name: str) -> bool:
+    """Whether fault point ``name`` is configured (hot loops check once, then :func:`hit`)."""
+    text = os.environ.get("SHARDFLOW_FAULTS")
+    return bool(text) and bool(_parse(text).get(name))
+
+
 def hit(name: str) -> None:
-    """Pass fault point ``name``: exit hard at the configured hit count, or sleep."""
-    action = _parse(os.environ.get("SHARDFLOW_FAULTS", "")).get(name)
+    """Pass fault point ``name``: exit hard at the configured hit count, sleep, or raise
+    :class:`FaultInjected` once at the configured hit."""
+    text = os.environ.get("SHARDFLOW_FAULTS")
+    if not text:
+        return
+    action = _parse(text).get(name)
     if not action:
         return
     if action.startswith("sleep:"):
         time.sleep(float(action[6:]))
+        return
+    if action.startswith("raise:"):
+        with _lock:
+            _hits[name] = _hits.get(name, 0) + 1
+            if _hits[name] == int(action[6:]):
+                raise FaultInjected(f"fault point {name}: injected error at hit {_hits[name]}")
         return
     with _lock:
         _hits[name] = _hits.get(name, 0) + 1

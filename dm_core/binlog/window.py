@@ -30,6 +30,7 @@ import struct
 import time
 from typing import Iterator
 
+from dm_core import faults
 from dm_core.binlog import events as ev
 from dm_core.binlog.decode import compile_table, python_codec
 from dm_core.binlog.dump import BinlogDump
@@ -98,6 +99,7 @@ class BinlogWindow:
         T_MAP, T_GTID, T_XID, T_QUERY, T_ROTATE = ev.TABLE_MAP, ev.MARIADB_GTID, ev.XID, ev.QUERY, ev.ROTATE
         T_HEARTBEAT, T_FDE = ev.HEARTBEAT, ev.FORMAT_DESCRIPTION
         verify = self.verify_checksum
+        fault = faults.armed("binlog.in_transaction")  # tests only: checked once, not per event
 
         cks = 4 if dump.checksum else 0  # trailing CRC bytes, per the current file's FDE
         phl = dict(_DEFAULT_POST_HEADER)  # post-header length by event type (from the FDE)
@@ -157,6 +159,8 @@ class BinlogWindow:
                     raise
                 except Exception as exc:
                     raise _decode_error(codec, file, pos, exc) from exc
+                if fault:
+                    faults.hit("binlog.in_transaction")
                 continue
             if typ == T_MAP:
                 if logpos:

@@ -8,6 +8,8 @@ stages in order, each in its own module:
                                 retries and pauses, what the UI reads
         operator_step.py        `dmctl binlog` skip / replace / inject at the event it names
                                 (handle_error.py: the operations and how long they wait)
+        safe_mode.py            at each start: safe mode up to the exit point, for
+                                `safe-mode-duration`, or a refusal (DM's initialization phase)
     2   dm_core/binlog          read whole transactions in [checkpoint, upstream now)
     3   online_ddl.py           gh-ost / pt-osc shadow tables folded into the real table
     4   row_path.py             rows: block-allow list, event filter, expression filters,

@@ -22,6 +22,7 @@ import time
 from itertools import groupby
 from operator import attrgetter
 
+from dm_core import faults
 from dm_core.errors import ErrorCode
 from dm_core.classify import TRANSIENT, classify
 from dm_core.sync.dml import Stmt
@@ -69,6 +70,7 @@ class Applier:
             cur.execute(b"BEGIN")
             for text in texts:
                 cur.execute(text)
+            faults.hit("sync.apply.before_commit")
             cur.execute(b"COMMIT")
         finally:
             cur.close()

@@ -9,8 +9,8 @@ Both live in the source's row of the state store (dm_core/state/schema.py, ``sou
 - the **safe-mode exit point** (``safe_exit_file``/``safe_exit_pos``, and the full phase's high
   watermark): changes up to it may already be downstream, so they are replayed in safe mode
   (REPLACE, DELETE+REPLACE), which is idempotent. It is raised to the window's end *before* the
-  window's first batch is sent, and brought back to the checkpoint when the window ended
-  cleanly.
+  window's first batch is sent, and brought back to the checkpoint whenever nothing past it is
+  in flight: at a DDL and when the window ended cleanly.
 
 So after a crash anywhere, checkpoint <= applied <= exit point, and the next window's replay
 from the checkpoint is exact. Where a window starts when there is no checkpoint yet: the full
@@ -91,15 +91,19 @@ class SourcePositions:
             store.update_source_state(self.task.name, self.source_id, safe_exit_file=top.file, safe_exit_pos=top.pos)
             self.exit_point = top
 
-    def settle_exit_point(self, st: dict, checkpoint: Position) -> None:
-        """A window that ended cleanly applied nothing past its checkpoint: bring the exit
-        point raised to the window's `until` back down, so the next window does not run in
-        safe mode for rows never applied (a crash before this line only costs safe mode)."""
+    def settle_exit_point(self, st: dict, checkpoint: Position, store=None) -> None:
+        """Nothing past ``checkpoint`` was sent downstream (a checkpoint written after every
+        batch before it committed and before any later one was sent: at a DDL, at the window's
+        end): bring the exit point raised to the window's `until` back down to it, but not below
+        the exit point the window began with (``st``). Else a restart would replay in safe mode
+        rows never applied, and with `safe-mode-duration: 0s` refuse to start (DM's exit point
+        is only ever written when its syncer stops). A crash before this only costs safe mode.
+        ``store``: the apply thread's connection when called from there."""
         floor = Position(st["safe_exit_file"], int(st["safe_exit_pos"])) if st["safe_exit_file"] else None
         settle = checkpoint if floor is None or checkpoint.key() > floor.key() else floor
         if self.exit_point is not None and self.exit_point.key() > settle.key():
-            self.store.update_source_state(self.task.name, self.source_id,
-                                           safe_exit_file=settle.file, safe_exit_pos=settle.pos)
+            (store or self.store).update_source_state(self.task.name, self.source_id,
+                                                      safe_exit_file=settle.file, safe_exit_pos=settle.pos)
             self.exit_point = settle
 
     # ---- the checkpoint ---------------------------------------------------------------

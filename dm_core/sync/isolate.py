@@ -22,6 +22,9 @@ has, or a unique index only the downstream has -- would vanish without a word. B
 transaction is replayed, ``ForeignRows`` looks for such a row by every other unique key of
 the target; one found makes the transaction the culprit ("Duplicate entry", as DM reports
 it), and the source pauses there.
+
+With `safe-mode-duration: 0s` the search does not run (safe_mode.may_replay): the source
+pauses at the batch's start with the downstream's error.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from dm_core.ddl.text import default_reading, tokenize
 from dm_core.shardddl.ddl_norm import combine, normalize
 from dm_core.ddl import replay as ddl_replay
 from dm_core.ddl.session import event_session, mode_names, upstream_time_zone, without_lexical
-from dm_core.sync import isolate
+from dm_core.sync import isolate, safe_mode
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
 from dm_core.sync.online_ddl import OnlineDDL
 from dm_core.sync.apply_queue import ApplyQueue, Batch
@@ -169,7 +169,7 @@ def _strict_needs(value, what: str):
 
 class Syncer:
     def __init__(self, task, source_id: str, store, *, budget_events: int = 200_000, budget_seconds: float = 30.0,
-                 generation: int | None = None):
+                 generation: int | None = None, clock=time.monotonic):
         self.task = task
         self.generation = generation  # the start (dm_core/state/lifecycle.py) the calling DAG run belongs to
         self.source_id = source_id
@@ -186,6 +186,9 @@ class Syncer:
         self._last_ts = None
         self.shard = ShardSync(task, source_id, store)
         self.online = OnlineDDL(task, source_id, store, self.rules) if task.online_ddl else None
+        self._clock = clock
+        self._started = False                         # safe_mode.start_phase ran for this start
+        self._timed_safe_until: float | None = None   # safe-mode-duration's end, on ``clock``
 
     # ---- entry points -----------------------------------------------------------------
     def run_until(self, deadline: float, *, max_windows: int | None = None, on_window=None,
@@ -236,11 +239,13 @@ class Syncer:
         info = self.store.task_info(self.task.name)
         gate = lifecycle.gate(info, st, self.generation) if info is not None else lifecycle.Gate(lifecycle.RUNNING)
         if gate.state != lifecycle.RUNNING:  # a stop or a pause wins over a pause on an error
+            self._started = False            # what runs next is a new start (safe_mode.py)
             return WindowResult(self.source_id, "-", "-", "-", state=gate.state)
         recorded = Position(st["binlog_file"], st["binlog_pos"]) if st["binlog_file"] else None
         ops = PendingOps.load(self.store, self.task.name, self.source_id, recorded)
         held = None
         if st["stage"] == "paused" and st["error"]:
+            self._started = False
             held = parse_binlog_pos(st["error_pos"]) if st["error_pos"] else None
             if held is None or not any(op.pos.key() >= held.key() for op in ops.ops):
                 return WindowResult(self.source_id, "-", "-", "-", paused=st["error"], state="paused")
@@ -255,13 +260,21 @@ class Syncer:
         start = self.positions.start(st, until, up)
         self.shard.load(st)
         safe_exit = self.positions.load_exit_point(st)
+        faults.hit("sync.after_open")
         res = WindowResult(self.source_id, str(start), str(start), str(until))
+        if not self._started:  # DM's safe-mode initialization phase, once per start
+            try:
+                seconds = safe_mode.start_phase(self.syncer_cfg, self.source_id, start, safe_exit)
+            except Terminal as e:
+                return self._refuse_start(e, res)
+            self._timed_safe_until = self._clock() + seconds if seconds > 0 else None
+            self._started = True
         dconn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
         try:
             self.rows.use_catalog(TargetCatalog(dconn))
             binlog = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
                                   budget_events=self.budget_events, budget_seconds=self.budget_seconds)
-            applier, closers = self._start_applier(res, until)
+            applier, closers = self._start_applier(st, res, until)
         except BaseException:
             dconn.close()   # the window never started: nothing else to undo
             raise
@@ -269,7 +282,7 @@ class Syncer:
                        ops=ops, held=held, pending=Batch(start), checkpoint=start,
                        unrecorded=not st["binlog_file"])
 
-    def _start_applier(self, res: WindowResult, until: Position):
+    def _start_applier(self, st: dict, res: WindowResult, until: Position):
         """The background apply thread with its own downstream and state-store connections."""
         from dm_core.state.store import StateStore
 
@@ -286,6 +299,8 @@ class Syncer:
             self.positions.raise_exit_point(until if until.key() >= b.upto.key() else b.upto, store)
 
         def committed(b: Batch) -> None:
+            if b.jobs:
+                faults.hit("sync.after_batch_apply")
             unsaved["rows"] += b.rows
             unsaved["txns"] += b.txns
             res.rows += b.rows
@@ -295,12 +310,17 @@ class Syncer:
             if b.force or now - unsaved["at"] >= interval:
                 self.positions.write(b.upto, unsaved["rows"], unsaved["txns"], self._last_ts, store)
                 unsaved.update(rows=0, txns=0, at=now)
+            if b.force:  # the reader waits on it (settle): nothing past it was sent
+                self.positions.settle_exit_point(st, b.upto, store)
 
         def apply(b: Batch) -> None:
             try:
                 pool.apply(b.jobs)
             except ShardflowError as e:
                 if e.code is not ErrorCode.DML_REJECTED:
+                    raise
+                if not safe_mode.may_replay(cfg):  # `safe-mode-duration: 0s`: no safe-mode retry (DM pauses)
+                    e.position = b.spans[0][0] if b.spans else None
                     raise
                 probe = connect(target_endpoint(self.task), autocommit=True, downstream=True)
                 try:
@@ -318,7 +338,8 @@ class Syncer:
     def _take(self, w: _Window, txn: Txn) -> bool:
         """One transaction of the window; False ends the window (a pause, a shard DDL wait or
         rewind). Rows go into the pending batch, which is sent every `batch` rows x workers."""
-        safe = self.syncer_cfg.safe_mode or (w.safe_exit is not None and txn.end.key() <= w.safe_exit.key())
+        safe = (self.syncer_cfg.safe_mode or (w.safe_exit is not None and txn.end.key() <= w.safe_exit.key())
+                or (self._timed_safe_until is not None and self._clock() < self._timed_safe_until))
         w.res.safe_mode = w.res.safe_mode or safe
         op = operator_step.held(self, w, txn)      # `dmctl binlog` (operator_step.py)
         if op is operator_step.HOLD:
@@ -476,6 +497,9 @@ class Syncer:
             with self._upstream() as conn:
                 defaults = _strict_needs(database_defaults(conn, s0), f"database {s0}")
             stmt = with_table_defaults(stmt, *defaults, mode)   # ddl/collation.py
+        # A DDL is not idempotent: the exit point covers it before it runs, so a restart after it ran
+        # and before the checkpoint passed it replays it (ddl/replay.py), not run it twice
+        self.positions.raise_exit_point(txn.end, self.store)
         try:
             faults.hit("sync.ddl.before_downstream")
             with event_session(dconn, txn.timestamp, txn.time_zone, self._upstream_zone, mode):
@@ -583,3 +607,12 @@ class Syncer:
         )
         res.paused = f"{err} (at binlog position {pos}{'; statement: ' + stmt if stmt else ''})"
         log.error("source %s paused: %s", self.source_id, res.paused)
+
+    def _refuse_start(self, err: ShardflowError, res: WindowResult) -> WindowResult:
+        """Pause before reading anything (safe_mode.start_phase said no). No error position:
+        `dmctl binlog skip` has no transaction to drop here; resume-task starts again."""
+        self.store.update_source_state(self.task.name, self.source_id, stage="paused", error=str(err),
+                                       error_code=err.code.number, error_stmt=None, error_pos=None)
+        res.paused, res.state = str(err), "paused"
+        log.error("source %s paused: %s", self.source_id, res.paused)
+        return res

@@ -42,11 +42,15 @@ def run_sql(ep, *stmts, sql_mode: str | None = None, args=None) -> list:
 
 class DMFiles:
     def __init__(self, case: str, tmp_path: Path, stack, sources: dict[str, str], placeholders: dict | None = None,
-                 flavor: str | None = None, task_file: str = "dm-task.yaml"):
+                 flavor: str | None = None, task_file: str = "dm-task.yaml", out: str | None = None,
+                 source_keys: dict | None = None):
         """``sources``: DM source file name → stack endpoint key (up1 / up2); ``placeholders``:
         what DM's run.sh substitutes in its task file before starting it (``sed``), same here;
         ``flavor``: replaces a source file's (DM's CI runs MySQL where ours run MariaDB);
-        ``task_file``: which of the case's task files (DM's cases with several name them)."""
+        ``task_file``: which of the case's task files (DM's cases with several name them);
+        ``out``: the scratch copy's file name (default ``task_file``), for two variants of one
+        file; ``source_keys``: keys run.sh's `sed` changes in the source files (e.g.
+        ``{"enable-gtid": False}``)."""
         self.conf = HERE / case / "conf"
         self.tmp = tmp_path
         self.sources = []
@@ -56,11 +60,12 @@ class DMFiles:
             doc["from"].update(host=ep.host, port=ep.port, user=ep.user, password=ep.password)
             if flavor is not None:
                 doc["flavor"] = flavor
-            out = tmp_path / fname
-            out.write_text(yaml.safe_dump(doc, sort_keys=False))
-            self.sources.append(str(out))
+            doc.update(source_keys or {})
+            path = tmp_path / fname
+            path.write_text(yaml.safe_dump(doc, sort_keys=False))
+            self.sources.append(str(path))
         self.down = stack["down"]
-        self.task_file = self.task(task_file, placeholders)
+        self.task_file = self.task(task_file, placeholders, out)
         self.name = yaml.safe_load(self.task_file.read_text())["name"]
 
     def task(self, fname: str, placeholders: dict | None = None, out: str | None = None) -> Path:
@@ -255,3 +260,70 @@ def sync_process(task_file, source_id: str, tmp_path, *, faults: str | None = No
                             "--mode", "settle", "--timeout", str(timeout)], cwd=root, env=env, stdout=f,
                            stderr=subprocess.STDOUT, timeout=timeout + 60)
     return p.returncode
+
+
+# ---- a source's sync killed at a named fault point -------------------------------------------
+FAULT_EXIT = 97  # dm_core.faults.EXIT_CODE: the process ended itself at its fault point
+
+
+def spawn(files: DMFiles, sid: str, faults: str, tmp_path: Path, *, mode: str = "settle", timeout: float = 40):
+    """One source syncing in its own process, as its sensor would (the runner of
+    tests/integration/shard_helpers.py: ``settle`` ends when it caught up with no active lock
+    (0), paused on an error (3) or after ``timeout`` (4); ``forever`` runs until killed), with
+    ``faults`` as ``SHARDFLOW_FAULTS``. Returns (Popen, path of its output)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    root = HERE.parents[1]
+    env = dict(os.environ, SHARDFLOW_FAULTS=faults,
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    path = tmp_path / f"sync-{sid}-{time.monotonic_ns()}.log"
+    with open(path, "w") as log:
+        p = subprocess.Popen([sys.executable, "-m", "tests.integration.shard_helpers", "run", str(files.task_file), sid,
+                              "--mode", mode, "--timeout", str(timeout), "--budget-events", "400"],
+                             cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return p, path
+
+
+def run_killed(files: DMFiles, faults: dict[str, str], tmp_path: Path, *, timeout: float = 40,
+               wait_all: bool = False) -> dict[str, int]:
+    """What DM's failpoints that end a worker do, with shardflow's named fault points
+    (dm_core/faults.py): each source of ``faults`` (source id → ``SHARDFLOW_FAULTS``) syncs
+    in its own process (``spawn``) until it ends itself at its fault point (exit 97), settles
+    (0), pauses (3) or ``timeout`` (4). Once one ended at its fault point, the others are
+    SIGKILLed wherever they are (a worker whose peer died waits on a shard DDL lock
+    otherwise), unless ``wait_all``: then each runs until it ends by itself. Returns each
+    source's exit code (-9: killed)."""
+    import time
+
+    procs, logs = {}, {}
+    for sid, spec in faults.items():
+        procs[sid], logs[sid] = spawn(files, sid, spec, tmp_path, timeout=timeout)
+    deadline = time.monotonic() + timeout + 20
+    while time.monotonic() < deadline:
+        codes = {sid: p.poll() for sid, p in procs.items()}
+        if all(c is not None for c in codes.values()) or (FAULT_EXIT in codes.values() and not wait_all):
+            break
+        time.sleep(0.05)
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+    codes = {sid: p.wait() for sid, p in procs.items()}
+    for sid, c in codes.items():
+        assert c in (0, FAULT_EXIT, -9), f"{sid} exited {c} under {faults[sid]}:\n{logs[sid].read_text()[-4000:]}"
+    return codes
+
+
+def pending_replay(store, task_name: str, source_id: str) -> bool:
+    """Whether the source's next start replays in safe mode: its safe-mode exit point (or the
+    full phase's high watermark) lies past its checkpoint (DM's check_exit_safe_binlog `<`;
+    False is its `=`: nothing to replay, safe mode off)."""
+    from dm_core.position import Position
+
+    st = store.source_state(task_name, source_id)
+    cp = Position(st["binlog_file"], int(st["binlog_pos"]))
+    ends = [Position(st[f], int(st[p])) for f, p in (("safe_exit_file", "safe_exit_pos"), ("high_file", "high_pos"))
+            if st[f]]
+    return any(e.key() > cp.key() for e in ends)
