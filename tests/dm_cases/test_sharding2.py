@@ -22,12 +22,11 @@ directory purge: shardflow has no relay; each source reads its upstream's binlog
 """
 
 import json
-import threading
 
 import pytest
 
-from .harness import (dm_case, dmctl, register_sources, run_sql, start, start_task, stop_task, sync_process,
-                      table_rows, union_rows)
+from .harness import (FAULT_EXIT, dm_case, dmctl, register_sources, run_killed, run_sql, start, start_task,
+                      stop_task, table_rows, union_rows)
 
 pytestmark = pytest.mark.integration
 
@@ -49,21 +48,6 @@ def _columns(ep) -> list[str]:
 def _indexes(ep) -> list[str]:
     return sorted({r[0] for r in run_sql(ep, "SELECT index_name FROM information_schema.statistics WHERE "
                                              "table_schema = %s AND table_name = 't_target'", args=(TARGET,))})
-
-
-def _both(files, sids, tmp_path, faults: str, timeout: float) -> dict[str, int]:
-    """Both sources' sync processes at once (as DM's two workers), each with ``faults``."""
-    got = {}
-
-    def one(sid):
-        got[sid] = sync_process(files.task_file, sid, tmp_path, faults=faults, timeout=timeout)
-
-    threads = [threading.Thread(target=one, args=(sid,)) for sid in sids]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    return got
 
 
 def test_dm_sharding2_case(case, stack, tmp_path):
@@ -109,11 +93,11 @@ def test_dm_sharding2_case(case, stack, tmp_path):
     # 3. a row each, then DROP COLUMN f: the sync processes die right after it ran downstream
     run_sql(up1, f"INSERT INTO {t1} VALUES (14, 'j', 14, 14, 14, 14)", f"ALTER TABLE {t1} DROP COLUMN f")
     run_sql(up2, f"INSERT INTO {t1} VALUES (15, 'i', 15, 15, 15, 15)", f"ALTER TABLE {t1} DROP COLUMN f")
-    got = _both(files, sids, tmp_path, "shardddl.exec.after_downstream=1", timeout=15)
-    assert sorted(got.values()) == [4, 97], got   # the owner died; the other waited for it in vain
-    assert _columns(down) == six[:-1]             # the DROP ran, nothing recorded it yet
-    got = _both(files, sids, tmp_path, "shardddl.sync.after_skip_ack=1", timeout=30)
-    assert 97 in got.values(), got                # the other source died right after acknowledging its skip
+    got = run_killed(files, dict.fromkeys(sids, "shardddl.exec.after_downstream=1"), tmp_path)
+    assert sorted(got.values()) == [-9, FAULT_EXIT], got   # the owner died there, the other was killed waiting
+    assert _columns(down) == six[:-1]                      # the DROP ran, nothing recorded it yet
+    got = run_killed(files, dict.fromkeys(sids, "shardddl.sync.after_skip_ack=1"), tmp_path)
+    assert FAULT_EXIT in got.values(), got                 # the other died right after acknowledging its skip
     sync.restart()
     sync.settle()
     five = six[:-1]
