@@ -42,10 +42,11 @@ def run_sql(ep, *stmts, sql_mode: str | None = None, args=None) -> list:
 
 class DMFiles:
     def __init__(self, case: str, tmp_path: Path, stack, sources: dict[str, str], placeholders: dict | None = None,
-                 flavor: str | None = None):
+                 flavor: str | None = None, task: str = "dm-task.yaml"):
         """``sources``: DM source file name → stack endpoint key (up1 / up2); ``placeholders``:
         what DM's run.sh substitutes in its task file before starting it (``sed``), same here;
-        ``flavor``: replaces a source file's (DM's CI runs MySQL where ours run MariaDB)."""
+        ``flavor``: replaces a source file's (DM's CI runs MySQL where ours run MariaDB);
+        ``task``: the task file of conf/ (cases with several name theirs)."""
         self.conf = HERE / case / "conf"
         self.tmp = tmp_path
         self.sources = []
@@ -58,15 +59,15 @@ class DMFiles:
             out = tmp_path / fname
             out.write_text(yaml.safe_dump(doc, sort_keys=False))
             self.sources.append(str(out))
-        text = (self.conf / "dm-task.yaml").read_text()
+        text = (self.conf / task).read_text()
         for k, v in (placeholders or {}).items():
             text = text.replace(k, v)
-        task = yaml.safe_load(text)
+        doc = yaml.safe_load(text)
         d = stack["down"]
-        task["target-database"].update(host=d.host, port=d.port, user=d.user, password=d.password)
-        self.task_file = tmp_path / "dm-task.yaml"
-        self.task_file.write_text(yaml.safe_dump(task, sort_keys=False))
-        self.name = task["name"]
+        doc["target-database"].update(host=d.host, port=d.port, user=d.user, password=d.password)
+        self.task_file = tmp_path / task
+        self.task_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+        self.name = doc["name"]
 
 
 @contextlib.contextmanager

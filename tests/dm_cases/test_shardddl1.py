@@ -1,0 +1,93 @@
+"""DM's `shardddl1` case (pingcap/tiflow dm/tests/shardddl1/run.sh), with DM's own task and
+source files (conf/, vendored unchanged) and our own statements for its scenarios, one pytest
+parameter per (scenario, task file) as DM's ``run_case NAME TASK_FILE INIT CLEAN MODE``
+(tests/dm_cases/shardddl_scene.py is DM's run_case and shardddl_lib.sh).
+
+Scenarios (DM's function names):
+
+* 001 (single-source-no-sharding): two tables merged without sharding coordination both add
+  the same column: the second ADD COLUMN meets "Duplicate column name" downstream, which DM
+  ignores (it ignores "already exists" kinds of DDL errors); the task stays synced;
+* 002 / 005 (single-source-pessimistic): both shards add a column (005: rows between);
+* 003 (pessimistic): one shard adds a column and writes a row: the row is held back until
+  the other shard has the column too (sync-diff fails, then passes);
+* 004 (single-source-optimistic): the row of the shard that added the column lands at once;
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .shardddl_scene import count, init_table, scene_factory  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.integration
+
+CASE = "shardddl1"
+
+
+# ---- 001 - 005 --------------------------------------------------------------------------------
+def dm_001(sc):
+    init_table(sc, "111", "112")
+    sc.start()
+    sc.s1("alter table shardddl1.tb1 add column new_col1 int")
+    sc.s1("alter table shardddl1.tb2 add column new_col1 int")
+    sc.settle()
+    st = sc.status_json()
+    assert not sc.errors() and all(s["stage"] != "paused" for s in st["sources"]), st
+    assert sc.columns(None, "shardddl", "tb") == ["id", "new_col1"]
+
+
+def dm_002(sc):
+    init_table(sc, "111", "112")
+    sc.start()
+    sc.s1("alter table shardddl1.tb1 add column new_col1 int")
+    sc.s1("alter table shardddl1.tb2 add column new_col1 int")
+    sc.assert_synced()
+
+
+def dm_003(sc):
+    init_table(sc, "111", "112")
+    sc.start()
+    sc.s1("alter table shardddl1.tb1 add column new_col1 int")
+    sc.s1("insert into shardddl1.tb1 values (1,1)")
+    sc.steps()
+    assert sc.diff(), "the row of the shard past the DDL is held back (DM's sync-diff fails)"
+    assert sc.count() == 0
+    sc.s1("alter table shardddl1.tb2 add column new_col1 int")
+    sc.assert_synced()
+
+
+def dm_004(sc):
+    init_table(sc, "111", "112")
+    sc.start()
+    sc.s1("alter table shardddl1.tb1 add column new_col1 int")
+    sc.s1("insert into shardddl1.tb1 values (1,1)")
+    sc.settle()
+    assert sc.count() == 1
+    sc.s1("alter table shardddl1.tb2 add column new_col1 int")
+    sc.s1("insert into shardddl1.tb2 values (2,2)")
+    sc.assert_synced()
+
+
+def dm_005(sc):
+    init_table(sc, "111", "112")
+    sc.start()
+    sc.s1("alter table shardddl1.tb1 add column new_col1 int")
+    sc.s1("insert into shardddl1.tb1 values (1,1)")
+    sc.s1("alter table shardddl1.tb2 add column new_col1 int")
+    sc.s1("insert into shardddl1.tb2 values (2,2)")
+    sc.assert_synced()
+
+
+SCENARIOS = [
+    pytest.param(dm_001, "single-source-no-sharding", id="001"),
+    pytest.param(dm_002, "single-source-pessimistic", id="002"),
+    pytest.param(dm_003, "single-source-pessimistic", id="003-pessimistic"),
+    pytest.param(dm_004, "single-source-optimistic", id="004-optimistic"),
+    pytest.param(dm_005, "single-source-pessimistic", id="005"),
+]
+
+
+@pytest.mark.parametrize("scenario, conf", SCENARIOS)
+def test_dm_shardddl1(scene_factory, scenario, conf):  # noqa: F811
+    scenario(scene_factory(CASE, f"{conf}.yaml"))
