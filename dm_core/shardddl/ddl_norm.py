@@ -22,7 +22,9 @@ Classification (``NormalizedDDL.action``):
   one shard going away must not drop or empty the merged table);
 * ``create`` — CREATE TABLE / CREATE DATABASE: run downstream as ``IF NOT EXISTS`` (the
   merged table exists once; a new shard joins the sharding group);
-* anything else raises ``ShardDDLUnsupported`` naming the statement: RENAME TABLE (also as
+* in pessimistic mode, ``RENAME TABLE`` of one shard to a name routed to the same target is
+  coordinated too (DM's rule; ``_rename_in_place``);
+* anything else raises ``ShardDDLUnsupported`` naming the statement: other RENAME TABLEs (also as
   ``ALTER TABLE ... RENAME TO``), a statement on more than one table, views, statements
   sqlglot cannot parse -- except an ALTER TABLE of one table (CONVERT TO CHARACTER SET,
   partition DDL), which is coordinated by its routed text (``_textual_alter``).
@@ -117,7 +119,10 @@ def normalize(sql: str, default_schema: str | None, route: Route | None = None, 
     route = route or (lambda s, t: (s, t))
     text = strip_comments(sql)
     if _RENAME_TABLE.match(text):
-        raise _rename_refused(sql, mode)
+        renamed = _rename_in_place(sql, text, default_schema, route) if mode == "pessimistic" else None
+        if renamed is None:
+            raise _rename_refused(sql, mode)
+        return renamed
     try:
         stmt = _parse_one(_expand_add_list(text), original=sql)
     except ShardDDLUnsupported:
@@ -220,6 +225,31 @@ def _textual_alter(sql: str, text: str, default_schema: str | None, route: Route
     ts, tt = route(sp.schema, sp.table)
     routed = "ALTER TABLE `" + ts.replace("`", "``") + "`.`" + tt.replace("`", "``") + "` " + text[sp.end:].strip()
     return NormalizedDDL(sql, kind, COORDINATE, ((sp.schema, sp.table),), (ts, tt), routed)
+
+
+def _rename_in_place(sql: str, text: str, default_schema: str | None, route: Route) -> NormalizedDDL | None:
+    """Pessimistic mode: ``RENAME TABLE old TO new`` of one shard whose new name routes to
+    the same target, as DM has it: coordinated like any shard DDL (every shard renames), and
+    its routed text renames the target onto itself, which DM runs and whose "table exists"
+    error it ignores (ddl/replay.IGNORABLE). ``tables`` is (old, new): the shard keeps its
+    place in its sharding group under the new name (source_group.SourceGroup.rename_member).
+    Several pairs, or a new name routed elsewhere: None (refused).
+
+    >>> n = normalize("RENAME TABLE s_1.t_1 TO s_1.t_3", None, lambda s, t: ("db", "t"))
+    >>> n.kind, n.action, n.tables, n.sql
+    ('rename table', 'coordinate', (('s_1', 't_1'), ('s_1', 't_3')), 'RENAME TABLE `db`.`t` TO `db`.`t`')
+    """
+    from dm_core.ddl.text import table_spans
+
+    spans = table_spans(text, default_schema)
+    if len(spans) != 2 or not all(sp.table for sp in spans):
+        return None
+    old, new = (spans[0].schema, spans[0].table), (spans[1].schema, spans[1].table)
+    target, target_new = route(*old), route(*new)
+    if tuple(x.lower() for x in target) != tuple(x.lower() for x in target_new):
+        return None
+    q = "`" + target[0].replace("`", "``") + "`.`" + target[1].replace("`", "``") + "`"
+    return NormalizedDDL(sql, "rename table", COORDINATE, (old, new), tuple(target), f"RENAME TABLE {q} TO {q}")
 
 
 def _rename_refused(sql: str, mode: str) -> ShardDDLUnsupported:

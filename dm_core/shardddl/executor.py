@@ -48,6 +48,8 @@ def statement_applied(conn, sql: str) -> bool | None:
     """Whether a (canonical, routed) DDL statement has taken effect downstream; None: cannot tell."""
     try:
         n = normalize(sql, None)
+        if n.kind == "rename table":
+            return True  # the target renamed onto itself (ddl_norm._rename_in_place): nothing to apply
         changes = statement_changes(n.sql)
     except ShardDDLUnsupported:
         return None

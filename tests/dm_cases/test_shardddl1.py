@@ -12,6 +12,11 @@ Scenarios (DM's function names):
 * 003 (pessimistic): one shard adds a column and writes a row: the row is held back until
   the other shard has the column too (sync-diff fails, then passes);
 * 004 (single-source-optimistic): the row of the shard that added the column lands at once;
+* RENAME_TABLE: three shards on two sources add a column, are renamed (tb1 → tb3, tb2 → tb4:
+  the same target), add another column, rows between every step: pessimistic mode merges
+  everything (the rename is coordinated like any shard DDL; DM runs the target's rename onto
+  itself downstream and ignores "already exists"); optimistic mode pauses both sources with
+  DM's "`RENAME TABLE` statement not supported in optimistic mode";
 """
 
 from __future__ import annotations
@@ -79,12 +84,43 @@ def dm_005(sc):
     sc.assert_synced()
 
 
+# ---- RENAME_TABLE -------------------------------------------------------------------------------
+def dm_rename_table(sc):
+    init_table(sc, "111", "211", "212")
+    sc.start()
+    sc.s1("insert into shardddl1.tb1 values(1)")
+    sc.s2("insert into shardddl1.tb1 values(2)", "insert into shardddl1.tb2 values(3)")
+    sc.s1("alter table shardddl1.tb1 add column a int")
+    sc.s2("alter table shardddl1.tb1 add column a int", "alter table shardddl1.tb2 add column a int")
+    sc.s1("insert into shardddl1.tb1 values(4,4)")
+    sc.s2("insert into shardddl1.tb1 values(5,5)", "insert into shardddl1.tb2 values(6,6)")
+    sc.s1("rename table shardddl1.tb1 to shardddl1.tb3")
+    sc.s2("rename table shardddl1.tb1 to shardddl1.tb3", "rename table shardddl1.tb2 to shardddl1.tb4")
+    sc.s1("insert into shardddl1.tb3 values(7,7)")
+    sc.s2("insert into shardddl1.tb3 values(8,8)", "insert into shardddl1.tb4 values(9,9)")
+    sc.s1("alter table shardddl1.tb3 add column b int")
+    sc.s2("alter table shardddl1.tb3 add column b int", "alter table shardddl1.tb4 add column b int")
+    sc.s1("insert into shardddl1.tb3 values(10,10,10)")
+    sc.s2("insert into shardddl1.tb3 values(11,11,11)", "insert into shardddl1.tb4 values(12,12,12)")
+    if sc.task.shard_mode == "pessimistic":
+        sc.assert_synced()
+        return
+    sc.settle(paused_ok=True)
+    sc.steps(3)
+    errs = sc.errors()
+    assert len(errs) == 2 and all("`RENAME TABLE` statement not supported in optimistic mode" in e
+                                  for e in errs.values()), errs
+    assert count(sc.status(), "`RENAME TABLE` statement not supported in optimistic mode") >= 2
+
+
 SCENARIOS = [
     pytest.param(dm_001, "single-source-no-sharding", id="001"),
     pytest.param(dm_002, "single-source-pessimistic", id="002"),
     pytest.param(dm_003, "single-source-pessimistic", id="003-pessimistic"),
     pytest.param(dm_004, "single-source-optimistic", id="004-optimistic"),
     pytest.param(dm_005, "single-source-pessimistic", id="005"),
+    pytest.param(dm_rename_table, "double-source-pessimistic", id="RENAME_TABLE-pessimistic"),
+    pytest.param(dm_rename_table, "double-source-optimistic", id="RENAME_TABLE-optimistic"),
 ]
 
 
