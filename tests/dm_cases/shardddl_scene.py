@@ -112,6 +112,11 @@ class Scene:
         return [r[0] for r in run_sql(ep, "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
                                           "AND table_name = %s ORDER BY ordinal_position", args=(schema, table))]
 
+    def indexes(self) -> list[str]:
+        """The merged table's index names."""
+        return sorted({r[0] for r in run_sql(self.down, "SELECT index_name FROM information_schema.statistics WHERE "
+                                                        "table_schema = %s AND table_name = %s", args=TARGET)})
+
     def down_rows(self, cols: list[str] | None = None) -> list[tuple]:
         cols = cols or self.columns(None, *TARGET)
         return sorted((tuple(r) for r in run_sql(self.down, f"SELECT {', '.join(map(qi, cols))} FROM {qt(*TARGET)}")),

@@ -17,6 +17,12 @@ Scenarios (DM's function names):
   everything (the rename is coordinated like any shard DDL; DM runs the target's rename onto
   itself downstream and ignores "already exists"); optimistic mode pauses both sources with
   DM's "`RENAME TABLE` statement not supported in optimistic mode";
+* ADD_DROP_COLUMNS (both modes): ALTERs of several changes (add three columns; drop two; add
+  one and drop one; drop one and add one) run shard after shard with a row into every shard
+  after each; the merged table equals the union after each stage;
+* COLUMN_INDEX (both modes): the same with a column and an index changed in one ALTER (add
+  column + add index, drop column + drop index, drop column + add index, add column + drop
+  index);
 """
 
 from __future__ import annotations
@@ -113,6 +119,61 @@ def dm_rename_table(sc):
     assert count(sc.status(), "`RENAME TABLE` statement not supported in optimistic mode") >= 2
 
 
+# ---- ADD_DROP_COLUMNS, COLUMN_INDEX ---------------------------------------------------------------
+def _three_tables(sc, columns: str) -> None:
+    sc.s1(f"create table shardddl1.tb1 ({columns})")
+    sc.s2(f"create table shardddl1.tb1 ({columns})", f"create table shardddl1.tb2 ({columns})")
+
+
+def _shard_by_shard(sc, stage: int, ddl: str, rows: list[tuple[str, str, str]]) -> None:
+    """DM's pattern: source 1's tb1 runs ``ddl``, then source 2's tb1, then its tb2; after each,
+    one row into every shard (``rows``: the three shards' VALUES lists for the three steps,
+    ``{n}`` the row number, 10 * stage + 1 ... + 9)."""
+    n = 10 * stage
+    for step, (source, table) in enumerate([(1, "tb1"), (2, "tb1"), (2, "tb2")]):
+        sc.sql(source, ddl.format(t=f"shardddl1.{table}"))
+        for (src, tb), values in zip([(1, "tb1"), (2, "tb1"), (2, "tb2")], rows[step]):
+            n += 1
+            sc.sql(src, f"insert into shardddl1.{tb} values({values.format(n=n)})")
+
+
+def dm_add_drop_columns(sc):
+    _three_tables(sc, "a int primary key, id datetime")
+    sc.start()
+    old, new = "{n},now()", "{n},now(),{n},{n},{n}"
+    _shard_by_shard(sc, 0, "alter table {t} add column col1 int, add column col2 int, add column col3 int",
+                    [(new, old, old), (new, new, old), (new, new, new)])
+    sc.assert_synced()
+    old, new = "{n},now(),{n},{n},{n}", "{n},now(),{n}"
+    _shard_by_shard(sc, 1, "alter table {t} drop column col1, drop column col2",
+                    [(new, old, old), (new, new, old), (new, new, new)])
+    sc.assert_synced()
+    one = "{n},now(),{n}"
+    _shard_by_shard(sc, 2, "alter table {t} add column col4 int, drop column col3", [(one,) * 3] * 3)
+    sc.assert_synced()
+    _shard_by_shard(sc, 3, "alter table {t} drop column col4, add column col5 int", [(one,) * 3] * 3)
+    sc.assert_synced()
+    assert sc.columns(None, "shardddl", "tb") == ["a", "id", "col5"]
+
+
+def dm_column_index(sc):
+    _three_tables(sc, "a int primary key, col1 int, col2 int")
+    sc.start()
+    three, four = "{n},{n},{n}", "{n},{n},{n},{n}"
+    _shard_by_shard(sc, 0, "alter table {t} add column col3 int, add index idx_col1(col1)",
+                    [(four, three, three), (four, four, three), (four, four, four)])
+    _shard_by_shard(sc, 1, "alter table {t} drop column col2, drop index idx_col1",
+                    [(three, four, four), (three, three, four), (three, three, three)])
+    two = "{n},{n}"
+    _shard_by_shard(sc, 2, "alter table {t} drop column col1, add index idx_col3(col3)",
+                    [(two, three, three), (two, two, three), (two, two, two)])
+    _shard_by_shard(sc, 3, "alter table {t} add column col4 int, drop index idx_col3",
+                    [(three, two, two), (three, three, two), (three, three, three)])
+    sc.assert_synced()
+    assert sc.columns(None, "shardddl", "tb") == ["a", "col3", "col4"]
+    assert sc.indexes() == ["PRIMARY"]
+
+
 SCENARIOS = [
     pytest.param(dm_001, "single-source-no-sharding", id="001"),
     pytest.param(dm_002, "single-source-pessimistic", id="002"),
@@ -121,6 +182,10 @@ SCENARIOS = [
     pytest.param(dm_005, "single-source-pessimistic", id="005"),
     pytest.param(dm_rename_table, "double-source-pessimistic", id="RENAME_TABLE-pessimistic"),
     pytest.param(dm_rename_table, "double-source-optimistic", id="RENAME_TABLE-optimistic"),
+    pytest.param(dm_add_drop_columns, "double-source-pessimistic", id="ADD_DROP_COLUMNS-pessimistic"),
+    pytest.param(dm_add_drop_columns, "double-source-optimistic", id="ADD_DROP_COLUMNS-optimistic"),
+    pytest.param(dm_column_index, "double-source-pessimistic", id="COLUMN_INDEX-pessimistic"),
+    pytest.param(dm_column_index, "double-source-optimistic", id="COLUMN_INDEX-optimistic"),
 ]
 
 
