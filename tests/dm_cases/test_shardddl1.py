@@ -20,12 +20,21 @@ Scenarios (DM's function names):
 * ADD_DROP_COLUMNS (both modes): ALTERs of several changes (add three columns; drop two; add
   one and drop one; drop one and add one) run shard after shard with a row into every shard
   after each; the merged table equals the union after each stage;
+* RestartMaster (both modes): two sources add a column `c` of different types (DOUBLE, TEXT):
+  the second source pauses naming both statements (pessimistic: the lock's and its own;
+  optimistic: the column's two definitions, source 1's change already downstream), and
+  query-status / shard-ddl-lock show what DM's checks grep for; the same after the
+  coordinator restarts (DM-master), whose state is all in the state store. Deviation: DM's
+  pessimistic worker waits without an error state (the master logs the difference);
+  shardflow pauses the source with the error, as its conflicts do;
 * COLUMN_INDEX (both modes): the same with a column and an index changed in one ALTER (add
   column + add index, drop column + drop index, drop column + add index, add column + drop
   index);
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -174,6 +183,41 @@ def dm_column_index(sc):
     assert sc.indexes() == ["PRIMARY"]
 
 
+# ---- RestartMaster ---------------------------------------------------------------------------------
+def dm_restart_master(sc):
+    sc.s1("create table shardddl1.tb1 (a int primary key, b varchar(10))")
+    sc.s2("create table shardddl1.tb1 (a int primary key, b varchar(10))")
+    sc.start()
+    sc.s1("insert into shardddl1.tb1 values(1,'aaa')")
+    sc.s2("insert into shardddl1.tb1 values(2,'bbb')")
+    sc.assert_synced()
+    sc.s1("alter table shardddl1.tb1 add column c double")
+    sc.steps(3)
+    sc.s2("alter table shardddl1.tb1 add column c text")
+    sc.settle(paused_ok=True)
+    sc.steps(3)
+    double, text = "ALTER TABLE `shardddl`.`tb` ADD COLUMN `c` DOUBLE", "ALTER TABLE `shardddl`.`tb` ADD COLUMN `c` TEXT"
+    for restarted in (False, True):  # DM-master restarted: the same locks and the same pause after
+        if restarted:
+            sc.restart_master()
+            sc.steps(3)
+        status, locks = sc.status(), sc.locks()
+        errs = sc.errors()
+        assert list(errs) == ["mysql-replica-02"], errs  # the source whose DDL does not fit
+        if sc.task.shard_mode == "pessimistic":
+            # DM: both statements in query-status (blocking DDLs, unresolved groups), the lock's in shard-ddl-lock
+            assert count(status, re.escape(double)) >= 2 and count(status, re.escape(text)) >= 2, status
+            assert count(locks, re.escape("ALTER TABLE `shardddl`.`tb` ADD COLUMN `c`")) >= 1, locks
+            assert "c" not in sc.columns(None, "shardddl", "tb")
+        else:
+            # DM: the conflicting statement and its table; both members in shard-ddl-lock
+            assert count(status, re.escape(text)) >= 1 and "mysql-replica-02 `shardddl1`.`tb1`" in errs[
+                "mysql-replica-02"], status
+            assert count(locks, re.escape(text)) >= 1, locks
+            assert "mysql-replica-01 `shardddl1`.`tb1`" in locks and "mysql-replica-02 `shardddl1`.`tb1`" in locks
+            assert sc.columns(None, "shardddl", "tb") == ["a", "b", "c"]  # source 1's column went ahead
+
+
 SCENARIOS = [
     pytest.param(dm_001, "single-source-no-sharding", id="001"),
     pytest.param(dm_002, "single-source-pessimistic", id="002"),
@@ -186,6 +230,8 @@ SCENARIOS = [
     pytest.param(dm_add_drop_columns, "double-source-optimistic", id="ADD_DROP_COLUMNS-optimistic"),
     pytest.param(dm_column_index, "double-source-pessimistic", id="COLUMN_INDEX-pessimistic"),
     pytest.param(dm_column_index, "double-source-optimistic", id="COLUMN_INDEX-optimistic"),
+    pytest.param(dm_restart_master, "double-source-pessimistic", id="RestartMaster-pessimistic"),
+    pytest.param(dm_restart_master, "double-source-optimistic", id="RestartMaster-optimistic"),
 ]
 
 
