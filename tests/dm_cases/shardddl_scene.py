@@ -85,6 +85,13 @@ class Scene:
             states = self.sync.step()
         return states
 
+    def sources_only(self, n: int = 4) -> dict[str, str]:
+        """Rounds of the sources' windows with no coordinator round between (DM-master busy)."""
+        states = {}
+        for _ in range(n):
+            states = {sid: s.step().state for sid, s in self.sync.sessions.items()}
+        return states
+
     def restart_master(self) -> None:
         """The coordinator's state lives in Postgres only: a new store connection, a new round."""
         from dm_core.shardddl.coordinator import coordinate

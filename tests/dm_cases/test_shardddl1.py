@@ -20,6 +20,10 @@ Scenarios (DM's function names):
 * ADD_DROP_COLUMNS (both modes): ALTERs of several changes (add three columns; drop two; add
   one and drop one; drop one and add one) run shard after shard with a row into every shard
   after each; the merged table equals the union after each stage;
+* RemoveLock (both modes): every shard adds a column (one lock round), then source 1 drops
+  a column while no coordinator round has run since (DM's master sleeps while it removes
+  the finished lock), then changes the key column's type and default; the other shards
+  follow: the union is equal and the merged table has the final columns;
 * RestartMaster (both modes): two sources add a column `c` of different types (DOUBLE, TEXT):
   the second source pauses naming both statements (pessimistic: the lock's and its own;
   optimistic: the column's two definitions, source 1's change already downstream), and
@@ -218,6 +222,28 @@ def dm_restart_master(sc):
             assert sc.columns(None, "shardddl", "tb") == ["a", "b", "c"]  # source 1's column went ahead
 
 
+# ---- RemoveLock ------------------------------------------------------------------------------------
+def dm_remove_lock(sc):
+    table = "(a int primary key, b varchar(10))"
+    sc.s1(f"create table shardddl1.tb1 {table}")
+    sc.s2(f"create table shardddl1.tb1 {table}", f"create table shardddl1.tb2 {table}")
+    sc.start()
+    sc.s1("insert into shardddl1.tb1 values(1,'aaa')")
+    sc.s2("insert into shardddl1.tb1 values(2,'bbb')", "insert into shardddl1.tb2 values(3,'ccc')")
+    sc.s1("alter table shardddl1.tb1 add column c double")
+    sc.s2("alter table shardddl1.tb1 add column c double", "alter table shardddl1.tb2 add column c double")
+    sc.steps(4)
+    # DM-master sleeps while it removes the finished lock (failpoint SleepWhenRemoveLock): no
+    # coordinator round runs while source 1 reports its next DDL for the same target
+    sc.s1("alter table shardddl1.tb1 drop column b")
+    sc.sources_only(4)
+    sc.s1("alter table shardddl1.tb1 change a a bigint default 10")
+    sc.s2("alter table shardddl1.tb1 drop column b", "alter table shardddl1.tb1 change a a bigint default 10",
+          "alter table shardddl1.tb2 drop column b", "alter table shardddl1.tb2 change a a bigint default 10")
+    sc.assert_synced()
+    assert sc.columns(None, "shardddl", "tb") == ["a", "c"]
+
+
 SCENARIOS = [
     pytest.param(dm_001, "single-source-no-sharding", id="001"),
     pytest.param(dm_002, "single-source-pessimistic", id="002"),
@@ -230,6 +256,8 @@ SCENARIOS = [
     pytest.param(dm_add_drop_columns, "double-source-optimistic", id="ADD_DROP_COLUMNS-optimistic"),
     pytest.param(dm_column_index, "double-source-pessimistic", id="COLUMN_INDEX-pessimistic"),
     pytest.param(dm_column_index, "double-source-optimistic", id="COLUMN_INDEX-optimistic"),
+    pytest.param(dm_remove_lock, "double-source-pessimistic", id="RemoveLock-pessimistic"),
+    pytest.param(dm_remove_lock, "double-source-optimistic", id="RemoveLock-optimistic"),
     pytest.param(dm_restart_master, "double-source-pessimistic", id="RestartMaster-pessimistic"),
     pytest.param(dm_restart_master, "double-source-optimistic", id="RestartMaster-optimistic"),
 ]

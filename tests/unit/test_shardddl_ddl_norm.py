@@ -210,6 +210,17 @@ def test_join_schemas_rules():
     assert "`d`" in str(ei.value) and "INT in A" in str(ei.value) and "VARCHAR(3) in B" in str(ei.value)
     with pytest.raises(JoinConflict):
         join_schemas({"A": _t(*base, Column("d", "INT", True, "1")), "B": _t(*base, Column("d", "INT", True, "2"))})
+    # no default is the lower bound of every default (DM's schemacmp, Maybe): the join has it
+    j = join_schemas({"A": _t(Column("id", "BIGINT", False, "10")), "B": _t(*base)})
+    assert j.column("id").describe() == "BIGINT NOT NULL DEFAULT 10"
+
+
+def test_modify_of_a_primary_key_column_keeps_it_not_null():
+    """MySQL: a column of the primary key is NOT NULL whatever its new definition says."""
+    s = _t(Column("a", "INT", False), Column("b", "INT"), idx=[Index("PRIMARY", "primary", ("a",))])
+    after = s.apply(statement_changes("ALTER TABLE `d`.`t` CHANGE COLUMN `a` `a` BIGINT DEFAULT 10"))
+    assert after.column("a").describe() == "BIGINT NOT NULL DEFAULT 10"
+    assert after.apply(statement_changes("ALTER TABLE `d`.`t` MODIFY COLUMN `b` BIGINT")).column("b").nullable
 
 
 def test_diff_and_widen_only():
