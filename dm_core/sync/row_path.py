@@ -24,10 +24,11 @@ log = logging.getLogger("shardflow.sync")
 
 def written_columns(target: TargetTable, row_columns: set[str]) -> TargetTable:
     """``target`` narrowed to the columns a row of this upstream shape carries (its key
-    always stays). A target column the row lacks gets its downstream default, as the
+    always stays; a key whose columns the rows lack is replaced, ``TargetTable.for_columns``). A target column the row lacks gets its downstream default, as the
     upstream gave it when the column was added, instead of NULL: what a DM worker writes
     (it uses the upstream table's columns), and what makes replay over a target created
     after an ADD COLUMN converge (dm_core/full/phase.py)."""
+    target = target.for_columns(row_columns)  # a key the rows do not carry is no key for them
     if all(c in row_columns for c in target.columns):
         return target
     if not target.key_is_unique:  # keyless: the key is every column, so it narrows too

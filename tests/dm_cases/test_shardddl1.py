@@ -244,6 +244,111 @@ def dm_remove_lock(sc):
     assert sc.columns(None, "shardddl", "tb") == ["a", "c"]
 
 
+# ---- not sharded: compactor, causality, multiple rows, keys not found --------------------------------
+def dm_causality(sc):
+    sc.s1("create table shardddl1.tb1 (a int primary key, b int unique)")
+    sc.start()
+    sc.s1("insert into shardddl1.tb1 values(1,2)", "insert into shardddl1.tb1 values(2,3)",
+          "update shardddl1.tb1 set a=3, b=4 where b=3", "delete from shardddl1.tb1 where a=1",
+          "insert into shardddl1.tb1 values(1,3)")
+    sc.assert_synced()
+    assert sc.down_rows() == [(1, 3), (3, 4)]
+
+
+def _swap_downstream(sc, create: str, columns: str) -> None:
+    """DM's check: the user replaces the merged table by one of another shape, rows copied."""
+    sc.tidb(f"create table shardddl.tb_temp {create}",
+            f"insert into shardddl.tb_temp ({columns}) select {columns} from shardddl.tb",
+            "drop table shardddl.tb", "rename table shardddl.tb_temp to shardddl.tb")
+
+
+def dm_causality_use_downstream_schema(sc):
+    sc.s1("create table shardddl1.tb1 (a int primary key, b int unique)")
+    sc.tidb("create database shardddl",
+            "create table shardddl.tb (a int, b int unique, c int primary key auto_increment) auto_increment = 100")
+    sc.start()
+    sc.s1("insert into shardddl1.tb1 values(1,2)", "insert into shardddl1.tb1 values(2,3)",
+          "update shardddl1.tb1 set a=3, b=4 where b=3", "delete from shardddl1.tb1 where a=1",
+          "insert into shardddl1.tb1 values(1,3)")
+    sc.settle()
+    assert sc.down_rows(["a", "b"]) == [(1, 3), (3, 4)]
+    _swap_downstream(sc, "(a int primary key, b int unique)", "a, b")
+    sc.assert_synced()
+
+
+def dm_compact(sc):
+    sc.s1("create table shardddl1.tb1 (a int primary key, b int unique, c int)")
+    sc.start()
+    stmts = []
+    for i in range(1, 101):
+        stmts += [f"insert into shardddl1.tb1(a,b) values({i},{i})", f"update shardddl1.tb1 set c=1 where a={i}",
+                  f"update shardddl1.tb1 set c=c+1 where a={i}", f"update shardddl1.tb1 set b=b+1 where a={i}",
+                  f"update shardddl1.tb1 set a=a+100 where a={i}", f"delete from shardddl1.tb1 where a={i + 100}",
+                  f"insert into shardddl1.tb1(a,b) values({i},{i})"]
+    sc.s1(*stmts)
+    sc.assert_synced()
+    assert sc.count() == 100
+
+
+def dm_compact_use_downstream_schema(sc):
+    sc.s1("create table shardddl1.tb1 (a int primary key, b int unique not null, c int)")
+    sc.tidb("create database shardddl", "create table shardddl.tb (a int, b int unique not null, c int, "
+                                        "d int primary key auto_increment) auto_increment = 100")
+    sc.start()
+    stmts = []
+    for i in range(0, 11):
+        stmts += [f"insert into shardddl1.tb1(a,b,c) values({i + 100},{i},{i})",
+                  f"update shardddl1.tb1 set c=20 where a={i + 100}", f"update shardddl1.tb1 set c=c+1 where a={i + 100}",
+                  f"update shardddl1.tb1 set b=b+1 where a={i + 100}",    # the downstream's key b changes
+                  f"update shardddl1.tb1 set a=a+100 where a={i + 100}",
+                  f"delete from shardddl1.tb1 where a={i + 200}",
+                  f"insert into shardddl1.tb1(a,b,c) values({i + 100},{i},{i})"]
+    sc.s1(*stmts)
+    sc.settle()
+    assert sc.count() == 11
+    assert sc.down_rows(["a", "b", "c"]) == sc.union(["a", "b", "c"])
+    _swap_downstream(sc, "(a int primary key auto_increment, b int unique not null, c int) auto_increment = 100",
+                     "a, b, c")
+    sc.assert_synced()
+
+
+def _multiple_rows_round(sc, base: int = 1) -> list[str]:
+    ten = range(base, base + 100, 10)
+    return ([f"insert into shardddl1.tb1(a,b) values{','.join(f'({j},{j})' for j in range(i, i + 10))}" for i in ten]
+            + [f"update shardddl1.tb1 set c=1 where a>={i} and a<{i + 10}" for i in ten]
+            + [f"update shardddl1.tb1 set b = 0 - b where a>={i} and a<{i + 10}" for i in ten]
+            + [f"update shardddl1.tb1 set a = 0 - a where a>={i} and a<{i + 10}" for i in ten]
+            + [f"delete from shardddl1.tb1 where a<={0 - i} and a>{-10 - i}" for i in ten])
+
+
+def dm_multiple_rows(sc):
+    sc.s1("create table shardddl1.tb1 (a int primary key, b int unique, c int)")
+    sc.start()
+    sc.s1(*_multiple_rows_round(sc))              # DM: inside the safe-mode start phase
+    sc.assert_synced()
+    sc.s1(*_multiple_rows_round(sc))              # and after it
+    sc.s1(*[f"insert into shardddl1.tb1(a,b) values{','.join(f'({j},{j})' for j in range(i, i + 10))}"
+            for i in range(101, 201, 10)])
+    sc.settle()
+    assert sc.tidb("select count(1) from shardddl.tb where a>100 and a<=200")[0][0] == 100
+    sc.assert_synced()
+
+
+def dm_key_not_found(sc):
+    init_table(sc, "111", "211")
+    sc.s1("insert into shardddl1.tb1 values(1)")
+    sc.s2("insert into shardddl1.tb1 values(2)")
+    sc.start()
+    sc.assert_synced()
+    sc.tidb("delete from shardddl.tb where id=1", "delete from shardddl.tb where id=2")
+    sc.s1("update shardddl1.tb1 set id=3 where id=1")
+    sc.s2("update shardddl1.tb1 set id=4 where id=2")
+    sc.s1("delete from shardddl1.tb1 where id=3")
+    sc.s2("delete from shardddl1.tb1 where id=4")
+    sc.assert_synced()
+    assert sc.count() == 0
+
+
 SCENARIOS = [
     pytest.param(dm_001, "single-source-no-sharding", id="001"),
     pytest.param(dm_002, "single-source-pessimistic", id="002"),
@@ -258,6 +363,12 @@ SCENARIOS = [
     pytest.param(dm_column_index, "double-source-optimistic", id="COLUMN_INDEX-optimistic"),
     pytest.param(dm_remove_lock, "double-source-pessimistic", id="RemoveLock-pessimistic"),
     pytest.param(dm_remove_lock, "double-source-optimistic", id="RemoveLock-optimistic"),
+    pytest.param(dm_causality, "single-source-no-sharding", id="CAUSALITY"),
+    pytest.param(dm_causality_use_downstream_schema, "single-source-no-sharding", id="CAUSALITY_USE_DOWNSTREAM_SCHEMA"),
+    pytest.param(dm_compact, "single-source-no-sharding", id="COMPACT"),
+    pytest.param(dm_compact_use_downstream_schema, "single-source-no-sharding", id="COMPACT_USE_DOWNSTREAM_SCHEMA"),
+    pytest.param(dm_multiple_rows, "single-source-no-sharding", id="MULTIPLE_ROWS"),
+    pytest.param(dm_key_not_found, "double-source-optimistic", id="KEY_NOT_FOUND"),
     pytest.param(dm_restart_master, "double-source-pessimistic", id="RestartMaster-pessimistic"),
     pytest.param(dm_restart_master, "double-source-optimistic", id="RestartMaster-optimistic"),
 ]
