@@ -34,6 +34,27 @@ Scenarios (DM's function names):
 * COLUMN_INDEX (both modes): the same with a column and an index changed in one ALTER (add
   column + add index, drop column + drop index, drop column + add index, add column + drop
   index);
+* CAUSALITY (single-source-no-sharding: compact, multiple-rows, 10 workers): a key update
+  and a re-insert of the freed unique value; CAUSALITY_USE_DOWNSTREAM_SCHEMA: the same into a
+  target the user made with an AUTO_INCREMENT primary key the upstream lacks and a NULL-able
+  unique key (rows are written by every column they carry; causality must also key on the
+  unique index), then the user swaps the target for another shape;
+* COMPACT: 100 rounds of insert, updates, a key update, delete, re-insert on one row;
+  COMPACT_USE_DOWNSTREAM_SCHEMA: 11 such rounds into a user-made target keyed downstream by
+  its NOT NULL unique key (its AUTO_INCREMENT primary key is not in the rows);
+* MULTIPLE_ROWS: multi-row inserts, updates (of values, unique and primary keys) and
+  deletes, twice, then 100 more rows;
+* KEY_NOT_FOUND (double-source-optimistic): rows deleted downstream by hand, then updated
+  and deleted upstream: nothing pauses, the union is equal (empty);
+* RENAME_COLUMN_OPTIMISTIC, UpdateBARule (optimistic): ported in full, xfail at the column
+  rename (``SKIP_WAIT_REDIRECT``: DM's ConflictSkipWaitRedirect is not built); UpdateBARule's
+  first part (columns added and dropped on some shards, rows between) passes.
+
+Not ported (DM internals): the log lines and metrics DM greps (compact and causality
+counts, "putted shard DDL info", the master's "found new DDL info"); the failpoints become
+what they cause: a slow downstream is a large batch here, DM-master's sleep while it removes
+a lock is sources stepping with no coordinator round (``Scene.sources_only``), the safe-mode
+start phase is the task's own. DML_EXECUTE_ERROR is commented out in DM's run().
 """
 
 from __future__ import annotations
@@ -41,6 +62,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 
 from .shardddl_scene import count, init_table, scene_factory  # noqa: F401 (fixture)
 
@@ -349,6 +371,92 @@ def dm_key_not_found(sc):
     assert sc.count() == 0
 
 
+# ---- optimistic mode: a rename other shards follow (DM's ConflictSkipWaitRedirect) ----------------------
+SKIP_WAIT_REDIRECT = ("not built: DM's optimistic ConflictSkipWaitRedirect (a DDL that conflicts now but that the other "
+                      "shards may repeat, such as renaming a column, holds back that table's DDLs and rows while the "
+                      "source goes on, and replays them once every shard has run it); shardflow's optimistic lock "
+                      "takes a column rename for a conflict a person resolves, and pauses the source")
+
+
+def _xfail_if_paused(sc, what: str) -> None:
+    sc.settle(paused_ok=True)
+    errs = sc.errors()
+    if errs:
+        pytest.xfail(f"{SKIP_WAIT_REDIRECT}; paused on {what}: {errs}")
+
+
+def dm_rename_column_optimistic(sc):
+    table = "(a int primary key, b varchar(10)) DEFAULT CHARSET=latin1 COLLATE=latin1_bin"
+    sc.s1(f"create table shardddl1.tb1 {table}")
+    sc.s2(f"create table shardddl1.tb1 {table}", f"create table shardddl1.tb2 {table}")
+    sc.start()
+    sc.s1("insert into shardddl1.tb1 values(1,'aaa')")
+    sc.s2("insert into shardddl1.tb1 values(2,'bbb')", "insert into shardddl1.tb2 values(3,'ccc')")
+    sc.assert_synced()
+    values = iter(["ddd", "eee", "fff", "ggg", "hhh", "iii", "jjj", "kkk", "lll"])
+    n = 4
+    for source, table in [(1, "tb1"), (2, "tb1"), (2, "tb2")]:  # the rename, shard after shard, rows between
+        sc.sql(source, f"alter table shardddl1.{table} change a c int")
+        for src, tb in [(1, "tb1"), (2, "tb1"), (2, "tb2")]:
+            sc.sql(src, f"insert into shardddl1.{tb} values({n},'{next(values)}')")
+            n += 1
+    _xfail_if_paused(sc, "`change a c int`")    # DM: every source Running
+    # now it works as normal
+    for source, table in [(1, "tb1"), (2, "tb1"), (2, "tb2")]:
+        sc.sql(source, f"alter table shardddl1.{table} add column d int")
+        for src, tb in [(1, "tb1"), (2, "tb1"), (2, "tb2")]:
+            has_d = sc.columns(src, "shardddl1", tb)[-1] == "d"
+            sc.sql(src, f"insert into shardddl1.{tb} values({n},'x{n}'{f',{n}' if has_d else ''})")
+            n += 1
+    sc.assert_synced()
+    assert sc.columns(None, "shardddl", "tb") == ["c", "b", "d"]
+    assert not sc.errors() and '"locks": []' in sc.locks()
+
+
+def dm_update_ba_rule(sc):
+    init_table(sc, "111", "121", "211", "221")
+    sc.start()
+    sc.s1("insert into shardddl1.tb1 values(1)", "insert into shardddl2.tb1 values(2)")
+    sc.s2("insert into shardddl1.tb1 values(3)", "insert into shardddl2.tb1 values(4)")
+    sc.s1("alter table shardddl1.tb1 add column new_col1 int", "alter table shardddl2.tb1 add column new_col1 int")
+    sc.s2("alter table shardddl1.tb1 add column new_col1 int", "alter table shardddl2.tb1 add column new_col1 int")
+    sc.s1("insert into shardddl1.tb1 values(5,5)", "insert into shardddl2.tb1 values(6,6)")
+    sc.s2("insert into shardddl1.tb1 values(7,7)", "insert into shardddl2.tb1 values(8,8)")
+    # source 1's shardddl2.tb1 adds a column and drops it again
+    sc.s1("alter table shardddl2.tb1 add column new_col2 int", "insert into shardddl2.tb1 values(9,9,9)",
+          "alter table shardddl2.tb1 drop column new_col2", "insert into shardddl2.tb1 values(10,10)")
+    sc.s1("alter table shardddl1.tb1 add column new_col3 int", "insert into shardddl1.tb1 values(11,11,11)")
+    sc.s2("alter table shardddl1.tb1 drop column new_col1", "insert into shardddl1.tb1 values(12)")
+    sc.settle()
+    assert sc.count() == 12 and sc.columns(None, "shardddl", "tb") == ["id", "new_col1", "new_col3"]
+    # source 2's shardddl2.tb1 renames a column: no conflict yet for DM (the others may follow)
+    sc.s2("alter table shardddl2.tb1 change id new_id int")
+    _xfail_if_paused(sc, "`change id new_id int`")
+    # source 1's shardddl2.tb1 adds a NOT NULL column: a conflict
+    sc.s1("alter table shardddl2.tb1 add column new_col4 int not null")
+    sc.settle(paused_ok=True)
+    assert "mysql-replica-01" in sc.errors()
+    # the user changes the block-allow list (shardddl1 only) and starts the task again, checkpoints kept
+    sc.stop_task()
+    doc = yaml.safe_load(sc.files.task_file.read_text())
+    doc["block-allow-list"]["instance"]["do-dbs"] = ["shardddl1"]
+    doc["ignore-checking-items"] = ["schema_of_shard_tables"]
+    sc.start_again(yaml.safe_dump(doc, sort_keys=False))
+    assert '"locks": []' in sc.locks()
+    sc.s1("insert into shardddl1.tb1 values(13,13,13)")
+    sc.s2("insert into shardddl1.tb1 values(14)")
+    sc.settle()
+    assert sc.count() == 14
+    sc.restart_master()
+    assert '"locks": []' in sc.locks()
+    sc.s1("alter table shardddl1.tb1 drop column new_col1")
+    sc.s2("alter table shardddl1.tb1 add column new_col3 int")
+    sc.s1("insert into shardddl1.tb1 values(15,15)")
+    sc.s2("insert into shardddl1.tb1 values(16,16)")
+    sc.settle()
+    assert sc.count() == 16 and not sc.errors() and '"locks": []' in sc.locks()
+
+
 SCENARIOS = [
     pytest.param(dm_001, "single-source-no-sharding", id="001"),
     pytest.param(dm_002, "single-source-pessimistic", id="002"),
@@ -363,6 +471,8 @@ SCENARIOS = [
     pytest.param(dm_column_index, "double-source-optimistic", id="COLUMN_INDEX-optimistic"),
     pytest.param(dm_remove_lock, "double-source-pessimistic", id="RemoveLock-pessimistic"),
     pytest.param(dm_remove_lock, "double-source-optimistic", id="RemoveLock-optimistic"),
+    pytest.param(dm_rename_column_optimistic, "double-source-optimistic", id="RENAME_COLUMN_OPTIMISTIC"),
+    pytest.param(dm_update_ba_rule, "double-source-optimistic", id="UpdateBARule-optimistic"),
     pytest.param(dm_causality, "single-source-no-sharding", id="CAUSALITY"),
     pytest.param(dm_causality_use_downstream_schema, "single-source-no-sharding", id="CAUSALITY_USE_DOWNSTREAM_SCHEMA"),
     pytest.param(dm_compact, "single-source-no-sharding", id="COMPACT"),
