@@ -171,6 +171,17 @@ def normalize(sql: str, default_schema: str | None, route: Route | None = None, 
         nodes = [stmt.this] + [r.this.this for r in stmt.find_all(exp.Reference)
                                if isinstance(r.this, exp.Schema) and isinstance(r.this.this, exp.Table)]
         kind, action, reason = "alter table", COORDINATE, ""
+        if mode == "pessimistic":
+            for a in actions:
+                keyed = added_column_keys(a)
+                if keyed:
+                    raise ShardDDLUnsupported(
+                        f"unsupported add column '{a.name}' constraint {keyed[0]} when altering a sharded table: "
+                        f"`{sql.strip()}` (each shard numbers its own rows: their values would meet under one "
+                        f"key in the merged table)",
+                        workaround="Add the column without the key (and without AUTO_INCREMENT) on every shard, "
+                                   "or run `dmctl binlog replace TASK \"SQL\"` with such a statement on each "
+                                   "source; `dmctl binlog skip TASK` skips it.")
     else:
         raise ShardDDLUnsupported(f"this kind of statement is not supported on sharded tables: `{sql.strip()}`")
 
@@ -377,6 +388,32 @@ def _ident(node) -> str:
     return node.name if hasattr(node, "name") else str(node)
 
 
+def added_column_keys(action) -> list[str]:
+    """What makes an ADD COLUMN action unsafe on a merged table: an inline PRIMARY KEY or
+    UNIQUE KEY, or AUTO_INCREMENT (TiDB refuses them all when altering: "unsupported add
+    column 'c' constraint UNIQUE KEY when altering"; DM's optimistic lock says "there will be
+    conflicts"). Each shard fills such a column with its own values, which meet downstream.
+
+    >>> import sqlglot
+    >>> added_column_keys(sqlglot.parse_one("ALTER TABLE t ADD c INT UNIQUE AUTO_INCREMENT", read="mysql").args["actions"][0])
+    ['UNIQUE KEY', 'AUTO_INCREMENT']
+    """
+    from sqlglot import exp
+
+    if not isinstance(action, exp.ColumnDef):
+        return []
+    out = []
+    for c in action.args.get("constraints") or []:
+        k = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
+        if isinstance(k, exp.PrimaryKeyColumnConstraint):
+            out.append("PRIMARY KEY")
+        elif isinstance(k, exp.UniqueColumnConstraint):
+            out.append("UNIQUE KEY")
+        elif isinstance(k, exp.AutoIncrementColumnConstraint):
+            out.append("AUTO_INCREMENT")
+    return out
+
+
 def column_from_def(cd) -> tuple[Column, bool]:
     """(Column, is_inline_primary_key) of a sqlglot ColumnDef."""
     from sqlglot import exp
@@ -392,6 +429,8 @@ def column_from_def(cd) -> tuple[Column, bool]:
         elif isinstance(k, exp.PrimaryKeyColumnConstraint):
             primary, nullable = True, False
         else:
+            if isinstance(k, exp.AutoIncrementColumnConstraint):
+                nullable = False  # MySQL: an AUTO_INCREMENT column is NOT NULL
             extra.append(k.sql(dialect="mysql"))
     return Column(cd.name, type_, nullable, default, " ".join(extra)), primary
 

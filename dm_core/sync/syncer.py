@@ -326,9 +326,15 @@ class Syncer:
             w.pending.txns, w.pending.last_ts = 1, txn.timestamp
             w.settle(txn.end)
             return True
+        try:
+            jobs = self.rows.jobs(txn, safe, self._row_gate(txn))
+        except Terminal as e:  # the rows before are durable; the pause names this transaction
+            w.settle(txn.start)
+            e.position = e.position or txn.start
+            raise
         p = w.pending
         p.spans.append((txn.start, txn.end))
-        p.jobs.extend(self.rows.jobs(txn, safe, self._row_gate(txn)))
+        p.jobs.extend(jobs)
         p.rows += len(txn.rows)
         p.txns += 1
         p.last_ts = txn.timestamp or p.last_ts
@@ -451,6 +457,12 @@ class Syncer:
             return ErrorCode.FILTERED_AS_ERROR.error(f"binlog event filter says Error for: {sql}")
         if routed.sql is None:
             log.info("source %s: nothing to run downstream for %s (%s)", self.source_id, sql, routed.note)
+            return None
+        if self.task.shard_mode and routed.kind in ("drop table", "truncate table"):
+            # DM: in a sharding task every target has its sharding group, a one-table group too,
+            # whose DROP TABLE and TRUNCATE TABLE are skipped (what shard_sync does for larger ones)
+            log.info("source %s: %s skipped in shard mode, as DM does: %s", self.source_id, routed.kind, sql)
+            res.ddls.append(f"skipped in shard mode: {sql}")
             return None
         if self.shard.skip_plain_ddl(txn.start):
             return None  # ran in the pass before a shard DDL rewind

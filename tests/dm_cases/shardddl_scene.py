@@ -56,7 +56,8 @@ class Scene:
 
     # ---- statements -----------------------------------------------------------------------
     def sql(self, source: int, *stmts: str) -> list:
-        return run_sql(self.up[source], *stmts)
+        """A client of the upstream in the server's own sql_mode (DM's run_sql: the mysql client)."""
+        return run_sql(self.up[source], "SET SESSION sql_mode = @@GLOBAL.sql_mode", *stmts)
 
     def s1(self, *stmts: str) -> list:
         return self.sql(1, *stmts)
@@ -202,7 +203,7 @@ def scene_factory(stack, tmp_path):
     def make(case: str, conf: str) -> Scene:
         sc = Scene(stack, case, tmp_path, conf)
         cm = dm_case(case, tmp_path, stack, {"source1.yaml": "up1", "source2.yaml": "up2"},
-                     {"up1": DBS, "up2": DBS, "down": ["shardddl"]}, task=conf)
+                     {"up1": DBS, "up2": DBS, "down": ["shardddl"] + DBS}, task=conf)
         sc.files, sc.store = cm.__enter__()
         stacks.append((cm, sc))
         for n in (1, 2):
