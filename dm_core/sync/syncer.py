@@ -554,7 +554,9 @@ class Syncer:
         res.ddls.extend(step.executed)
         if step.lock:
             res.locks.append(step.lock)
-        if step.executed:
+        if step.executed or step.action == GO:
+            # another member may have changed the target (optimistic: its exec, our skip): rows
+            # after this DDL are planned against the downstream as it is now
             self.rows.forget(*n.target)
         return None if step.action == GO else step
 
