@@ -2,11 +2,15 @@
 
 Keys come from the downstream table, as DM does: the primary key, else the first unique
 key whose columns are all NOT NULL, else every column (then statements touch one row with
-LIMIT 1, because duplicates are possible).
+LIMIT 1, because duplicates are possible). As in DM (``redirectIndexKeys``), a key counts
+only when the upstream rows carry all its columns: a target the user made with a key of
+its own (an AUTO_INCREMENT primary key the upstream does not have) is written by its next
+eligible unique key, else by every column the rows carry (``for_columns``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -41,9 +45,30 @@ class TargetTable:
     # Generated columns (VIRTUAL / STORED): left out of ``columns`` and never the key, because
     # the downstream computes them and rejects a value for them (errors 3105 / 1906).
     generated: frozenset = frozenset()
-    # every unique index's columns, the key's included (sync/isolate.py: rows a REPLACE would
-    # remove besides its own)
-    unique_keys: tuple[tuple[str, ...], ...] = ()
+    # every eligible key (unique, NOT NULL, not generated), the primary key first: ``key`` is the
+    # first; ``for_columns`` takes the first one rows of a given shape carry
+    unique_keys: tuple = ()
+    # every unique index (NULL-able ones too; no generated column): causality's conflict keys
+    # besides ``key`` (DM: every PK/UK of the downstream table, job.RowJob.keys)
+    unique_indexes: tuple = ()
+
+    def for_columns(self, row_columns) -> "TargetTable":
+        """This table as rows carrying ``row_columns`` are written: keyed by the first eligible
+        key they carry all columns of, else by every column they carry (DM: redirectIndexKeys).
+
+        >>> t = TargetTable("d", "t", ("a", "b", "c"), ("c",), True, unique_keys=(("c",), ("b",)))
+        >>> t.for_columns({"a", "b"}).key, t.for_columns({"a"}).key, t.for_columns({"a"}).key_is_unique
+        (('b',), ('a',), False)
+        """
+        carried = tuple(k for k in self.unique_indexes if all(c in row_columns for c in k))
+        t = self if carried == self.unique_indexes else dataclasses.replace(self, unique_indexes=carried)
+        if not t.key_is_unique or all(c in row_columns for c in t.key):
+            return t
+        alt = next((k for k in t.unique_keys if all(c in row_columns for c in k)), None)
+        if alt is not None:
+            return dataclasses.replace(t, key=alt, only_unique_key=False)
+        keep = tuple(c for c in t.columns if c in row_columns)
+        return dataclasses.replace(t, columns=keep, key=keep, key_is_unique=False, only_unique_key=False)
 
     @cached_property
     def ident(self) -> tuple[str, str]:
@@ -94,9 +119,10 @@ class TargetCatalog:
                 unique[name] = not int(non_unique)
         names = tuple(c[0] for c in cols if c[0] not in generated)
         only = sum(1 for u in unique.values() if u) == 1
-        uniques = tuple(tuple(icols) for name, icols in indexes.items() if unique[name])
-        for name, icols in indexes.items():  # the primary key first (the ORDER BY above)
-            if unique[name] and not any(nullable[c] or c in generated for c in icols):
-                return TargetTable(schema, table, names, tuple(icols), True, only, generated, uniques)
-        return TargetTable(schema, table, names, names, False, generated=generated, unique_keys=uniques)
+        uniq = tuple(tuple(icols) for name, icols in indexes.items()  # the primary key first (the ORDER BY above)
+                     if unique[name] and not any(c in generated for c in icols))
+        keys = tuple(k for k in uniq if not any(nullable[c] for c in k))
+        if keys:
+            return TargetTable(schema, table, names, keys[0], True, only, generated, keys, uniq)
+        return TargetTable(schema, table, names, names, False, generated=generated, unique_indexes=uniq)
 

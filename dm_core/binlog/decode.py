@@ -468,6 +468,9 @@ def _column_code(c: ev.ColumnDef, v: str, g: _Gen, codec_of: Callable[[int | Non
         return [f"{v} = {g.ref(make_set(c.values), 'set')}({idx})", f"p += {c.length}"]
     if t in (ev.T_VARCHAR, ev.T_STRING):
         prefix = 2 if c.length > 255 else 1
+        if t == ev.T_STRING and c.collation == _BINARY_COLLATION:
+            # BINARY(n): the binlog drops trailing 0x00 bytes, the column holds them (DM pads too)
+            return _length_prefixed(prefix) + [f"{v} = buf[p:n].ljust({c.length}, b'\\x00')", "p = n"]
         return _string_code(v, prefix, codec_of(c.collation))
     if t == ev.T_BLOB:
         return _string_code(v, c.length, codec_of(c.collation))
@@ -477,6 +480,9 @@ def _column_code(c: ev.ColumnDef, v: str, g: _Gen, codec_of: Callable[[int | Non
         return _length_prefixed(c.length) + [
             f"{v} = {g.ref(json_value, 'json')}(buf[p:n]) if n > p else None", "p = n"]
     raise UnsupportedColumn(f"column {c.name}: binlog column type {t} is not supported")
+
+
+_BINARY_COLLATION = 63  # the `binary` character set's only collation
 
 
 def _length_prefixed(prefix: int) -> list[str]:

@@ -72,7 +72,16 @@ _GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
 def go_duration(value: Any) -> float:
-    """Seconds in a Go duration string ("60s", "1m30s", "1.5h", "0"); ValueError otherwise."""
+    """Seconds in a Go duration string ("60s", "1m30s", "1.5h", "0"); ValueError otherwise.
+
+    A YAML integer reaches DM's string field as its text: ``safe-mode-duration: 0`` (DM's
+    shardddl1_1 task files) is "0", zero seconds; any other number lacks a unit there.
+
+    >>> go_duration(0), go_duration("1m30s")
+    (0.0, 90.0)
+    """
+    if value == 0 and isinstance(value, int) and not isinstance(value, bool):
+        return 0.0
     if not isinstance(value, str) or isinstance(value, bool):
         raise ValueError(f"expected a duration string such as \"60s\" or \"1m30s\", got {_kind(value)}")
     s = value.strip()

@@ -16,8 +16,15 @@ cannot be read from information_schema (table options, partitioning, character s
 conversion, foreign keys): the statement runs as it is, and a server error that says the
 change is already there (duplicate column or key name, can't drop a missing column or
 key, table exists, partition exists; a table that a later DDL renames or drops is gone
-already) counts as applied. Outside the safe-mode range such
-errors pause the source as usual: there they mean the downstream was changed by hand.
+already) counts as applied.
+
+Outside the safe-mode range the same holds for the errors DM ignores on every DDL it runs
+(``IGNORABLE``: its ``IsIgnorableMySQLDDLError``): database / table / column / index
+exists, database / table / column / key does not, duplicate partition, dropping a missing
+partition, a second primary key. They are logged as a warning and the source goes on, as in
+DM: e.g. two tables merged into one target without shard coordination both ADD the same
+column (DM's shardddl1 case, 001), or a RENAME TABLE of a shard onto the name its target
+already has. Other errors pause the source.
 
     >>> sorted(ALREADY_APPLIED)[:4]
     [1007, 1008, 1050, 1051]
@@ -45,6 +52,22 @@ ALREADY_APPLIED = {
     1507,  # error in list of partitions to DROP (already dropped)
     1517,  # duplicate partition name
     1826,  # duplicate foreign key constraint name
+}
+
+# DM's IsIgnorableMySQLDDLError (tiflow pkg/errorutil/util.go), ignored on every DDL DM executes
+IGNORABLE = {
+    1007,  # database exists
+    1008,  # database does not exist (DROP DATABASE)
+    1050,  # table already exists
+    1051,  # unknown table (DROP TABLE)
+    1054,  # unknown column
+    1060,  # duplicate column name
+    1061,  # duplicate key name
+    1068,  # multiple primary key defined
+    1091,  # can't DROP column/key; check that it exists
+    1176,  # key does not exist
+    1507,  # error in list of partitions to DROP
+    1517,  # duplicate partition name
 }
 
 _STRUCTURAL = ("alter table", "create index", "drop index")
@@ -109,7 +132,8 @@ def error_code(e: BaseException) -> int | None:
 def run(conn, sql: str, kind: str, *, replay: bool) -> list[str]:
     """Run routed ``sql`` downstream; with ``replay`` only what is not in effect yet (see
     the module docstring). Returns what was done, one line per statement, for the log.
-    Server errors propagate (with ``replay``, "already applied" ones do not)."""
+    Server errors propagate, except "already applied" ones with ``replay`` and DM's
+    ``IGNORABLE`` ones always."""
     todo = pending_parts(conn, sql, kind) if replay else [sql]
     if not todo:
         log.info("DDL already in effect downstream, not run again: %s", sql)
@@ -121,8 +145,13 @@ def run(conn, sql: str, kind: str, *, replay: bool) -> list[str]:
                 cur.execute(stmt)
             done.append(stmt)
         except Exception as e:
-            if not replay or error_code(e) not in ALREADY_APPLIED:
+            code = error_code(e)
+            if replay and code in ALREADY_APPLIED:
+                log.info("DDL replay: the downstream already has the effect of %s (%s)", stmt, e)
+                done.append(f"already in effect downstream: {stmt}")
+            elif code in IGNORABLE:
+                log.warning("downstream error ignored, as DM does, running %s: %s", stmt, e)
+                done.append(f"ignored downstream error {code} ({e.args[1] if len(e.args) > 1 else e}): {stmt}")
+            else:
                 raise
-            log.info("DDL replay: the downstream already has the effect of %s (%s)", stmt, e)
-            done.append(f"already in effect downstream: {stmt}")
     return done

@@ -22,7 +22,9 @@ Classification (``NormalizedDDL.action``):
   one shard going away must not drop or empty the merged table);
 * ``create`` — CREATE TABLE / CREATE DATABASE: run downstream as ``IF NOT EXISTS`` (the
   merged table exists once; a new shard joins the sharding group);
-* anything else raises ``ShardDDLUnsupported`` naming the statement: RENAME TABLE (also as
+* in pessimistic mode, ``RENAME TABLE`` of one shard to a name routed to the same target is
+  coordinated too (DM's rule; ``_rename_in_place``);
+* anything else raises ``ShardDDLUnsupported`` naming the statement: other RENAME TABLEs (also as
   ``ALTER TABLE ... RENAME TO``), a statement on more than one table, views, statements
   sqlglot cannot parse -- except an ALTER TABLE of one table (CONVERT TO CHARACTER SET,
   partition DDL), which is coordinated by its routed text (``_textual_alter``).
@@ -140,7 +142,10 @@ def normalize(sql: str, default_schema: str | None, route: Route | None = None, 
     route = route or (lambda s, t: (s, t))
     text = strip_comments(sql)
     if _RENAME_TABLE.match(text):
-        raise _rename_refused(sql, mode)
+        renamed = _rename_in_place(sql, text, default_schema, route) if mode == "pessimistic" else None
+        if renamed is None:
+            raise _rename_refused(sql, mode)
+        return renamed
     try:
         stmt = _parse_one(_expand_add_list(text), original=sql)
     except ShardDDLUnsupported:
@@ -189,6 +194,17 @@ def normalize(sql: str, default_schema: str | None, route: Route | None = None, 
         nodes = [stmt.this] + [r.this.this for r in stmt.find_all(exp.Reference)
                                if isinstance(r.this, exp.Schema) and isinstance(r.this.this, exp.Table)]
         kind, action, reason = "alter table", COORDINATE, ""
+        if mode == "pessimistic":
+            for a in actions:
+                keyed = added_column_keys(a)
+                if keyed:
+                    raise ShardDDLUnsupported(
+                        f"unsupported add column '{a.name}' constraint {keyed[0]} when altering a sharded table: "
+                        f"`{sql.strip()}` (each shard numbers its own rows: their values would meet under one "
+                        f"key in the merged table)",
+                        workaround="Add the column without the key (and without AUTO_INCREMENT) on every shard, "
+                                   "or run `dmctl binlog replace TASK \"SQL\"` with such a statement on each "
+                                   "source; `dmctl binlog skip TASK` skips it.")
     else:
         raise ShardDDLUnsupported(f"this kind of statement is not supported on sharded tables: `{sql.strip()}`")
 
@@ -243,6 +259,31 @@ def _textual_alter(sql: str, text: str, default_schema: str | None, route: Route
     ts, tt = route(sp.schema, sp.table)
     routed = "ALTER TABLE `" + ts.replace("`", "``") + "`.`" + tt.replace("`", "``") + "` " + text[sp.end:].strip()
     return NormalizedDDL(sql, kind, COORDINATE, ((sp.schema, sp.table),), (ts, tt), routed)
+
+
+def _rename_in_place(sql: str, text: str, default_schema: str | None, route: Route) -> NormalizedDDL | None:
+    """Pessimistic mode: ``RENAME TABLE old TO new`` of one shard whose new name routes to
+    the same target, as DM has it: coordinated like any shard DDL (every shard renames), and
+    its routed text renames the target onto itself, which DM runs and whose "table exists"
+    error it ignores (ddl/replay.IGNORABLE). ``tables`` is (old, new): the shard keeps its
+    place in its sharding group under the new name (source_group.SourceGroup.rename_member).
+    Several pairs, or a new name routed elsewhere: None (refused).
+
+    >>> n = normalize("RENAME TABLE s_1.t_1 TO s_1.t_3", None, lambda s, t: ("db", "t"))
+    >>> n.kind, n.action, n.tables, n.sql
+    ('rename table', 'coordinate', (('s_1', 't_1'), ('s_1', 't_3')), 'RENAME TABLE `db`.`t` TO `db`.`t`')
+    """
+    from dm_core.ddl.text import table_spans
+
+    spans = table_spans(text, default_schema)
+    if len(spans) != 2 or not all(sp.table for sp in spans):
+        return None
+    old, new = (spans[0].schema, spans[0].table), (spans[1].schema, spans[1].table)
+    target, target_new = route(*old), route(*new)
+    if tuple(x.lower() for x in target) != tuple(x.lower() for x in target_new):
+        return None
+    q = "`" + target[0].replace("`", "``") + "`.`" + target[1].replace("`", "``") + "`"
+    return NormalizedDDL(sql, "rename table", COORDINATE, (old, new), tuple(target), f"RENAME TABLE {q} TO {q}")
 
 
 def _rename_refused(sql: str, mode: str) -> ShardDDLUnsupported:
@@ -370,6 +411,32 @@ def _ident(node) -> str:
     return node.name if hasattr(node, "name") else str(node)
 
 
+def added_column_keys(action) -> list[str]:
+    """What makes an ADD COLUMN action unsafe on a merged table: an inline PRIMARY KEY or
+    UNIQUE KEY, or AUTO_INCREMENT (TiDB refuses them all when altering: "unsupported add
+    column 'c' constraint UNIQUE KEY when altering"; DM's optimistic lock says "there will be
+    conflicts"). Each shard fills such a column with its own values, which meet downstream.
+
+    >>> import sqlglot
+    >>> added_column_keys(sqlglot.parse_one("ALTER TABLE t ADD c INT UNIQUE AUTO_INCREMENT", read="mysql").args["actions"][0])
+    ['UNIQUE KEY', 'AUTO_INCREMENT']
+    """
+    from sqlglot import exp
+
+    if not isinstance(action, exp.ColumnDef):
+        return []
+    out = []
+    for c in action.args.get("constraints") or []:
+        k = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
+        if isinstance(k, exp.PrimaryKeyColumnConstraint):
+            out.append("PRIMARY KEY")
+        elif isinstance(k, exp.UniqueColumnConstraint):
+            out.append("UNIQUE KEY")
+        elif isinstance(k, exp.AutoIncrementColumnConstraint):
+            out.append("AUTO_INCREMENT")
+    return out
+
+
 def column_from_def(cd) -> tuple[Column, bool]:
     """(Column, is_inline_primary_key) of a sqlglot ColumnDef."""
     from sqlglot import exp
@@ -385,6 +452,8 @@ def column_from_def(cd) -> tuple[Column, bool]:
         elif isinstance(k, exp.PrimaryKeyColumnConstraint):
             primary, nullable = True, False
         else:
+            if isinstance(k, exp.AutoIncrementColumnConstraint):
+                nullable = False  # MySQL: an AUTO_INCREMENT column is NOT NULL
             extra.append(k.sql(dialect="mysql"))
     return Column(cd.name, type_, nullable, default, " ".join(extra)), primary
 

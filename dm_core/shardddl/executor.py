@@ -48,6 +48,8 @@ def statement_applied(conn, sql: str) -> bool | None:
     """Whether a (canonical, routed) DDL statement has taken effect downstream; None: cannot tell."""
     try:
         n = normalize(sql, None)
+        if n.kind == "rename table":
+            return True  # the target renamed onto itself (ddl_norm._rename_in_place): nothing to apply
         changes = statement_changes(n.sql)
     except ShardDDLUnsupported:
         return None
@@ -68,19 +70,12 @@ def _rerun_is_harmless(sql: str) -> bool:
         return False
 
 
-def _execute(conn, sql: str) -> None:
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-    except Exception as e:  # pymysql errors: report the server's code and message
-        raise ddl_error(e, f"shard DDL `{sql}`") from None
-
-
-def _replay(conn, sql: str, ddl_replay) -> None:
+def _execute(conn, sql: str, ddl_replay, *, replay: bool) -> None:
+    """The statement downstream; errors DM ignores (ddl/replay.IGNORABLE) are logged only."""
     from dm_core.ddl.kind import ddl_event_type
 
     try:
-        ddl_replay.run(conn, sql, ddl_event_type(sql), replay=True)
+        ddl_replay.run(conn, sql, ddl_event_type(sql), replay=replay)
     except Exception as e:  # pymysql errors: report the server's code and message
         raise ddl_error(e, f"shard DDL `{sql}`") from None
 
@@ -115,10 +110,7 @@ def run_operation(store, conn, op: Operation, ops, *, replay: bool = False) -> O
     for j in range(i, len(op.ddls)):
         ops.mark_executing(store, op.task, op.source, op.lock_id, op.step, j)
         faults.hit("shardddl.exec.before_downstream")
-        if replay:
-            _replay(conn, op.ddls[j], ddl_replay)
-        else:
-            _execute(conn, op.ddls[j])
+        _execute(conn, op.ddls[j], ddl_replay, replay=replay)
         faults.hit("shardddl.exec.after_downstream")
         ops.mark_executed(store, op.task, op.source, op.lock_id, op.step, j)
     return ops.ack_done(store, op.task, op.source, op.lock_id, op.step)

@@ -18,7 +18,8 @@ The join (DM's "most compatible schema", ``join_schemas``) of shard schemas S1..
    (``join_type``: TINYINT < SMALLINT < MEDIUMINT < INT < BIGINT of one signedness,
    DECIMAL covering both, FLOAT < DOUBLE, CHAR/VARCHAR/BINARY/VARBINARY by length,
    TEXT and BLOB sizes, ENUM/SET whose values extend the other's, time precision),
-   nullable if any shard's is; the defaults must be equal;
+   nullable if any shard's is; a default joins with no default (DM's schemacmp: no default
+   is the lower bound of every default), two different defaults conflict;
 2. a column present in some shards only is kept, but it must be nullable or have a
    default (otherwise rows of the shards without it cannot be written);
 3. non-unique indexes: union; primary and unique keys: intersection (a unique key
@@ -380,6 +381,11 @@ class TableSchema:
             k = name.lower()
             return next((i for i, x in enumerate(idx) if x.key == k), None)
 
+        def keyed(c: Column) -> Column:
+            """A column of the primary key is NOT NULL whatever its definition says (MySQL)."""
+            pk = next((x for x in idx if x.kind == "primary"), None)
+            return replace(c, nullable=False) if pk is not None and c.key in [x.lower() for x in pk.columns] else c
+
         for ch in changes:
             if ch.op == "add_column":
                 if find(ch.column.name) is not None:
@@ -405,10 +411,10 @@ class TableSchema:
                 new = ch.column if ch.op == "modify_column" else replace(cols[i], name=ch.new_name)
                 if new.key != cols[i].key and find(new.name) is not None:
                     raise SchemaError(f"column `{new.name}` already exists")
-                cols[i] = new
                 if new.key != ch.name.lower():
                     idx = [replace(x, columns=tuple(new.name if c.lower() == ch.name.lower() else c for c in x.columns))
                            for x in idx]
+                cols[i] = keyed(new)
             elif ch.op == "set_default":
                 i = find(ch.name)
                 if i is None:
@@ -465,9 +471,10 @@ def join_column(a: Column, b: Column) -> Column | None:
     'BIGINT'
     """
     t = join_type(a.type, b.type)
-    if t is None or a.default != b.default:
+    if t is None or (a.default is not None and b.default is not None and a.default != b.default):
         return None
-    return replace(a, type=t, nullable=a.nullable or b.nullable)
+    return replace(a, type=t, nullable=a.nullable or b.nullable,
+                   default=a.default if a.default is not None else b.default)
 
 
 def join_schemas(schemas: dict[str, TableSchema]) -> TableSchema:

@@ -252,6 +252,17 @@ class SourceGroup:
         v = max((m.total() for m in self.members.values()), default=self.resolved) if version is None else version
         self.members[table] = _Member(base=v)
 
+    def rename_member(self, old: Table, new: Table) -> None:
+        """A shard renamed (RENAME TABLE old TO new, pessimistic mode): it keeps its place,
+        DDLs and version under the new name, so the rename itself is its next DDL (recorded
+        by ``on_ddl(new, ...)``) and the rows it writes under the new name count from there.
+        Met again (a replay, a restart), ``new`` is the member already: nothing changes. Rows
+        of ``old`` met again in a replay belong to no member: applied in the first pass."""
+        old, new = tuple(old), tuple(new)
+        if new in self.members or old not in self.members:
+            return
+        self.members[new] = self.members.pop(old)
+
     def remove_member(self, table: Table) -> DDLOutcome | None:
         """A shard left (DROP TABLE, ignored downstream). If that completes the pending round,
         the outcome says to report it, as its last DDL would have."""

@@ -97,7 +97,7 @@ class ForeignRows:
             t = job.target
             if job.after is None or not t.key_is_unique or t.only_unique_key:
                 continue
-            for uk in t.unique_keys:
+            for uk in t.unique_indexes:
                 if tuple(uk) == tuple(t.key) or any(c in t.generated for c in uk):
                     continue
                 vals = [to_db_value(job.after.get(c)) for c in uk]

@@ -19,10 +19,11 @@ Two notions of "which row" are used, on purpose:
   race on one row. Known gap: collations with other equivalences (``utf8mb4_general_ci``
   also has ``'ß' = 's'``) are not modelled.
 
-DM's causality uses every unique key of the table; the downstream catalog only tells us
-the one key statements use. A second unique key downstream can therefore see two jobs that
-conflict on it run on different workers (and the compactor move one past the other). Keep
-secondary unique keys off merged targets, or leave ``compact`` off and run one worker.
+As DM's causality does, ``keys()`` also holds the values of every other unique index of the
+downstream table (``TargetTable.unique_indexes``, NULL-able ones included, a NULL value
+skipped: it conflicts with nothing), so two changes that meet on a second unique key (an
+UPDATE moving b=3 away, then an INSERT of b=3 under another key) stay on one worker, in
+order. (The compactor still merges by ``key`` only: it never merges changes of two keys.)
 """
 
 from __future__ import annotations
@@ -91,13 +92,27 @@ class RowJob:
         folded (see the module docstring), so equal keys mean "may be the same row".
         """
         if self._keys is _UNSET:
-            ident = self.target.ident
+            t = self.target
+            ident = t.ident
             kb, ka = self.key_before(), self.key_after()
             out = () if kb is None else (ident + (tuple(map(fold, kb)),),)
             if ka is not None:
                 ck = ident + (tuple(map(fold, ka)),)
                 if not out or out[0] != ck:
                     out += (ck,)
+            if len(t.unique_indexes) > 1 or (t.unique_indexes and t.unique_indexes[0] != t.key):
+                for row in (self.before, self.after):  # other unique indexes: (schema, table, columns, values)
+                    if row is None:
+                        continue
+                    for cols in t.unique_indexes:
+                        if cols == t.key:
+                            continue
+                        vals = tuple(to_db_value(row.get(c)) for c in cols)
+                        if any(v is None for v in vals):
+                            continue
+                        uk = ident + (cols, tuple(map(fold, vals)))
+                        if uk not in out:
+                            out += (uk,)
             self._keys = out
         return self._keys
 

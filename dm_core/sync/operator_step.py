@@ -49,7 +49,7 @@ def held(syncer, w, txn):
     if w.held is not None and txn.start is not None and txn.start.key() >= w.held.key():
         if op is None:
             return HOLD
-        w.held = None
+        w.held, w.resumed_at = None, txn.start
         syncer.store.update_source_state(syncer.task.name, syncer.source_id, stage="sync", error=None,
                                          error_code=None, error_stmt=None)
     if op is not None:
@@ -82,8 +82,11 @@ def on_rows(syncer, w, txn, op):
 def on_ddl(syncer, w, txn, op):
     """skip / replace / inject on a DDL: what ``Syncer._handle_ddl`` would return."""
     lock = _lock_of(syncer, txn)
-    if lock is not None and (lock[1] or op.op == "skip"):
-        return _settle(syncer, w, txn, op, lock[0], runs=lock[1])
+    # runs: the lock gave this source its statements to run and the source paused at this very
+    # event, so the run failed (a source that only waited, or runs them now, reads them as usual)
+    runs = lock is not None and lock[1] and w.resumed_at is not None and w.resumed_at == txn.start
+    if lock is not None and (runs or op.op == "skip"):
+        return _settle(syncer, w, txn, op, lock[0], runs=runs)
     table = syncer._sharded_table(parse_ddl(txn.ddl, txn.ddl_schema).tables)
     if op.op == "skip" and table is not None and syncer.shard.in_round(syncer.rules.router.route(*table)):
         # reported before, and the lock was settled since (by another member's skip): the round

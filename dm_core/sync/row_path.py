@@ -24,10 +24,11 @@ log = logging.getLogger("shardflow.sync")
 
 def written_columns(target: TargetTable, row_columns: set[str]) -> TargetTable:
     """``target`` narrowed to the columns a row of this upstream shape carries (its key
-    always stays). A target column the row lacks gets its downstream default, as the
+    always stays; a key whose columns the rows lack is replaced, ``TargetTable.for_columns``). A target column the row lacks gets its downstream default, as the
     upstream gave it when the column was added, instead of NULL: what a DM worker writes
     (it uses the upstream table's columns), and what makes replay over a target created
     after an ADD COLUMN converge (dm_core/full/phase.py)."""
+    target = target.for_columns(row_columns)  # a key the rows do not carry is no key for them
     if all(c in row_columns for c in target.columns):
         return target
     if not target.key_is_unique:  # keyless: the key is every column, so it narrows too
@@ -40,7 +41,7 @@ def written_columns(target: TargetTable, row_columns: set[str]) -> TargetTable:
 class TablePlan:
     """Everything the row path needs for one upstream table shape, built once."""
 
-    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr", "actions", "missing")
+    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr", "actions", "missing", "unknown")
 
     def __init__(self):
         self.skip = False
@@ -51,6 +52,7 @@ class TablePlan:
         self.expr = None
         self.actions = {}  # binlog event filter's answer by row op: without SQL text it depends on nothing else
         self.missing = None  # the error when the target table does not exist downstream
+        self.unknown = ()    # columns the rows carry that the target lacks (see jobs)
 
 
 class RowPath:
@@ -93,7 +95,10 @@ class RowPath:
             p.mapping = r.column_mapper.plan(ch.schema, ch.table, p.columns)
             p.extract = r.router.extract_values(ch.schema, ch.table, self.source_id)
             try:
-                p.target = written_columns(self.catalog.get(ts, tt), set(p.columns) | set(p.extract))
+                target = self.catalog.get(ts, tt)
+                p.target = written_columns(target, set(p.columns) | set(p.extract))
+                have = {c.lower() for c in target.columns} | {c.lower() for c in target.generated}
+                p.unknown = tuple(c for c in [*p.columns, *p.extract] if c.lower() not in have)
             except ShardflowError as e:
                 if e.code is not ErrorCode.DML_EXEC_FAILED:
                     raise
@@ -132,6 +137,8 @@ class RowPath:
                 # then were read by the full load (dm_core/full/phase.py).
                 self._note_missing(ch)
                 continue
+            if p.unknown and not safe:
+                raise self._unknown_columns(ch, p)
             action = p.actions.get(ch.op)
             if action is None:
                 action = p.actions[ch.op] = bf.action(ch.schema, ch.table, ch.op, None)
@@ -152,6 +159,21 @@ class RowPath:
                 before, after = self.map_row(p, before), self.map_row(p, after)
             out.append(RowJob(ch.op, p.target, before, after, safe, txn.end))
         return out
+
+    @staticmethod
+    def _unknown_columns(ch: RowChange, p: TablePlan) -> ShardflowError:
+        """Rows carrying columns the target lacks are not written without them: the source
+        pauses, as DM's does on the downstream's "Unknown column" (a new shard created with
+        a column the merged table does not have, a target the user made narrower). In the
+        safe-mode range they are written without them: there the target may have been
+        created after a DROP COLUMN the binlog has not reached yet (dm_core/full/phase.py)."""
+        t = p.target
+        cols = ", ".join(f"`{c}`" for c in p.unknown)
+        return ErrorCode.DML_REJECTED.error(
+            f"rows of `{ch.schema}`.`{ch.table}` carry column(s) {cols} that the downstream table "
+            f"`{t.schema}`.`{t.table}` does not have (Unknown column '{p.unknown[0]}' in 'field list')",
+            workaround=f"Add the column(s) to `{t.schema}`.`{t.table}` downstream, then `dmctl resume-task TASK -s "
+                       f"SOURCE`; or `dmctl binlog skip TASK -s SOURCE` to drop the transaction.")
 
     def _note_missing(self, ch: RowChange) -> None:
         key = (ch.schema, ch.table)

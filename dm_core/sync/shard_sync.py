@@ -219,6 +219,9 @@ class ShardSync:
             self.persist()
             return ShardStep(GO, f"`{table[0]}`.`{table[1]}` joins the sharding group of "
                                  f"`{n.target[0]}`.`{n.target[1]}`", executed=ran)
+        if n.kind == "rename table":  # the shard keeps its place in the group under its new name
+            g.rename_member(*n.tables)
+            table = n.tables[1]
         if table not in g.members:
             g.add_member(table, version=g.resolved)
         ddls = tuple(x.sql for x in n.split())

@@ -133,6 +133,7 @@ class _Window:
     closers: list
     ops: PendingOps | None = None  # `dmctl binlog skip|replace|inject` operations (handle_error.py)
     held: Position | None = None   # paused there on an error: go on only where an operation says what to do
+    resumed_at: Position | None = None  # the event an operation let the source go on from (operator_step)
     pending: Batch | None = None
     checkpoint: Position | None = None  # the last position handed to the applier (durable after barrier())
     unrecorded: bool = False       # the first window records its start even if idle
@@ -365,9 +366,15 @@ class Syncer:
                 f"upstream didn't log enough columns in binlog: {partial} (binlog_row_image is not FULL for "
                 f"this change)"), w.res)
             return False
+        try:
+            jobs = self.rows.jobs(txn, safe, self._row_gate(txn))
+        except Terminal as e:  # the rows before are durable; the pause names this transaction
+            w.settle(txn.start)
+            e.position = e.position or txn.start
+            raise
         p = w.pending
         p.spans.append((txn.start, txn.end))
-        p.jobs.extend(self.rows.jobs(txn, safe, self._row_gate(txn)))
+        p.jobs.extend(jobs)
         p.rows += len(txn.rows)
         p.txns += 1
         p.last_ts = txn.timestamp or p.last_ts
@@ -490,6 +497,12 @@ class Syncer:
         if routed.sql is None:
             log.info("source %s: nothing to run downstream for %s (%s)", self.source_id, sql, routed.note)
             return None
+        if self.task.shard_mode and routed.kind in ("drop table", "truncate table"):
+            # DM: in a sharding task every target has its sharding group, a one-table group too,
+            # whose DROP TABLE and TRUNCATE TABLE are skipped (what shard_sync does for larger ones)
+            log.info("source %s: %s skipped in shard mode, as DM does: %s", self.source_id, routed.kind, sql)
+            res.ddls.append(f"skipped in shard mode: {sql}")
+            return None
         if self.shard.skip_plain_ddl(txn.start):
             return None  # ran in the pass before a shard DDL rewind
         stmt = routed.sql
@@ -589,7 +602,9 @@ class Syncer:
         res.ddls.extend(step.executed)
         if step.lock:
             res.locks.append(step.lock)
-        if step.executed:
+        if step.executed or step.action == GO:
+            # another member may have changed the target (optimistic: its exec, our skip): rows
+            # after this DDL are planned against the downstream as it is now
             self.rows.forget(*n.target)
         return None if step.action == GO else step
 

@@ -116,6 +116,14 @@ def _library_time_bug(a, b) -> bool:
     return negative_time or (a is None and isinstance(b, str) and "-00" in b[:10])
 
 
+def _binary_padded(a, b) -> bool:
+    """mysql-replication keeps a BINARY(n) value as the binlog stores it, trailing 0x00 bytes
+    dropped (an empty one as ''); BinlogWindow gives the column's n bytes, as the table holds
+    them (DM pads too)."""
+    a = b"" if a == "" else a
+    return type(a) is bytes and type(b) is bytes and len(b) > len(a) and b == a + bytes(len(b) - len(a))
+
+
 def _same(a, b) -> bool:
     if a == b:
         return True
@@ -127,7 +135,8 @@ def _same(a, b) -> bool:
         for ia, ib in ((ra.before, rb.before), (ra.after, rb.after)):
             if (ia is None) != (ib is None) or (ia is not None and list(ia) != list(ib)):
                 return False
-            if ia is not None and any(ia[c] != ib[c] and not _library_time_bug(ia[c], ib[c]) for c in ia):
+            if ia is not None and any(ia[c] != ib[c] and not _library_time_bug(ia[c], ib[c])
+                                      and not _binary_padded(ia[c], ib[c]) for c in ia):
                 return False
     return True
 
@@ -148,7 +157,7 @@ def _assert_same(slow, fast, schema):
                     if ia is not None:
                         assert list(ib) == list(ia), "column order"
                         for col in ia:
-                            if _library_time_bug(ia[col], ib[col]):
+                            if _library_time_bug(ia[col], ib[col]) or _binary_padded(ia[col], ib[col]):
                                 continue  # checked against the server in test_time_values_match_the_server
                             assert (col, type(ib[col]), ib[col]) == (col, type(ia[col]), ia[col]), f"{img} {col}"
             raise AssertionError(f"txn {k} differs: {a} != {b}")
@@ -210,6 +219,7 @@ def test_every_type_decodes_like_mysql_replication(db):
     assert ins[3]["dtm6"] == datetime.datetime(2024, 2, 29, 12, 34, 56, 120)
     assert ins[3]["ts6"] == datetime.datetime(2024, 2, 29, 12, 34, 56, 123456)
     assert ins[1]["vc"] == "日本語テキスト🎉" and ins[3]["g1"] == "汉字测试" and ins[3]["l1"] == "Ünïcödé"
+    assert ins[1]["bn"] == b"\x01\x02" + bytes(6) and ins[2]["bn"] == bytes(8)  # BINARY(8) as the table holds it
     assert ins[1]["lb"] == MAX_ROW["lb"] and ins[1]["vb"] == b"\x00\xff\x10"
     assert ins[1]["st"] == {"x", "z"} and ins[1]["e"] == "ç" and ins[1]["b12"] == "101010111100"
     assert ins[3]["after_geom"] == "ok"

@@ -180,3 +180,39 @@ def _copy_initial(task, store, stack, tables, tdb):
                 dc.execute(f"INSERT INTO {qt(tdb, 't')} (id, name, amount) VALUES (%s, %s, %s)", plan.map_row(list(r)))
     down.commit()
     down.close()
+
+
+@pytest.mark.parametrize("shards", ["optimistic"], indirect=True)
+def test_optimistic_rows_after_a_skipped_ddl_see_the_other_members_change(shards, stack, monkeypatch):
+    """Source b's window has planned rows of the merged table when source a (another sensor,
+    running at the same time) adds column c downstream; then b's own ADD COLUMN c is a skip.
+    b's rows after it carry c: they must be planned against the downstream as it is now (its
+    cached shape lacked c: the value was dropped, or the source paused on 'unknown column')."""
+    import dm_core.sync.shard_sync as shard_sync
+    from dm_core.sync.syncer import Syncer
+
+    task, store, sources, tables, tdb = shards
+    _copy_initial(task, store, stack, tables, tdb)
+    a, b = sources
+    (ep_b, s_b, t_b) = next(x for x in tables if x[0] is stack["up2"])
+    run(ep_b, f"INSERT INTO {qt(s_b, t_b)} (name, amount) VALUES ('before-c', 1)",   # b plans the target here
+        f"ALTER TABLE {qt(s_b, t_b)} ADD COLUMN c int NULL",
+        f"INSERT INTO {qt(s_b, t_b)} (name, amount, c) VALUES ('with-c', 2, 7)")
+    for ep, s, t in [x for x in tables if x[0] is stack["up1"]]:
+        run(ep, f"ALTER TABLE {qt(s, t)} ADD COLUMN c int NULL")
+    real, ran = shard_sync.read_table_schema, []
+
+    def a_runs_first(conn, schema, table):  # a's sensor executes its ADD COLUMN c during b's window
+        if not ran:
+            ran.append(True)
+            Syncer(task, a, store, budget_events=400).run_until(float("inf"), max_windows=5)
+        return real(conn, schema, table)
+
+    monkeypatch.setattr(shard_sync, "read_table_schema", a_runs_first)
+    r = Syncer(task, b, store, budget_events=400).run_until(float("inf"), max_windows=5)
+    assert ran and not r.paused, r.paused
+    monkeypatch.setattr(shard_sync, "read_table_schema", real)
+    assert query(stack["down"], f"SELECT c FROM {qt(tdb, 't')} WHERE name = 'with-c'") == [(7,)]
+    last = drive(task, store, sources)
+    assert not any(x.paused for x in last.values())
+    assert_union(task, store)

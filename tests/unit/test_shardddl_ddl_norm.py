@@ -44,6 +44,9 @@ NORMALIZE = [
      ("merged", "t"), "CREATE TABLE IF NOT EXISTS `merged`.`t` (`id` INT PRIMARY KEY, `v` VARCHAR(8))"),
     ("CREATE DATABASE shard_3", None, CREATE, "create database", [("shard_3", "")], ("merged", ""),
      "CREATE DATABASE IF NOT EXISTS `merged`"),
+    # pessimistic mode, as DM: a shard renamed to a name routed to the same target renames the target onto itself
+    ("RENAME TABLE shard_1.t_1 TO shard_1.t_9", None, COORDINATE, "rename table", [("shard_1", "t_1"),
+     ("shard_1", "t_9")], ("merged", "t"), "RENAME TABLE `merged`.`t` TO `merged`.`t`"),
     # ALTERs sqlglot cannot parse are coordinated by their routed text
     ("ALTER TABLE shard_1.t_1 CONVERT TO CHARACTER SET utf8mb4", None, COORDINATE, "alter table",
      [("shard_1", "t_1")], ("merged", "t"), "ALTER TABLE `merged`.`t` CONVERT TO CHARACTER SET utf8mb4"),
@@ -63,7 +66,7 @@ def test_normalize(sql, default, action, kind, tables, target, canonical):
 
 # (sql, words the message must contain)
 UNSUPPORTED = [
-    ("RENAME TABLE shard_1.t_1 TO shard_1.t_9", ["RENAME TABLE", "RENAME TABLE shard_1.t_1 TO shard_1.t_9"]),
+    ("RENAME TABLE shard_1.t_1 TO shard_1.x_9", ["RENAME TABLE", "RENAME TABLE shard_1.t_1 TO shard_1.x_9"]),
     ("rename tables shard_1.t_1 to shard_1.t_9, shard_1.t_2 to shard_1.t_8", ["RENAME TABLE", "rename tables"]),
     ("ALTER TABLE shard_1.t_1 RENAME TO shard_1.t_9", ["RENAME TABLE", "ALTER TABLE shard_1.t_1 RENAME TO"]),
     ("ALTER TABLE shard_1.t_1 ADD CONSTRAINT fk FOREIGN KEY (a) REFERENCES shard_1.p (id)",
@@ -73,6 +76,12 @@ UNSUPPORTED = [
     ("CREATE TABLE shard_1.t_9 (id int, g point)", ["cannot parse DDL", "g point"]),
     ("ALTER TABLE shard_1.t_1 ADD COLUMN c INT; ALTER TABLE shard_1.t_1 ADD COLUMN d INT", ["exactly one statement"]),
 ]
+
+
+def test_rename_table_refused_in_optimistic_mode():
+    with pytest.raises(ShardDDLUnsupported) as ei:
+        normalize("RENAME TABLE shard_1.t_1 TO shard_1.t_9", None, route, mode="optimistic")
+    assert "`RENAME TABLE` statement not supported in optimistic mode" in str(ei.value)
 
 
 @pytest.mark.parametrize("sql,words", UNSUPPORTED)
@@ -201,6 +210,17 @@ def test_join_schemas_rules():
     assert "`d`" in str(ei.value) and "INT in A" in str(ei.value) and "VARCHAR(3) in B" in str(ei.value)
     with pytest.raises(JoinConflict):
         join_schemas({"A": _t(*base, Column("d", "INT", True, "1")), "B": _t(*base, Column("d", "INT", True, "2"))})
+    # no default is the lower bound of every default (DM's schemacmp, Maybe): the join has it
+    j = join_schemas({"A": _t(Column("id", "BIGINT", False, "10")), "B": _t(*base)})
+    assert j.column("id").describe() == "BIGINT NOT NULL DEFAULT 10"
+
+
+def test_modify_of_a_primary_key_column_keeps_it_not_null():
+    """MySQL: a column of the primary key is NOT NULL whatever its new definition says."""
+    s = _t(Column("a", "INT", False), Column("b", "INT"), idx=[Index("PRIMARY", "primary", ("a",))])
+    after = s.apply(statement_changes("ALTER TABLE `d`.`t` CHANGE COLUMN `a` `a` BIGINT DEFAULT 10"))
+    assert after.column("a").describe() == "BIGINT NOT NULL DEFAULT 10"
+    assert after.apply(statement_changes("ALTER TABLE `d`.`t` MODIFY COLUMN `b` BIGINT")).column("b").nullable
 
 
 def test_diff_and_widen_only():

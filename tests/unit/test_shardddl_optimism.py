@@ -167,10 +167,15 @@ def test_drop_of_not_null_column_waits_for_every_shard(persist):
     h2.finish("s1")
     h2.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN e INT NULL")
     h2.finish("s2")
+    # a default joins with no default (DM's schemacmp): the first shard's MODIFY runs at once ...
     h2.report("s1", "t_1", "ALTER TABLE t_1 MODIFY COLUMN e INT NULL DEFAULT 3")
-    assert h2.op("s1").conflict and "conflicting definitions" in h2.op("s1").conflict
-    op = h2.report("s2", "t_1", "ALTER TABLE t_1 MODIFY COLUMN e INT NULL DEFAULT 3")
     assert h2.op("s1").action == EXEC and h2.op("s1").ddls == ("ALTER TABLE `db`.`t` MODIFY COLUMN `e` INT NULL DEFAULT 3",)
+    h2.finish("s1")
+    # ... the second's changes nothing any more; a different default conflicts
+    assert h2.report("s2", "t_1", "ALTER TABLE t_1 MODIFY COLUMN e INT NULL DEFAULT 3").action == SKIP
+    h2.finish("s2")
+    h2.report("s2", "t_1", "ALTER TABLE t_1 MODIFY COLUMN e INT NULL DEFAULT 4")
+    assert h2.op("s2").conflict and "conflicting definitions" in h2.op("s2").conflict
 
 
 # (statement, words of the conflict)

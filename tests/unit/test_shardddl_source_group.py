@@ -268,6 +268,28 @@ def test_members_join_and_leave():
     assert r.rewind_to == r.until == P(100) and g.replay is None
 
 
+def test_a_renamed_member_keeps_its_place_under_the_new_name():
+    """RENAME TABLE t_1 TO t_3 (pessimistic mode, the same target): the rename is t_1's DDL,
+    recorded under t_3; t_3's rows wait like any shard's past a DDL; met again in the replay
+    the rename is done, and rows of the old name there were applied in the first pass."""
+    groups = SourceShardGroups.build({G1: [T1, T2]})
+    g = groups.groups[G1]
+    ren = ("RENAME TABLE `db`.`t` TO `db`.`t`",)
+    g.rename_member(T1, T3)
+    assert set(g.members) == {T2, T3}
+    assert g.on_ddl(T3, ren, P(100)).action == RECORDED
+    assert groups.should_skip_dml(T3, P(120)) and not groups.should_skip_dml(T2, P(130))
+    groups.committed(P(190))                                 # the first pass, up to T2's rename
+    assert g.on_ddl(T2, ren, P(200)).action == REPORT
+    r = groups.on_resolved(G1)                               # the checkpoint rewinds to 100
+    assert (r.rewind_to, r.tables) == (P(100), (T3,))
+    g.rename_member(T1, T3)                                  # met again while replaying
+    assert set(g.members) == {T2, T3} and g.on_ddl(T3, ren, P(100)).action == DONE
+    assert not groups.should_skip_dml(T3, P(120))            # replayed now
+    assert groups.should_skip_dml(T2, P(130))                # applied in the first pass
+    assert groups.should_skip_dml(T1, P(90))                 # the old name: applied in the first pass
+
+
 def test_json_roundtrip_is_lossless():
     g = SourceShardGroups.build({G1: [T1, T2], G2: [U1]})
     g.on_ddl(T1, DDL[1], P(100))

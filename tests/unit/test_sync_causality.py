@@ -116,3 +116,20 @@ def test_hot_key_stays_on_its_worker():
 def test_worker_count_must_be_positive():
     with pytest.raises(ValueError):
         Causality(0)
+
+
+def test_other_unique_indexes_are_conflict_keys_as_in_dm():
+    """DM's CAUSALITY_USE_DOWNSTREAM_SCHEMA: the downstream (a, b UNIQUE NULL, c AUTO_INCREMENT
+    PRIMARY KEY) is written by every column (its key is not carried, b may be NULL); an UPDATE
+    moving b=3 away and a later INSERT of b=3 share b's key, so they stay on one worker in order
+    (on two workers the INSERT could run first: duplicate entry '3' for key 'b')."""
+    down = TargetTable("db", "u", ("a", "b", "c"), ("c",), True, unique_keys=(("c",),), unique_indexes=(("c",), ("b",)))
+    t = down.for_columns({"a", "b"})
+    assert (t.key, t.key_is_unique, t.unique_indexes) == (("a", "b"), False, (("b",),))
+    move = U(t, (2, 3), (3, 4))
+    again = I(t, 1, 3)
+    assert ("db", "u", ("b",), (3,)) in move.keys() and ("db", "u", ("b",), (3,)) in again.keys()
+    assert I(t, 5, None).keys() == (("db", "u", (5, None)),)  # NULL conflicts with nothing
+    for n in range(2, 6):
+        c = Causality(n)
+        assert c.add(move) == c.add(again)

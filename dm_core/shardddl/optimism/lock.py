@@ -96,6 +96,11 @@ class Member:
 
 def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
     for ch in changes:
+        if ch.op == "add_column" and ch.column is not None and (
+                ch.column.auto_increment or "UNIQUE" in ch.column.extra.upper()):
+            what = "AUTO_INCREMENT" if ch.column.auto_increment else "UNIQUE"
+            return (f"there will be conflicts if `{ch.sql}` is applied to the downstream: column "
+                    f"`{ch.column.name}` is {what}, and each shard fills it with its own values")
         if ch.op == "rename_column" or (ch.op == "modify_column" and ch.new_name):
             return f"renaming column `{ch.name}` to `{ch.new_name or ch.column.name}` (`{ch.sql}`)"
         if ch.op == "modify_column":
