@@ -37,14 +37,36 @@ def written_columns(target: TargetTable, row_columns: set[str]) -> TargetTable:
     return dataclasses.replace(target, columns=keep)
 
 
+def with_unknown_columns(target: TargetTable, row_columns: list[str]) -> TargetTable | None:
+    """``target`` (as ``written_columns`` made it) with the columns a row carries that the
+    downstream table does not have (nor computes), or None when it has them all.
+
+    DM writes a row with every column its schema tracker knows for the upstream table, so a
+    column the downstream lacks (an ALTER the binlog event filter ignored, a column the user
+    dropped downstream) is refused by the downstream: "Unknown column" (1054), and the source
+    pauses until the user adds it (tracker_ignored_ddl). Leaving it out instead would lose its
+    values silently. Only replay over a target created after the row's time (the full phase's
+    catch-up: a column dropped upstream since) leaves them out (``RowPath.jobs``, ``lenient``).
+
+    >>> t = TargetTable("db", "t", ("id",), ("id",), True)
+    >>> with_unknown_columns(t, ["id", "ignore_1"]).columns, with_unknown_columns(t, ["id"])
+    (('id', 'ignore_1'), None)
+    """
+    unknown = tuple(c for c in row_columns if c not in target.columns and c not in target.generated)
+    if not unknown:
+        return None
+    return dataclasses.replace(target, columns=target.columns + unknown)
+
+
 class TablePlan:
     """Everything the row path needs for one upstream table shape, built once."""
 
-    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr", "actions", "missing")
+    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr", "actions", "missing", "strict")
 
     def __init__(self):
         self.skip = False
         self.target = None
+        self.strict = None   # the target with the row's columns the downstream lacks (with_unknown_columns)
         self.mapping = None
         self.columns = None
         self.extract = {}
@@ -93,7 +115,9 @@ class RowPath:
             p.mapping = r.column_mapper.plan(ch.schema, ch.table, p.columns)
             p.extract = r.router.extract_values(ch.schema, ch.table, self.source_id)
             try:
-                p.target = written_columns(self.catalog.get(ts, tt), set(p.columns) | set(p.extract))
+                downstream = self.catalog.get(ts, tt)
+                p.target = written_columns(downstream, set(p.columns) | set(p.extract))
+                p.strict = with_unknown_columns(p.target, [c for c in p.columns if c not in downstream.columns])
             except ShardflowError as e:
                 if e.code is not ErrorCode.DML_EXEC_FAILED:
                     raise
@@ -112,10 +136,12 @@ class RowPath:
             row = {**row, **p.extract}
         return row
 
-    def jobs(self, txn: Txn, safe: bool, skip_table=None) -> list[RowJob]:
+    def jobs(self, txn: Txn, safe: bool, skip_table=None, *, lenient: bool = False) -> list[RowJob]:
         """The downstream jobs of ``txn``'s rows, in order: rows of tables the block-allow list,
         ``skip_table(schema, table)``, the binlog event filter or an expression filter drop
-        produce none; the rest are routed and mapped. ``safe``: the jobs replay idempotently."""
+        produce none; the rest are routed and mapped. ``safe``: the jobs replay idempotently.
+        ``lenient``: the row may be older than the target's definition (the full phase's
+        catch-up), so columns the target lacks are left out rather than written (and refused)."""
         out: list[RowJob] = []
         bf = self.rules.binlog_filter
         for ch in txn.rows:
@@ -150,7 +176,8 @@ class RowPath:
             before, after = ch.before, ch.after
             if p.mapping is not None or p.extract:  # else map_row would return the rows as they are
                 before, after = self.map_row(p, before), self.map_row(p, after)
-            out.append(RowJob(ch.op, p.target, before, after, safe, txn.end))
+            out.append(RowJob(ch.op, p.target if p.strict is None or lenient else p.strict, before, after, safe,
+                              txn.end))
         return out
 
     def _note_missing(self, ch: RowChange) -> None:

@@ -136,6 +136,7 @@ class _Window:
     pending: Batch | None = None
     checkpoint: Position | None = None  # the last position handed to the applier (durable after barrier())
     unrecorded: bool = False       # the first window records its start even if idle
+    high: Position | None = None   # the full phase's high watermark: rows up to it may predate their target
 
     def flush(self, upto: Position, force: bool = False) -> None:
         """Hand the pending rows to the applier; ``force``: write the checkpoint too."""
@@ -267,7 +268,8 @@ class Syncer:
             raise
         return _Window(st, res, until, safe_exit, binlog, dconn, applier, [dconn, *closers],
                        ops=ops, held=held, pending=Batch(start), checkpoint=start,
-                       unrecorded=not st["binlog_file"])
+                       unrecorded=not st["binlog_file"],
+                       high=Position(st["high_file"], int(st["high_pos"])) if st.get("high_file") else None)
 
     def _start_applier(self, res: WindowResult, until: Position):
         """The background apply thread with its own downstream and state-store connections."""
@@ -346,7 +348,8 @@ class Syncer:
             return False
         p = w.pending
         p.spans.append((txn.start, txn.end))
-        p.jobs.extend(self.rows.jobs(txn, safe, self._row_gate(txn)))
+        catchup = w.high is not None and txn.end.key() <= w.high.key()   # the full phase's replay range
+        p.jobs.extend(self.rows.jobs(txn, safe, self._row_gate(txn), lenient=catchup))
         p.rows += len(txn.rows)
         p.txns += 1
         p.last_ts = txn.timestamp or p.last_ts
