@@ -16,8 +16,14 @@ cannot be read from information_schema (table options, partitioning, character s
 conversion, foreign keys): the statement runs as it is, and a server error that says the
 change is already there (duplicate column or key name, can't drop a missing column or
 key, table exists, partition exists; a table that a later DDL renames or drops is gone
-already) counts as applied. Outside the safe-mode range such
-errors pause the source as usual: there they mean the downstream was changed by hand.
+already) counts as applied.
+
+Outside the safe-mode range, the errors DM ignores on every DDL (``IGNORABLE``: its
+``IsIgnorableMySQLDDLError``: database or table exists / does not exist for DROP, duplicate or
+unknown column, duplicate or unknown key, multiple primary key, partition exists / missing) are
+ignored too, with a warning: the downstream already differs from the upstream there (a DDL
+skipped or filtered before, or a change by hand), and DM goes on (incompatible_ddl_changes: an
+ADD COLUMN after the column's DROP was skipped). Any other error pauses the source.
 
     >>> sorted(ALREADY_APPLIED)[:4]
     [1007, 1008, 1050, 1051]
@@ -45,6 +51,22 @@ ALREADY_APPLIED = {
     1507,  # error in list of partitions to DROP (already dropped)
     1517,  # duplicate partition name
     1826,  # duplicate foreign key constraint name
+}
+
+# DM's IsIgnorableMySQLDDLError (pkg/errorutil): errors DM ignores whenever it runs a DDL.
+IGNORABLE = {
+    1007,  # database exists
+    1008,  # database does not exist (DROP DATABASE)
+    1050,  # table already exists
+    1051,  # unknown table (DROP TABLE)
+    1054,  # unknown column
+    1060,  # duplicate column name
+    1061,  # duplicate key name
+    1068,  # multiple primary key defined
+    1091,  # can't DROP column/key; check that it exists
+    1176,  # key does not exist in table
+    1507,  # error in list of partitions to DROP
+    1517,  # duplicate partition name
 }
 
 _STRUCTURAL = ("alter table", "create index", "drop index")
@@ -109,7 +131,7 @@ def error_code(e: BaseException) -> int | None:
 def run(conn, sql: str, kind: str, *, replay: bool) -> list[str]:
     """Run routed ``sql`` downstream; with ``replay`` only what is not in effect yet (see
     the module docstring). Returns what was done, one line per statement, for the log.
-    Server errors propagate (with ``replay``, "already applied" ones do not)."""
+    Server errors propagate, except ``IGNORABLE`` ones (and with ``replay`` "already applied" ones)."""
     todo = pending_parts(conn, sql, kind) if replay else [sql]
     if not todo:
         log.info("DDL already in effect downstream, not run again: %s", sql)
@@ -121,8 +143,13 @@ def run(conn, sql: str, kind: str, *, replay: bool) -> list[str]:
                 cur.execute(stmt)
             done.append(stmt)
         except Exception as e:
-            if not replay or error_code(e) not in ALREADY_APPLIED:
+            code = error_code(e)
+            if replay and code in ALREADY_APPLIED:
+                log.info("DDL replay: the downstream already has the effect of %s (%s)", stmt, e)
+                done.append(f"already in effect downstream: {stmt}")
+            elif code in IGNORABLE:
+                log.warning("downstream error %s ignored, as DM ignores it: %s (%s)", code, stmt, e)
+                done.append(f"downstream error {code} ignored (as DM does): {stmt}")
+            else:
                 raise
-            log.info("DDL replay: the downstream already has the effect of %s (%s)", stmt, e)
-            done.append(f"already in effect downstream: {stmt}")
     return done
