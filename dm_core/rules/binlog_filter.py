@@ -169,6 +169,11 @@ class BinlogFilter:
         """Whether any rule is set (without one, every event is Do)."""
         return bool(self._sel)
 
+    def applies(self, schema: str, table: str) -> bool:
+        """Whether any rule matches ``schema``.``table`` (else every event there is Do)."""
+        tables, schemas = self._sel.match(schema, table or "")
+        return bool(tables or schemas)
+
     def action(self, schema: str, table: str, event_type: str | None, sql: str | None = None) -> str:
         """``"do"``, ``"ignore"`` or ``"error"`` for ``event_type`` on ``schema``.``table``."""
         tables, schemas = self._sel.match(schema, table or "")

@@ -34,7 +34,7 @@ from dm_core.db import connect, connect_native, master_position, qi
 from dm_core.errors import ErrorCode, ShardflowError, Terminal
 from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
-from dm_core.sources import replica_server_id, source_endpoint, source_rules, target_endpoint
+from dm_core.sources import foreign_key_checks, replica_server_id, source_endpoint, source_rules, target_endpoint
 from dm_core.state import lifecycle
 from dm_core.ddl.collation import (collation_name, database_defaults, names_charset, with_database_collation,
                                   with_table_defaults)
@@ -190,6 +190,8 @@ class Syncer:
         self.online = OnlineDDL(task, source_id, store, self.rules) if task.online_ddl else None
         # the event type a DDL is filtered by, and DDLs the downstream did not get (schema_overlay.py)
         self.events = FilterEvents(SchemaOverlays(task.name, source_id, store), self.rules.router.route)
+        # the downstream session checks foreign keys: parents and children in order (workers.py, target.py)
+        self._fk_checks = foreign_key_checks(task.target_database.session)
 
     # ---- entry points -----------------------------------------------------------------
     def run_until(self, deadline: float, *, max_windows: int | None = None, on_window=None,
@@ -262,7 +264,7 @@ class Syncer:
         res = WindowResult(self.source_id, str(start), str(start), str(until))
         dconn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
         try:
-            self.rows.use_catalog(TargetCatalog(dconn))
+            self.rows.use_catalog(TargetCatalog(dconn, foreign_keys=self._fk_checks))
             binlog = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
                                   budget_events=self.budget_events, budget_seconds=self.budget_seconds)
             applier, closers = self._start_applier(res, until)
@@ -281,7 +283,8 @@ class Syncer:
         store = StateStore(self.store.dsn)
         cfg = self.syncer_cfg
         pool = WorkerPool(lambda: connect_native(target_endpoint(self.task)),
-                          cfg.worker_count, compact=cfg.compact, multiple_rows=cfg.multiple_rows)
+                          cfg.worker_count, compact=cfg.compact, multiple_rows=cfg.multiple_rows,
+                          foreign_key_checks=self._fk_checks)
         self._last_ts = None
         interval = float(cfg.checkpoint_flush_interval)
         unsaved = {"rows": 0, "txns": 0, "at": time.monotonic()}
@@ -381,7 +384,7 @@ class Syncer:
                 w.checkpoint = step.rewind_to
                 self.shard.committed(w.checkpoint)
                 self.shard.persist()
-                self.rows.use_catalog(TargetCatalog(w.dconn))
+                self.rows.use_catalog(TargetCatalog(w.dconn, foreign_keys=self._fk_checks))
             else:
                 w.res.waiting = step.message
             w.res.stopped_early = True
@@ -500,7 +503,7 @@ class Syncer:
         when ignored (recorded as a DDL the downstream does not get), else the error to pause with."""
         bf = self.rules.binlog_filter
         text = default_reading(sql, mode)
-        event = self.events.event(dconn, kind, text, schema, table) if bf else kind
+        event = self.events.event(dconn, kind, text, schema, table) if bf.applies(schema, table) else kind
         action = bf.action(schema, table, event, sql)
         if action == "do":
             return None
