@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 
-from dm_core.ddl.incompatible import ALTER_TABLE, Overlay, alter_event, read_table, server_names
+from dm_core.ddl.incompatible import Overlay, alter_event, read_table, server_names
 from dm_core.state import schema as _schema
 
 log = logging.getLogger("shardflow.sync")
@@ -123,16 +123,18 @@ class FilterEvents:
         log.info("source %s: `%s`.`%s` differs downstream by a DDL not run there: %s",
                  self.overlays.source_id, schema, table, sql)
 
-    def executed(self, sql: str, schema: str, table: str) -> None:
-        """A DDL that runs downstream: the names it touches are the downstream's again."""
+    def executed(self, sql: str, schema: str, table: str, kind: str = "alter table") -> None:
+        """A DDL that runs downstream: the names it touches are the downstream's again (all of
+        them when the table is dropped or created)."""
         if not table:
             return
         ov = self.overlays.get(schema, table)
         if not ov:
             return
-        ov = Overlay.from_dict(json.loads(json.dumps(ov.to_dict())))
-        ov.executed(sql)
+        if kind in ("drop table", "create table"):
+            ov = Overlay()
+        else:
+            ov = Overlay.from_dict(json.loads(json.dumps(ov.to_dict())))
+            ov.executed(sql)
         self.overlays.put(schema, table, ov)
 
-
-__all__ = ["ALTER_TABLE", "FilterEvents", "SchemaOverlays", "remove_task"]

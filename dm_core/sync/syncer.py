@@ -491,7 +491,7 @@ class Syncer:
                 raise err from None  # retried by the source (session.py)
             return err
         faults.hit("sync.ddl.after_downstream")
-        self.events.executed(default_reading(sql, mode), s0, t0)
+        self.events.executed(default_reading(sql, mode), s0, t0, routed.kind)
         for t in routed.targets:
             self.rows.forget(*t)
         res.ddls.extend(done)
