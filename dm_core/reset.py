@@ -14,15 +14,16 @@ from __future__ import annotations
 
 from dm_core.full import phase as full_phase
 from dm_core.shardddl import pg as shardddl_pg
-from dm_core.sync import online_ddl
+from dm_core.sync import online_ddl, schema_overlay
 
 
 def reset_task(store, name: str, task=None) -> None:
-    """Forget every position, chunk, shard DDL lock and online-DDL record of task ``name``
+    """Forget every position, chunk, shard DDL lock, online-DDL record and schema overlay of task ``name``
     in ``store`` (a ``StateStore``). With the parsed ``task`` (``TaskConfig``) also the full
     phase's chunk plans, downstream markers and staging leftovers, which need its target."""
     store.forget_task(name)
     shardddl_pg.remove_task(store, name)
     online_ddl.remove_task(store, name)
+    schema_overlay.remove_task(store, name)
     if task is not None:
         full_phase.forget(task, store)

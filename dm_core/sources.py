@@ -30,16 +30,33 @@ def endpoint_of(cfg: dict, password: str) -> Endpoint:
                     tls=TLS.from_dict(cfg.get("security")))
 
 
-def target_endpoint(task) -> Endpoint:
+def target_endpoint(task, *, load: bool = False) -> Endpoint:
     """The downstream, with the task's session variables. As in DM, ``foreign_key_checks``
     is 0 unless the task's ``session`` sets it: rows of a child table may arrive before its
-    parent's (chunks load in parallel, shards merge), and target tables keep foreign keys."""
+    parent's (chunks load in parallel, shards merge), and target tables keep foreign keys.
+    ``load``: the full phase's connections (target tables created, chunks loaded), where it is
+    0 whatever the session says, as DM's loader has it: a child table is created and loaded
+    before its parent (by name, in parallel), which checks would refuse."""
     t = task.target_database
-    session = dict(t.session or {})
+    session = {k: v for k, v in (t.session or {}).items() if not (load and k.lower() == "foreign_key_checks")}
     if not any(k.lower() == "foreign_key_checks" for k in session):
         session["foreign_key_checks"] = "0"
     return Endpoint(host=t.host, port=int(t.port), user=t.user, password=t.password, name="target",
                     session=tuple(sorted(session.items())), tls=t.tls)
+
+
+def foreign_key_checks(session: dict | None) -> bool:
+    """Whether a task's ``target-database.session`` keeps foreign key checks on downstream (DM's
+    IsForeignKeyChecksEnabled: ``1``, ``ON``, ``true``, any case; off when not set).
+
+    >>> [foreign_key_checks(s) for s in ({"foreign_key_checks": "1"}, {"FOREIGN_KEY_CHECKS": "on"}, {}, None,
+    ...                                  {"foreign_key_checks": "0"}, {"foreign_key_checks": 1})]
+    [True, True, False, False, False, True]
+    """
+    for k, v in (session or {}).items():
+        if k.lower() == "foreign_key_checks":
+            return str(v).strip(" '\"").lower() in ("1", "on", "true")
+    return False
 
 
 def source_rules(task, store, source_id: str):

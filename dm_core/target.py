@@ -51,6 +51,10 @@ class TargetTable:
     # every unique index (NULL-able ones too; no generated column): causality's conflict keys
     # besides ``key`` (DM: every PK/UK of the downstream table, job.RowJob.keys)
     unique_indexes: tuple = ()
+    # foreign keys whose parent is addressed by its key, as (this table's columns in the order of
+    # the parent's key, the parent's ident): with foreign key checks on downstream, a row's
+    # conflict keys include its parent's (job.RowJob.keys), so the two stay on one worker in order
+    parents: tuple[tuple[tuple[str, ...], tuple[str, str]], ...] = ()
 
     def for_columns(self, row_columns) -> "TargetTable":
         """This table as rows carrying ``row_columns`` are written: keyed by the first eligible
@@ -77,11 +81,13 @@ class TargetTable:
 
 
 class TargetCatalog:
-    """Caches downstream table shapes for one connection's lifetime."""
+    """Caches downstream table shapes for one connection's lifetime. ``foreign_keys``: read each
+    table's foreign keys too (``TargetTable.parents``; only needed with foreign key checks on)."""
 
-    def __init__(self, conn):
+    def __init__(self, conn, *, foreign_keys: bool = False):
         self._conn = conn
         self._cache: dict[tuple[str, str], TargetTable] = {}
+        self._foreign_keys = foreign_keys
 
     def forget(self, schema: str, table: str) -> None:
         self._cache.pop((schema.lower(), table.lower()), None)
@@ -89,8 +95,31 @@ class TargetCatalog:
     def get(self, schema: str, table: str) -> TargetTable:
         k = (schema.lower(), table.lower())
         if k not in self._cache:
-            self._cache[k] = self._load(schema, table)
+            t = self._load(schema, table)
+            self._cache[k] = t
+            if self._foreign_keys:
+                self._cache[k] = t = dataclasses.replace(t, parents=self._parents(t))
         return self._cache[k]
+
+    def _parents(self, t: TargetTable) -> tuple:
+        with self._conn.cursor() as cur:
+            cur.execute(
+                "SELECT constraint_name, column_name, referenced_table_schema, referenced_table_name, "
+                "referenced_column_name FROM information_schema.key_column_usage WHERE table_schema = %s "
+                "AND table_name = %s AND referenced_table_name IS NOT NULL ORDER BY constraint_name, ordinal_position",
+                (t.schema, t.table))
+            rows = [tuple(as_str(x) for x in r) for r in cur.fetchall()]
+        fks: dict[str, list] = {}
+        for name, col, ps, pt, pc in rows:
+            fks.setdefault(name, []).append((col, ps, pt, pc))
+        out = []
+        for cols in fks.values():
+            ps, pt = cols[0][1], cols[0][2]
+            parent = t if (ps.lower(), pt.lower()) == t.ident else self.get(ps, pt)
+            by_parent = {pc.lower(): c for c, _, _, pc in cols}
+            if parent.key_is_unique and sorted(by_parent) == sorted(k.lower() for k in parent.key):
+                out.append((tuple(by_parent[k.lower()] for k in parent.key), parent.ident))
+        return tuple(out)
 
     def _load(self, schema: str, table: str) -> TargetTable:
         with self._conn.cursor() as cur:

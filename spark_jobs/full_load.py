@@ -445,7 +445,7 @@ def _run(args) -> int:
     if got is None:
         raise SystemExit(f"task {args.task!r} is not registered in the state store; run the full DAG's prepare step first")
     task = parse_task(got[0], f"<state store: {args.task}>")
-    target_ep = target_endpoint(task)
+    target_ep = target_endpoint(task, load=True)   # foreign_key_checks=0, as DM's loader
     args.load_data_ok, args.tidb, mariadb = (load_data_allowed(target_ep) if args.write_mode == "load"
                                              else (False, False, False))
     if args.write_mode == "load" and not args.load_data_ok:

@@ -357,9 +357,26 @@ def _build(raw: _RawTask, data: dict, problems: Problems, filename: str, expand_
         trash_table_rules=raw.trash_table_rules or list(checks.DEFAULT_TRASH_TABLE_RULES),
         collation_compatible=collation, clean_dump_file=raw.clean_dump_file, mydumpers=maps["mydumpers"],
         loaders=maps["loaders"], syncers=maps["syncers"], validators=maps["validators"])
+    _check_foreign_key_options(task, problems)
     if not problems.items:
         _compile_instances(task, problems)
     return task
+
+
+def _check_foreign_key_options(task: TaskConfig, problems: Problems) -> None:
+    """DM's CheckForeignKeyChecksSyncerOptions: with foreign key checks on downstream, rows must
+    reach it one statement per change in binlog order (parents before children), which `compact`
+    and `multiple-rows` give up."""
+    from dm_core.sources import foreign_key_checks
+
+    if not foreign_key_checks(task.target_database.session):
+        return
+    for name, cfg in task.syncers.items():
+        for key, on in (("compact", cfg.compact), ("multiple-rows", cfg.multiple_rows)):
+            if on:
+                problems.add(join(join("syncers", name), key),
+                             f"`{key}` is not supported when foreign_key_checks=1 (target-database.session)",
+                             "disable `foreign_key_checks`, or disable this syncer option in the task file")
 
 
 def _compile_instances(task: TaskConfig, problems: Problems) -> None:

@@ -128,7 +128,7 @@ def prepare(task, store) -> dict:
             databases += [(conn, s, target) for s, target in allowed_databases(conn, task.rules_for(sid))]
             summary["sources"][sid] = {"low_watermark": f"({st['low_file']}, {st['low_pos']})",
                                        "tables": [f"{t.schema}.{t.table} -> {t.target_schema}.{t.target_table}" for t in tables]}
-        down = connect(target_endpoint(task), downstream=True)
+        down = connect(target_endpoint(task, load=True), downstream=True)
         try:
             chunk_writer.ensure_meta(down, task.meta_schema)
             if fresh:
@@ -177,7 +177,7 @@ def forget(task, store) -> None:
     whenever it records a new low watermark."""
     with PlanStore(store.dsn) as plans:
         old_plans = plans.forget(task.name)
-    down = connect(target_endpoint(task), downstream=True)
+    down = connect(target_endpoint(task, load=True), downstream=True)
     try:
         chunk_writer.forget_markers(down, task.meta_schema, task.name)
         chunk_writer.drop_plan_staging(down, task.meta_schema, old_plans)

@@ -113,6 +113,12 @@ class RowJob:
                         uk = ident + (cols, tuple(map(fold, vals)))
                         if uk not in out:
                             out += (uk,)
+            for cols, parent in self.target.parents:   # the parent rows it refers to (foreign key checks on)
+                for row in (self.before, self.after):
+                    if row is not None and all(row.get(c) is not None for c in cols):
+                        pk = parent + (tuple(fold(to_db_value(row[c])) for c in cols),)
+                        if pk not in out:
+                            out += (pk,)
             self._keys = out
         return self._keys
 

@@ -94,6 +94,7 @@ def on_ddl(syncer, w, txn, op):
         w.res.ddls.append(f"{redact_sql(txn.ddl)}: skipped by operator (its shard DDL lock is settled)")
         return syncer._shard_ddl(txn, txn.ddl, w.dconn, w.res, replay=True)
     if op.op == "skip":
+        syncer.skipped_ddl(txn, w.dconn)   # DM's tracker still reads a skipped DDL
         w.res.ddls.append(f"{redact_sql(txn.ddl)}: skipped by operator")
         return None
     out = _statements(syncer, w, txn, statements_for(op, txn.ddl), op)

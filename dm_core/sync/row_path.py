@@ -117,10 +117,14 @@ class RowPath:
             row = {**row, **p.extract}
         return row
 
-    def jobs(self, txn: Txn, safe: bool, skip_table=None) -> list[RowJob]:
+    def jobs(self, txn: Txn, safe: bool, skip_table=None, *, lenient: bool | None = None) -> list[RowJob]:
         """The downstream jobs of ``txn``'s rows, in order: rows of tables the block-allow list,
         ``skip_table(schema, table)``, the binlog event filter or an expression filter drop
-        produce none; the rest are routed and mapped. ``safe``: the jobs replay idempotently."""
+        produce none; the rest are routed and mapped. ``safe``: the jobs replay idempotently.
+        ``lenient`` (default: ``safe``): the rows may be older than their target's definition --
+        the full phase's catch-up, up to its high watermark -- so columns the target lacks are
+        left out instead of pausing the source (``_unknown_columns``)."""
+        lenient = safe if lenient is None else lenient
         out: list[RowJob] = []
         bf = self.rules.binlog_filter
         for ch in txn.rows:
@@ -137,7 +141,7 @@ class RowPath:
                 # then were read by the full load (dm_core/full/phase.py).
                 self._note_missing(ch)
                 continue
-            if p.unknown and not safe:
+            if p.unknown and not lenient:
                 raise self._unknown_columns(ch, p)
             action = p.actions.get(ch.op)
             if action is None:
@@ -164,16 +168,21 @@ class RowPath:
     def _unknown_columns(ch: RowChange, p: TablePlan) -> ShardflowError:
         """Rows carrying columns the target lacks are not written without them: the source
         pauses, as DM's does on the downstream's "Unknown column" (a new shard created with
-        a column the merged table does not have, a target the user made narrower). In the
-        safe-mode range they are written without them: there the target may have been
-        created after a DROP COLUMN the binlog has not reached yet (dm_core/full/phase.py)."""
+        a column the merged table does not have, a target the user made narrower, a column an
+        ALTER the binlog event filter ignored added upstream), also after a resume in safe
+        mode. Only in the full phase's catch-up are they written without them: there the target
+        may have been created after a DROP COLUMN the binlog has not reached yet
+        (dm_core/full/phase.py)."""
         t = p.target
         cols = ", ".join(f"`{c}`" for c in p.unknown)
-        return ErrorCode.DML_REJECTED.error(
+        err = ErrorCode.DML_REJECTED.error(
             f"rows of `{ch.schema}`.`{ch.table}` carry column(s) {cols} that the downstream table "
-            f"`{t.schema}`.`{t.table}` does not have (Unknown column '{p.unknown[0]}' in 'field list')",
+            f"`{t.schema}`.`{t.table}` does not have (the downstream's error 1054: Unknown column '{p.unknown[0]}' "
+            f"in 'field list')",
             workaround=f"Add the column(s) to `{t.schema}`.`{t.table}` downstream, then `dmctl resume-task TASK -s "
                        f"SOURCE`; or `dmctl binlog skip TASK -s SOURCE` to drop the transaction.")
+        err.statement = f"{ch.op.upper()} `{t.schema}`.`{t.table}` ({', '.join(f'`{c}`' for c in [*p.columns, *p.extract])})"
+        return err
 
     def _note_missing(self, ch: RowChange) -> None:
         key = (ch.schema, ch.table)

@@ -34,7 +34,7 @@ from dm_core.db import connect, connect_native, master_position, qi
 from dm_core.errors import ErrorCode, ShardflowError, Terminal
 from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
-from dm_core.sources import replica_server_id, source_endpoint, source_rules, target_endpoint
+from dm_core.sources import foreign_key_checks, replica_server_id, source_endpoint, source_rules, target_endpoint
 from dm_core.state import lifecycle
 from dm_core.ddl.collation import (collation_name, database_defaults, names_charset, with_database_collation,
                                   with_table_defaults)
@@ -51,6 +51,7 @@ from dm_core.sync import operator_step
 from dm_core.sync.handle_error import PendingOps, parse_binlog_pos
 from dm_core.sync.checkpoint import SourcePositions, lag_seconds
 from dm_core.sync.row_path import RowPath
+from dm_core.sync.schema_overlay import FilterEvents, SchemaOverlays
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
 from dm_core.sync.workers import WorkerPool
 from dm_core.binlog import BinlogWindow
@@ -190,6 +191,10 @@ class Syncer:
         self._clock = clock
         self._started = False                         # safe_mode.start_phase ran for this start
         self._timed_safe_until: float | None = None   # safe-mode-duration's end, on ``clock``
+        # the event type a DDL is filtered by, and DDLs the downstream did not get (schema_overlay.py)
+        self.events = FilterEvents(SchemaOverlays(task.name, source_id, store), self.rules.router.route)
+        # the downstream session checks foreign keys: parents and children in order (workers.py, target.py)
+        self._fk_checks = foreign_key_checks(task.target_database.session)
 
     # ---- entry points -----------------------------------------------------------------
     def run_until(self, deadline: float, *, max_windows: int | None = None, on_window=None,
@@ -272,7 +277,7 @@ class Syncer:
             self._started = True
         dconn = connect(target_endpoint(self.task), autocommit=True, downstream=True)
         try:
-            self.rows.use_catalog(TargetCatalog(dconn))
+            self.rows.use_catalog(TargetCatalog(dconn, foreign_keys=self._fk_checks))
             binlog = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
                                   budget_events=self.budget_events, budget_seconds=self.budget_seconds)
             applier, closers = self._start_applier(st, res, until)
@@ -290,7 +295,8 @@ class Syncer:
         store = StateStore(self.store.dsn)
         cfg = self.syncer_cfg
         pool = WorkerPool(lambda: connect_native(target_endpoint(self.task)),
-                          cfg.worker_count, compact=cfg.compact, multiple_rows=cfg.multiple_rows)
+                          cfg.worker_count, compact=cfg.compact, multiple_rows=cfg.multiple_rows,
+                          foreign_key_checks=self._fk_checks)
         self._last_ts = None
         interval = float(cfg.checkpoint_flush_interval)
         unsaved = {"rows": 0, "txns": 0, "at": time.monotonic()}
@@ -367,7 +373,7 @@ class Syncer:
                 f"this change)"), w.res)
             return False
         try:
-            jobs = self.rows.jobs(txn, safe, self._row_gate(txn))
+            jobs = self.rows.jobs(txn, safe, self._row_gate(txn), lenient=self._catching_up(w.st, txn))
         except Terminal as e:  # the rows before are durable; the pause names this transaction
             w.settle(txn.start)
             e.position = e.position or txn.start
@@ -403,7 +409,7 @@ class Syncer:
                 w.checkpoint = step.rewind_to
                 self.shard.committed(w.checkpoint)
                 self.shard.persist()
-                self.rows.use_catalog(TargetCatalog(w.dconn))
+                self.rows.use_catalog(TargetCatalog(w.dconn, foreign_keys=self._fk_checks))
             else:
                 w.res.waiting = step.message
             w.res.stopped_early = True
@@ -439,6 +445,12 @@ class Syncer:
         if res.paused:
             res.state = "paused"
         return res
+
+    @staticmethod
+    def _catching_up(st: dict, txn: Txn) -> bool:
+        """Within the full phase's catch-up (up to its high watermark), where rows may be older
+        than their target's definition (row_path.jobs)."""
+        return bool(st.get("high_file")) and txn.end.key() <= Position(st["high_file"], int(st["high_pos"])).key()
 
     def _row_gate(self, txn: Txn):
         """Rows of tables a shard DDL rewind already applied are skipped (shard_sync.py)."""
@@ -477,11 +489,9 @@ class Syncer:
             return self._database_ddl(txn, sql, routed, mode, dconn, res)
         sharded = self._sharded_table(routed.tables)
         if sharded is not None:  # coordinated, or refused with the shard DDL rules' message
-            action = self.rules.binlog_filter.action(*sharded, routed.kind, sql)
-            if action == "ignore":
-                return None
-            if action == "error":
-                return ErrorCode.FILTERED_AS_ERROR.error(f"binlog event filter says Error for: {sql}")
+            stop = self._filter_ddl(dconn, routed.kind, sql, mode, *sharded)
+            if stop is not None:
+                return stop or None
             return self._shard_ddl(txn, sql, dconn, res, replay)
         names = routed.tables or ([(txn.ddl_schema, "")] if txn.ddl_schema else [])
         if not any(ba.allow_table(s, t) if t else ba.allow_schema(s) for s, t in names):
@@ -489,11 +499,9 @@ class Syncer:
         if routed.error:
             return ErrorCode.DDL_UNSUPPORTED.error(f"unsupported DDL ({routed.error}): {sql}")
         s0, t0 = next((s, t) for s, t in routed.tables if ba.allow_table(s, t))
-        action = self.rules.binlog_filter.action(s0, t0, routed.kind, sql)
-        if action == "ignore":
-            return None
-        if action == "error":
-            return ErrorCode.FILTERED_AS_ERROR.error(f"binlog event filter says Error for: {sql}")
+        stop = self._filter_ddl(dconn, routed.kind, sql, mode, s0, t0)
+        if stop is not None:
+            return stop or None
         if routed.sql is None:
             log.info("source %s: nothing to run downstream for %s (%s)", self.source_id, sql, routed.note)
             return None
@@ -523,10 +531,40 @@ class Syncer:
                 raise err from None  # retried by the source (session.py)
             return err
         faults.hit("sync.ddl.after_downstream")
+        self.events.executed(default_reading(sql, mode), s0, t0, routed.kind)
         for t in routed.targets:
             self.rows.forget(*t)
         res.ddls.extend(done)
         return None
+
+    def _filter_ddl(self, dconn, kind: str, sql: str, mode: str | None, schema: str, table: str):
+        """The binlog event filter on a DDL of ``schema.table``, by the event type DM's syncer gives
+        it (an ALTER TABLE's incompatible change: schema_overlay.FilterEvents): None to go on, ""
+        when ignored (recorded as a DDL the downstream does not get), else the error to pause with."""
+        bf = self.rules.binlog_filter
+        text = default_reading(sql, mode)
+        event = self.events.event(dconn, kind, text, schema, table) if bf.applies(schema, table) else kind
+        action = bf.action(schema, table, event, sql)
+        if action == "do":
+            return None
+        if action == "ignore":
+            self.events.skipped(dconn, kind, text, schema, table)
+            log.info("source %s: binlog event filter ignores event %s on `%s`.`%s`: %s", self.source_id, event,
+                     schema, table, redact_sql(sql))
+            return ""
+        return ErrorCode.FILTERED_AS_ERROR.error(
+            f"event {event} on `{schema}`.`{table}`: the binlog event filter's action is Error for this statement: "
+            f"{redact_sql(sql)}")
+
+    def skipped_ddl(self, txn: Txn, dconn) -> None:
+        """`dmctl binlog skip` passed DDL ``txn`` by: DM's tracker still reads it (schema_overlay.py)."""
+        mode = self._ddl_mode(txn)
+        d = parse_ddl(txn.ddl, txn.ddl_schema, mode)
+        ba = self.rules.block_allow
+        for s, t in d.tables:
+            if t and ba.allow_table(s, t):
+                self.events.skipped(dconn, d.kind, default_reading(txn.ddl, mode), s, t)
+                return
 
     def _ddl_mode(self, txn: Txn) -> str | None:
         """The sql_mode names of the session a DDL ran in (ddl/session.py), or None when its
@@ -538,7 +576,7 @@ class Syncer:
                 self._modes[txn.sql_mode] = mode_names(conn, txn.sql_mode)
         return self._modes[txn.sql_mode]
 
-    def _database_ddl(self, txn: Txn, sql: str, routed, mode: str | None, dconn, res: WindowResult) -> None:
+    def _database_ddl(self, txn: Txn, sql: str, routed, mode: str | None, dconn, res: WindowResult):
         """CREATE / ALTER / DROP DATABASE on the routed target database, with the options (CHARACTER
         SET, COLLATE, COMMENT) as the upstream wrote them: a table created later without a charset
         inherits them. A DROP never runs: a merged target is not dropped because one shard was."""
@@ -546,7 +584,12 @@ class Syncer:
         db = routed.tables[0][0] if routed.tables else txn.ddl_schema   # ALTER DATABASE without a name
         if not db or not self.rules.block_allow.allow_schema(db):
             return None
-        if self.rules.binlog_filter.action(db, "", routed.kind, sql) != "do":
+        action = self.rules.binlog_filter.action(db, "", routed.kind, sql)
+        if action == "error":
+            return ErrorCode.FILTERED_AS_ERROR.error(
+                f"event {routed.kind} on `{db}`.``: the binlog event filter's action is Error for this statement: "
+                f"{redact_sql(sql)}")
+        if action != "do":
             return None
         tdb, _ = self.rules.router.route(db, "")
         if spans:

@@ -15,23 +15,53 @@ which safe-mode replay up to the exit point makes harmless.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from itertools import groupby
 
+from dm_core.errors import ErrorCode
 from dm_core.sync.applier import Applier
 from dm_core.sync.causality import Causality
 from dm_core.sync.compactor import compact
+from dm_core.sync.dml import Stmt
 from dm_core.sync.job import RowJob
 from dm_core.sync.merger import merge, regroup
 
 MAX_WORKERS = 32
 
 
+_CHECKS_OFF = Stmt("SET SESSION foreign_key_checks = 0", ())
+_CHECKS_ON = Stmt("SET SESSION foreign_key_checks = 1", ())
+
+
+def _checks_off(job: RowJob) -> bool:
+    """DM's shouldDisableForeignKeyChecksForJob: a safe-mode INSERT or UPDATE (a REPLACE, or a
+    DELETE + REPLACE) runs with foreign key checks off, else the REPLACE of a parent row would
+    delete (cascade) or refuse its children downstream."""
+    return job.safe and job.op in ("insert", "update")
+
+
+def refuse_key_updates(jobs: list[RowJob]) -> None:
+    """DM's validateSafeModeForeignKeyUpdate: a safe-mode UPDATE that changes the row's key runs as
+    DELETE + REPLACE with the checks off, which would leave the children of the old key behind
+    (the upstream's ON UPDATE CASCADE is not in the binlog): refused."""
+    for j in jobs:
+        if j.safe and j.op == "update" and j.key_changed():
+            raise ErrorCode.DML_REJECTED.error(
+                f"safe-mode update with foreign_key_checks=1 and PK/UK changes is not supported "
+                f"(`{j.target.schema}`.`{j.target.table}` key {j.key_before()} -> {j.key_after()}): "
+                f"delete+replace may break foreign key constraints and cascade operations")
+
+
 class WorkerPool:
-    def __init__(self, connect, worker_count: int, *, compact: bool = False, multiple_rows: bool = False):
+    def __init__(self, connect, worker_count: int, *, compact: bool = False, multiple_rows: bool = False,
+                 foreign_key_checks: bool = False):
         self.n = max(1, min(int(worker_count), MAX_WORKERS))
         self._connect = connect
         self._appliers: list[Applier | None] = [None] * self.n
         self._compact = compact
         self._multiple_rows = multiple_rows
+        # the downstream session checks foreign keys (target-database.session): each run of jobs
+        # says whether checks are on for it (safe-mode INSERT / UPDATE off, as DM)
+        self._fk = foreign_key_checks
         self._pool = ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="shardflow-dml") if self.n > 1 else None
 
     def _applier(self, i: int) -> Applier:
@@ -78,6 +108,13 @@ class WorkerPool:
                 raise e
 
     def _merge(self, jobs: list[RowJob]):
+        if self._fk:
+            refuse_key_updates(jobs)
+            out = []
+            for off, run in groupby(jobs, key=_checks_off):
+                out.append(_CHECKS_OFF if off else _CHECKS_ON)
+                out.extend(merge(list(run), multiple_rows=False))
+            return out
         if self._multiple_rows:
             jobs = regroup(jobs)
         return merge(jobs, multiple_rows=self._multiple_rows)

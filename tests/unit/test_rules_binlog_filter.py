@@ -50,6 +50,14 @@ CASES = [
     ("inc_1", "t", "drop column", None, "error"),
     ("inc_1", "t", "rename index", None, "error"),
     ("inc_1", "t", "alter table", None, "do"),
+    # DM's ClassifyEvent: statements that drop, rename or empty are incompatible changes too
+    ("inc_1", "t", "drop table", None, "error"),
+    ("inc_1", "t", "truncate table", None, "error"),
+    ("inc_1", "t", "rename table", None, "error"),
+    ("inc_1", "", "drop database", None, "error"),
+    ("inc_1", "t", "drop table partition", None, "error"),
+    ("inc_1", "t", "add table partition", None, "do"),
+    ("inc_1", "t", "create index", None, "do"),
     ("inc_1", "t", "create schema", None, "do"),                      # alias of create database
     ("nothing", "t", "drop table", None, "do"),
 ]
@@ -125,3 +133,11 @@ def test_event_constants_are_dm_names():
 def test_ddl_event_type(sql, event):
     assert BinlogFilter.ddl_event_type(sql) == event
     assert bf.ddl_event_type(sql) == event
+
+
+def test_event_names_dm_accepts_but_never_gives_keep_the_rule():
+    """DM accepts `add column` (and its other newer names) in a rule; its syncer reads ADD COLUMN as
+    `alter table`, so the name matches nothing while the rule's other events still apply."""
+    f = BinlogFilter([FilterRule("s", "t", ["add column", "drop column"], [], "Error")])
+    assert f.action("s", "t", "drop column") == "error"
+    assert f.action("s", "t", "alter table") == "do"
