@@ -115,9 +115,10 @@ def _rows_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
 
 
 def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, items,
-                 encoder=None, turn=None):
+                 encoder=None, turn=None, enclosed=False):
     """On an executor: ``items`` through one LOAD DATA into the target plus the chunk's marker,
-    one transaction (dm_core/full/load_data.py). Returns the stage timings as a dict."""
+    one transaction (dm_core/full/load_data.py). ``enclosed``: the text path's lines (quoted
+    strings). Returns the stage timings as a dict."""
     from dm_core.db import connect_native
     from dm_core import faults
     from dm_core.full import chunk_writer, load_data
@@ -135,7 +136,7 @@ def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
                 cur.execute(chunk_writer.marker_sql(meta),
                             (plan_id, chunk_id, task_name, st.source_id, f"{st.schema}.{st.table}", rows))
 
-        sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types)
+        sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types, enclosed=enclosed)
         try:
             stats = load_data.load_chunk(conn, sql, items, marker, encoder=encoder, duplicates_fail=verb == "INSERT",
                                          turn=turn)
@@ -190,7 +191,7 @@ def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chun
                 return b"\n".join([r[0] for r in rows]) + b"\n", len(rows)
 
             yield _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
-                               blocks(), lines, turn=turn)
+                               blocks(), lines, turn=turn, enclosed=True)
         finally:
             up.close()
 

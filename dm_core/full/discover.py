@@ -30,6 +30,7 @@ class SourceTable:
     extract: dict[str, str] = field(default_factory=dict)
     column_types: list[str] = field(default_factory=list)  # DATA_TYPE of each column (extract.py casts some)
     column_nullable: list[bool] = field(default_factory=list)  # each column may be NULL (empty: unknown, assume so)
+    column_charsets: list = field(default_factory=list)  # CHARACTER_SET_NAME of each column (None: not text)
     avg_row_bytes: int = 0            # information_schema AVG_ROW_LENGTH (0: unknown); sizes chunks
 
     @property

@@ -75,11 +75,12 @@ class ChunkShape:
     signature: tuple = ()
 
 
-def _columns(conn, schema: str, table: str) -> list[tuple[str, str, str, str, str]]:
+def _columns(conn, schema: str, table: str) -> list[tuple[str, str, str, str, str, str]]:
     with conn.cursor() as cur:
-        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, EXTRA FROM information_schema.COLUMNS "
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, EXTRA, CHARACTER_SET_NAME "
+                    "FROM information_schema.COLUMNS "
                     "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (schema, table))
-        return [tuple(as_str(v) for v in r) for r in cur.fetchall()]
+        return [tuple(None if v is None else as_str(v) for v in r) for r in cur.fetchall()]
 
 
 def chunk_shape(up_conn, down_conn, st, widened=frozenset()) -> ChunkShape:
@@ -99,7 +100,7 @@ def chunk_shape(up_conn, down_conn, st, widened=frozenset()) -> ChunkShape:
     drifted = drifted or any((c[2].lower(), c[3]) != (down[c[0].lower()][2].lower(), down[c[0].lower()][3])
                              for c in cols if c[0].lower() not in widened)
     table = replace(st, columns=[c[0] for c in cols], column_types=[c[1].lower() for c in cols],
-                    column_nullable=[c[3].upper() != "NO" for c in cols])
+                    column_nullable=[c[3].upper() != "NO" for c in cols], column_charsets=[c[5] for c in cols])
     return ChunkShape(table, drifted, tuple(up))
 
 

@@ -5,24 +5,37 @@ costs CPU the servers need: reading them through Spark's JDBC source into JVM ro
 Arrow took more CPU than the downstream's own insert (measured at 10M rows, 2 cores: 63
 CPU-seconds in Spark's JVM and Python against 45 in the downstream server). Here the
 upstream's SELECT returns one ready line per row -- the row's values, routed and
-column-mapped, escaped for LOAD DATA (load_data.py's format: tab-separated, ``\\``
-escapes, ``\\N`` for NULL) -- which a Spark executor reads with mysqlclient and pipes into
-``LOAD DATA LOCAL INFILE`` downstream without looking at a value.
+column-mapped, in LOAD DATA's format (tab-separated, strings enclosed in single quotes,
+``\\`` escapes, ``\\N`` or a bare NULL for NULL) -- which a Spark executor reads with
+mysqlclient and pipes into ``LOAD DATA LOCAL INFILE`` downstream without looking at a value.
 
 Per column (the chunk's columns, extract.chunk_shape): numbers and decimals as the server
 prints them (exact: what mydumper dumps); temporal types as text at time_zone '+00:00' (zero
 dates included); BIT as its unsigned value (load_data.statement assigns it through a
-variable); text (CHAR/VARCHAR/TEXT, ENUM, SET, JSON) converted to utf8mb4 and escaped; bytes
-(BINARY/VARBINARY/BLOB) escaped as bytes. Column mapping as DM applies it: ``partition id``
-``source | or_value`` (a value out of range gives NULL here: :func:`partition_id_violation`
-checks the table first, so the load fails with DM's message instead), ``add prefix`` /
-``add suffix``; extract columns as constants.
+variable); text (CHAR/VARCHAR/TEXT, ENUM, SET, JSON) and bytes (BINARY/VARBINARY/BLOB)
+through ``QUOTE()``, one pass that encloses the value in single quotes and puts a backslash
+before each backslash, quote, NUL and Ctrl-Z: exactly what LOAD DATA reads back with
+``ENCLOSED BY '\\'' ESCAPED BY '\\\\'`` (a tab or newline inside an enclosed field is data;
+``QUOTE(NULL)`` is the bare word NULL, which LOAD DATA reads as NULL once fields may be
+enclosed, and a text 'NULL' stays enclosed). Text in a charset other than utf8mb4, utf8mb3
+or ascii is converted to utf8mb4 first (the LOAD reads utf8mb4). Column mapping as DM applies
+it: ``partition id`` ``source | or_value`` (a value out of range gives NULL here:
+:func:`partition_id_violation` checks the table first, so the load fails with DM's message
+instead), ``add prefix`` / ``add suffix``; extract columns as constants.
+
+The separator is a binary literal with an explicit collation, which outranks every column's
+collation, so the line is a binary string whatever its columns: no "illegal mix of
+collations", no conversion of utf8 columns, no CAST of the line, and the client receives
+bytes (a bare ``X'09'`` ranks below a column: the line would take the column's collation). Costs, counted with callgrind on MariaDB 10.11
+(instructions per row of the bench's row: 6 columns, 2 of them strings): ``SELECT *`` 4,600;
+this line 8,100; the line before it (three REPLACEs per string, CONVERT on every text column,
+the line CAST AS BINARY) 11,900. The downstream's LOAD costs the same for both formats
+(28,100 and 28,300).
 
 Backslash never appears in a string literal (a server with NO_BACKSLASH_ESCAPES would read
-it differently): the separators and escapes are hex literals (``_utf8mb4 X'5C'``), which
-the server folds once per statement -- ``CHAR(92)`` was evaluated for every row and value,
-40% of the query's cost. Constants from the task file (prefixes, extracted values) go in as
-the upstream connection's own literals.
+it differently): the separator and ``\\N`` are hex literals, which the server folds once per
+statement. Constants from the task file (prefixes, extracted values) go in as the upstream
+connection's own literals.
 
 Tables with a column this cannot express exactly as text (FLOAT/DOUBLE, spatial types)
 return None and take the Spark JDBC path.
@@ -32,89 +45,83 @@ from __future__ import annotations
 
 from dm_core.db import qi, qt
 
-
-def _hex(text: str) -> str:
-    """A utf8mb4 constant written in hex (no backslash or quote to escape).
-
-    >>> _hex("\\\\N")
-    "_utf8mb4 X'5C4E'"
-    """
-    return f"_utf8mb4 X'{text.encode().hex().upper()}'"
-
-
-_NULL = _hex("\\N")
-_TAB = _hex("\t")
+_NULL = "X'5C4E'"   # \N: NULL for a field LOAD DATA reads unenclosed
+_TAB = "X'09' COLLATE 'binary'"  # the line is a binary string whatever its columns (module docstring)
 _TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
 _BYTES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 # FLOAT/DOUBLE are left out on purpose: the server prints them with fewer digits than they
 # hold (a FLOAT with 6), so their tables take the Spark JDBC path, which carries the bits.
 _PLAIN = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric", "year", "date",
           "datetime", "timestamp", "time"}
+_UTF8 = {"utf8mb4", "utf8mb3", "utf8", "ascii"}  # their bytes already read as utf8mb4
 
 
-def _escape(expr: str) -> str:
-    """``\\`` → ``\\\\``, tab → ``\\t``, newline → ``\\n`` (backslash first)."""
-    for raw, escaped in (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n")):
-        expr = f"REPLACE({expr}, {_hex(raw)}, {_hex(escaped)})"
-    return expr
+def _column(name: str, data_type: str, charset: str | None) -> tuple[str, bool] | None:
+    """(one column's field, whether it is enclosed), or None when text cannot carry it.
 
-
-def _column(name: str, data_type: str) -> str | None:
+    >>> _column("n", "varchar", "latin1")
+    ('QUOTE(CONVERT(`n` USING utf8mb4))', True)
+    >>> _column("n", "varchar", "utf8mb4"), _column("b", "blob", None), _column("f", "double", None)
+    (('QUOTE(`n`)', True), ('QUOTE(`b`)', True), None)
+    """
     c = qi(name)
     if data_type in _PLAIN:
-        return c
+        return c, False
     if data_type == "bit":
-        return f"CAST({c} AS UNSIGNED)"
+        return f"CAST({c} AS UNSIGNED)", False
     if data_type in _TEXT:
-        return _escape(f"CONVERT({c} USING utf8mb4)")
+        return (f"QUOTE({c})" if (charset or "").lower() in _UTF8 else f"QUOTE(CONVERT({c} USING utf8mb4))"), True
     if data_type in _BYTES:
-        return _escape(f"CAST({c} AS BINARY)")
+        return f"QUOTE({c})", True
     return None
 
 
-def text_escape(value: str) -> str:
-    """A constant as LOAD DATA text (before it becomes an SQL literal).
+def quoted(value: str) -> str:
+    """A constant as an enclosed field, escaped as ``QUOTE()`` escapes (the text that then
+    becomes an SQL literal).
 
-    >>> text_escape("a\\tb\\\\")
-    'a\\\\tb\\\\\\\\'
+    >>> print(quoted("it's a\\\\b"))
+    'it\\'s a\\\\b'
     """
-    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+    for raw, escaped in (("\\", "\\\\"), ("'", "\\'"), ("\0", "\\0"), ("\x1a", "\\Z")):
+        value = value.replace(raw, escaped)
+    return f"'{value}'"
 
 
 def line_query(st, transforms, literal, where: str, dump_where: str = "") -> str | None:
     """``SELECT <one line per row> FROM st WHERE where [AND dump_where]``, or None when a
-    column cannot be sent as text. ``st``: the chunk's table (columns and data types now,
-    ``extract``); ``transforms``: the column mapping's transforms of the table;
-    ``literal(value) -> str``: the upstream connection's literal quoting.
+    column cannot be sent as text. ``st``: the chunk's table (columns, data types,
+    nullability and charsets now, ``extract``); ``transforms``: the column mapping's
+    transforms of the table; ``literal(value) -> str``: the upstream connection's literal
+    quoting. LOAD DATA reads the lines with ``load_data.statement(..., enclosed=True)``.
 
     >>> class St: schema, table, columns, column_types, extract = "s", "t", ["id", "v"], ["int", "varchar"], {}
-    >>> q = line_query(St(), [], repr, "`id` < 10")
-    >>> q.startswith("SELECT CAST(CONCAT_WS(_utf8mb4 X'09', IFNULL(`id`, ")
-    True
-    >>> q.endswith("FROM `s`.`t` WHERE `id` < 10")
-    True
-    >>> St.column_nullable = [False, True]
-    >>> line_query(St(), [], repr, "1").startswith("SELECT CAST(CONCAT_WS(_utf8mb4 X'09', `id`, IFNULL(")
-    True
+    >>> print(line_query(St(), [], repr, "`id` < 10"))
+    SELECT CONCAT_WS(X'09' COLLATE 'binary', IFNULL(`id`, X'5C4E'), QUOTE(CONVERT(`v` USING utf8mb4))) FROM `s`.`t` WHERE `id` < 10
+    >>> St.column_nullable, St.column_charsets = [False, True], [None, "utf8mb4"]
+    >>> print(line_query(St(), [], repr, "1"))
+    SELECT CONCAT_WS(X'09' COLLATE 'binary', `id`, QUOTE(`v`)) FROM `s`.`t` WHERE 1
     """
     types = dict(zip(st.columns, st.column_types or []))
+    charsets = dict(zip(st.columns, getattr(st, "column_charsets", None) or [None] * len(st.columns)))
     # NOT NULL columns skip IFNULL: one function call less per value on the upstream
     nullable = dict(zip(st.columns, getattr(st, "column_nullable", None) or [True] * len(st.columns)))
-    exprs = {}
+    fields = {}  # column -> (expression, enclosed)
     for c in st.columns:
-        e = _column(c, types.get(c, ""))
-        if e is None:
+        f = _column(c, types.get(c, ""), charsets.get(c))
+        if f is None:
             return None
-        exprs[c] = e
+        fields[c] = f
     for t in transforms:    # each mapping kind says how it reads in SQL (dm_core/rules/column_mapping.py)
         e = t.mysql_sql(qi(t.reads), literal)
-        exprs[t.column] = _escape(e) if t.yields_text else e
+        # a prefix/suffix is a CONCAT of a constant and the column: utf8mb4 whatever the column's charset
+        fields[t.column] = (f"QUOTE(CONVERT({e} USING utf8mb4))", True) if t.yields_text else (e, False)
         nullable[t.column] = True   # a mapping may give NULL
-    fields = [f"IFNULL({exprs[c]}, {_NULL})" if nullable.get(c, True) else exprs[c] for c in st.columns]
-    fields += [literal(text_escape(str(v))) if v is not None else _NULL for v in st.extract.values()]
+    out = [e if enclosed or not nullable.get(c, True) else f"IFNULL({e}, {_NULL})"
+           for c, (e, enclosed) in ((c, fields[c]) for c in st.columns)]
+    out += [literal(quoted(str(v))) if v is not None else _NULL for v in st.extract.values()]
     cond = f"({where}) AND ({dump_where})" if dump_where.strip() else where
-    return (f"SELECT CAST(CONCAT_WS({_TAB}, {', '.join(fields)}) AS BINARY) "
-            f"FROM {qt(st.schema, st.table)} WHERE {cond}")
+    return f"SELECT CONCAT_WS({_TAB}, {', '.join(out)}) FROM {qt(st.schema, st.table)} WHERE {cond}"
 
 
 def partition_id_violation(conn, st, transforms) -> str | None:
