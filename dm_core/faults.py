@@ -19,6 +19,10 @@ Points: ``full.after_chunk_write`` (a chunk is committed downstream and recorded
 state store), ``full.before_chunk_merge`` (a chunk is staged downstream, not yet merged),
 ``full.after_chunk_merge`` (merged and committed downstream, not yet recorded in the store).
 
+``upstream.list_tables``: the precheck's probe (dm_core/check/probe.py) or the full phase's
+discovery (dm_core/full/discover.py) is about to list an upstream's tables (DM's
+FetchAllDoTablesFailed / FetchTargetDoTablesFailed).
+
 DDL outside sharding groups (``dm_core.sync.syncer``; DM's FlushCheckpointStage stages):
 
 * ``sync.ddl.before_settle`` — a DDL was read; the rows before it may not be durable downstream
