@@ -6,15 +6,22 @@ Switched on only by the environment, e.g.::
     SHARDFLOW_FAULTS="full.after_chunk_write=3"              # os._exit(97) at the 3rd hit
     SHARDFLOW_FAULTS="full.before_chunk_merge=sleep:0.5"     # sleep 0.5 s at every hit
     SHARDFLOW_FAULTS="binlog.in_transaction=raise:3"         # raise FaultInjected (transient) at the 3rd hit only
+    SHARDFLOW_FAULTS="sync.apply.before_commit=errno:1213"   # the server's error 1213 at every hit
 
 ``os._exit`` skips every finally block and atexit hook: the process ends as after SIGKILL,
 without closing connections or rolling anything back itself. Counting is per process (the
 full load's chunk bookkeeping runs in the Spark driver, so one counter sees every chunk).
-Unset, :func:`hit` costs one dict lookup.
+Unset, :func:`hit` costs one dict lookup. ``errno:N`` is an error that will not go away (DM's
+``retryableError`` failpoint): every hit raises what the MySQL driver raises for server error N,
+so the caller's own retry and classification of that number run as against a real server.
 
 Points: ``full.after_chunk_write`` (a chunk is committed downstream and recorded in the
 state store), ``full.before_chunk_merge`` (a chunk is staged downstream, not yet merged),
 ``full.after_chunk_merge`` (merged and committed downstream, not yet recorded in the store).
+
+``upstream.list_tables``: the precheck's probe (dm_core/check/probe.py) or the full phase's
+discovery (dm_core/full/discover.py) is about to list an upstream's tables (DM's
+FetchAllDoTablesFailed / FetchTargetDoTablesFailed).
 
 DDL outside sharding groups (``dm_core.sync.syncer``; DM's FlushCheckpointStage stages):
 
@@ -102,6 +109,8 @@ def hit(name: str) -> None:
     if action.startswith("sleep:"):
         time.sleep(float(action[6:]))
         return
+    if action.startswith("errno:"):
+        raise _server_error(int(action[6:]), name)
     if action.startswith("raise:"):
         with _lock:
             _hits[name] = _hits.get(name, 0) + 1
@@ -114,3 +123,11 @@ def hit(name: str) -> None:
             sys.stderr.write(f"shardflow fault point {name}: exiting hard at hit {_hits[name]}\n")
             sys.stderr.flush()
             os._exit(EXIT_CODE)
+
+
+def _server_error(errno: int, name: str) -> Exception:
+    """What mysqlclient raises for server error ``errno`` (callers on pymysql read the number
+    from ``args[0]`` alike)."""
+    import MySQLdb
+
+    return MySQLdb.OperationalError(errno, f"fault point {name}: injected server error {errno}")

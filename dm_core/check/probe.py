@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from dm_core.check.grants import Grants
+from dm_core import faults
 from dm_core.db import Endpoint, connect, qt
 from dm_core.errors import ShardflowError
 
@@ -177,6 +178,7 @@ def _grants(cur, facts: ServerFacts) -> None:
 
 
 def _tables(cur, facts: ServerFacts, allow_table) -> None:
+    faults.hit("upstream.list_tables")
     cur.execute(_TABLES_SQL)
     tables: dict[tuple[str, str], TableInfo] = {}
     index_parts: dict[tuple[str, str], dict[str, list[tuple[int, str]]]] = {}

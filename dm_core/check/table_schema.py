@@ -26,6 +26,10 @@ SUPPORTED_CHARSETS = frozenset({"utf8", "utf8mb3", "utf8mb4", "latin1", "ascii",
 
 @item("table_schema", scope="source")
 def table_schema(ctx, src: ServerFacts):
+    if src.tables is None and "tables" in src.errors:   # the server answered the listing with an error
+        return [failed(f"cannot list the tables the block-allow list selects: {src.errors['tables']}",
+                       "the full phase and the sync need this list: fix what the error names (server, "
+                       "connection, privileges on information_schema), then check again")]
     if src.tables is None:
         return [undetermined(src, "the allowed tables", "tables")]
     if not src.tables:

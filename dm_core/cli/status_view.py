@@ -91,6 +91,10 @@ def describe(name: str, info: dict, st: dict, view: dict | None, loaded_rows: in
                             f"replicates nothing after it (`dmctl start-task --remove-meta FILE` loads again)")
     if gate.state == lc.PAUSED:
         return lc.PAUSED, f"{gate.reason}; checkpoint {cp or 'none yet'}"
+    if st.get("error"):   # not paused: a transient error the source is retrying (dm_core/sync/session.py)
+        return lc.RUNNING, (f"retrying from its checkpoint {cp or 'none yet'} after a {str(st['error']).splitlines()[0]}; "
+                            f"it pauses with the error if it stays; `dmctl pause-task|stop-task {name} -s {sid}` "
+                            f"end the retries at once")
     if view is None:
         return lc.RUNNING, "running (Airflow not asked)"
     if view.get("error"):

@@ -105,3 +105,29 @@ def ddl_event_type(sql: str) -> str:
         if rx.match(text):
             return kind
     return ""
+
+
+def foreign_key_clause(sql: str, kind: str, mode: str | None = None) -> str | None:
+    """What DM refuses while the downstream session checks foreign keys (its rejectForeignKeyDDL):
+    ``"CREATE TABLE with FOREIGN KEY"`` for a CREATE TABLE with a FOREIGN KEY constraint,
+    ``"ALTER TABLE ADD FOREIGN KEY"`` for an ALTER TABLE adding one, else None (a column's inline
+    REFERENCES creates no constraint; DROP FOREIGN KEY is fine).
+
+    >>> foreign_key_clause("CREATE TABLE c (id INT, p INT, CONSTRAINT f FOREIGN KEY (p) REFERENCES t (id))", "create table")
+    'CREATE TABLE with FOREIGN KEY'
+    >>> [foreign_key_clause(s, "alter table") for s in ("ALTER TABLE c ADD CONSTRAINT f FOREIGN KEY (p) REFERENCES t (id)",
+    ...                                                 "ALTER TABLE c DROP FOREIGN KEY f", "ALTER TABLE c ADD `foreign` INT")]
+    ['ALTER TABLE ADD FOREIGN KEY', None, None]
+    """
+    from dm_core.ddl.text import tokenize
+
+    if kind not in ("create table", "alter table"):
+        return None
+    toks = tokenize(sql, mode)
+    for i in range(1, len(toks)):
+        if toks[i].is_kw("KEY") and toks[i - 1].is_kw("FOREIGN"):
+            if kind == "create table":
+                return "CREATE TABLE with FOREIGN KEY"
+            if i < 2 or not toks[i - 2].is_kw("DROP"):
+                return "ALTER TABLE ADD FOREIGN KEY"
+    return None

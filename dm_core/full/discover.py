@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dm_core import faults
 from dm_core.full.chunking import Chunk, plan_chunks
 
 chunk_table = plan_chunks  # the name callers used before chunking.py
@@ -50,6 +51,7 @@ def allowed_databases(conn, rules) -> list[tuple[str, str]]:
 
 def discover(conn, source_id: str, rules) -> list[SourceTable]:
     """Allowed base tables of one source with their routes, keys and size estimates."""
+    faults.hit("upstream.list_tables")
     with conn.cursor() as cur:
         cur.execute(
             "SELECT table_schema, table_name, COALESCE(table_rows, 0), COALESCE(avg_row_length, 0) "

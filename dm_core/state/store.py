@@ -280,6 +280,14 @@ class StateStore:
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, r)) for r in cur.fetchall()]
 
+    def clear_retry(self, task: str, source_id: str) -> None:
+        """Forget a transient error a source recorded while retrying (stage not paused): it went
+        away. An error it paused on stays until resume-task or `dmctl binlog`."""
+        with self.tx() as cur:
+            cur.execute(f"UPDATE {SCHEMA}.source_state SET error = NULL, error_code = NULL, updated_at = now() "
+                        "WHERE task = %s AND source_id = %s AND stage <> 'paused' AND error IS NOT NULL",
+                        (task, source_id))
+
     def update_source_state(self, task: str, source_id: str, **fields: Any) -> None:
         if not fields:
             return

@@ -65,6 +65,8 @@ class SourcePositions:
                 f"source {self.source_id}: the task's meta gives only binlog-gtid, but the source has "
                 f"enable-gtid off", workaround="Set `enable-gtid: true` in the source file and run "
                 "`dmctl operate-source create` again, or give meta binlog-name and binlog-pos.")
+        if enabled and start.file and not start.gtid:
+            start = self._adjust_gtid(up, start)
         if not start.gtid or not enabled:
             return start
         from dm_core.binlog.gtid import binlog_files, position_of_gtid
@@ -75,6 +77,29 @@ class SourcePositions:
         log.warning("source %s: binlog file %r is not on %s; resuming after GTID %s at %s",
                     self.source_id, start.file, up, start.gtid, found)
         return found
+
+    def _adjust_gtid(self, up, start: Position) -> Position:
+        """A start by file and position without a GTID state (a meta without binlog-gtid, a
+        checkpoint written before `enable-gtid` was turned on): the state the server gives for
+        that position (MariaDB's BINLOG_GTID_POS), as DM's adjustGlobalPointGTID, so the next
+        checkpoint has it and a resume by GTID (the file purged, a failover) finds its place.
+        Left without one where the server cannot say (MySQL: no such function; a purged file)."""
+        from dm_core.db import as_str, connect
+
+        conn = connect(up)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (start.file, start.pos))
+                got = cur.fetchone()[0]
+        except Exception as e:  # noqa: BLE001 - MySQL (1305), an old server: the state stays unknown
+            log.info("source %s: no GTID state for %s from %s: %s", self.source_id, start, up, e)
+            return start
+        finally:
+            conn.close()
+        if got is None:
+            return start
+        log.info("source %s: %s has no GTID state; the server gives %r for it", self.source_id, start, as_str(got))
+        return Position(start.file, start.pos, as_str(got))
 
     # ---- the safe-mode exit point -----------------------------------------------------
     def load_exit_point(self, st: dict) -> Position | None:

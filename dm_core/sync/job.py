@@ -85,6 +85,17 @@ class RowJob:
         """True for an update that moves the row to another key (exact comparison)."""
         return self.op == "update" and self.key_before() != self.key_after()
 
+    def unique_key_changed(self) -> bool:
+        """True for an update that changes its key or the values of another unique index (DM's
+        IsPrimaryOrUniqueKeyUpdated): what a safe-mode DELETE + REPLACE cannot do faithfully
+        with foreign key checks on."""
+        if self.op != "update":
+            return False
+        if self.key_changed():
+            return True
+        return any(tuple(to_db_value(self.before.get(c)) for c in cols) != tuple(to_db_value(self.after.get(c)) for c in cols)
+                   for cols in self.target.unique_indexes)
+
     def keys(self) -> tuple:
         """Conflict keys for causality, distinct, before-image key first.
 

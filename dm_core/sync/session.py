@@ -22,8 +22,13 @@ Time bounds of one source (each a parameter, documented in the README's operatio
 Errors (the rule: nothing is retried in silence). A permanent error (dm_core/classify.py) pauses the
 source inside the window, at the exact statement. A transient one (lost connection, server
 gone, lock timeouts, TiDB busy) ends the window at its last checkpoint; the step says so in the
-task log and retries after ``min(60, 2**n)`` seconds, up to ``TRANSIENT_RETRIES`` times in a
-row (about 4 minutes), then pauses the source with the last error (``SYNC_RETRIES_EXHAUSTED``).
+task log, records it as the source's error (query-status shows the source retrying, the
+attempt and the error; the stage stays ``sync``, cleared at the next window that runs) and
+retries after ``min(60, 2**n)`` seconds, up to ``TRANSIENT_RETRIES`` times in a row (about 4
+minutes), then pauses the source with the last error (``SYNC_RETRIES_EXHAUSTED``). The backoff
+is slept in slices of at most a second with the task's gate read between: a stop-task or
+pause-task during it ends the step at once (DM's retry watches its context likewise), not after
+up to a minute.
 Any other exception (a bug, an answer nobody foresaw) pauses at once (``SYNC_FAILED``) with
 the exception in the report. A paused source waits for `dmctl resume-task` (or `binlog
 skip|replace`); the next success resets the count.
@@ -80,7 +85,8 @@ class SyncSession:
 
     def step(self) -> StepOutcome:
         name, sid = self.task.name, self.source_id
-        gate = lifecycle.gate(self.store.task_info(name), self.store.source_state(name, sid), self.generation)
+        gate_st = self.store.source_state(name, sid)
+        gate = lifecycle.gate(self.store.task_info(name), gate_st, self.generation)
         if gate.state == lifecycle.STOPPED:
             out = StepOutcome(lifecycle.STOPPED)
             out.say(logging.INFO, f"source {sid} ends its sync: {gate.reason}")
@@ -100,7 +106,7 @@ class SyncSession:
         held = self._held()
         if held is not None:
             return self._rest(held)
-        return self._sync()
+        return self._sync(retried=bool(gate_st and gate_st.get("error") and gate_st.get("stage") != "paused"))
 
     def _held(self) -> StepOutcome | None:
         """A re-sync holds the task (dm_core/resync/hold.py): between two windows, say at which
@@ -126,7 +132,8 @@ class SyncSession:
                               "rows downstream; it resumes, in safe mode over the rewritten rows, when the re-sync ends")
         return out
 
-    def _sync(self) -> StepOutcome:
+    def _sync(self, retried: bool = False) -> StepOutcome:
+        """One step of windows; ``retried``: the source recorded a transient error it retries."""
         from dm_core.sync.syncer import Syncer
 
         name, sid = self.task.name, self.source_id
@@ -147,6 +154,8 @@ class SyncSession:
         except Exception as e:  # noqa: BLE001 - every error ends in a retry or a pause, said in the log
             return self._failed(e, out)
         self.failures = 0
+        if retried and res.state != "paused":
+            self.store.clear_retry(name, sid)   # the transient error went away
         out.last = res
         if res.state == lifecycle.STOPPED:
             out.state = lifecycle.STOPPED
@@ -190,8 +199,12 @@ class SyncSession:
             out.state = "retrying"
             out.say(logging.WARNING, f"source {sid}: transient error (attempt {self.failures} of {self.transient_retries}), "
                                      f"retrying from the last checkpoint in {wait:.0f}s: {_one_line(e)}")
+            self.store.update_source_state(
+                self.task.name, sid, error=f"transient error (attempt {self.failures} of {self.transient_retries}; "
+                                           f"next try in {wait:.0f}s): {_one_line(e)}",
+                error_code=e.code.number if getattr(e, "code", None) else None)
             self._finish(out)
-            self._sleep(wait)
+            self._backoff(wait)
             return out
         if _is_store_outage(e):
             raise e  # nothing can be recorded without the state store: Airflow's retry takes over
@@ -212,6 +225,19 @@ class SyncSession:
         out.say(logging.ERROR, f"source {sid} is paused: {err} (at binlog position {at})\nwhat to do: fix it, then "
                                f"`dmctl resume-task {self.task.name} -s {sid}`")
         return self._rest(out)
+
+    def _backoff(self, seconds: float) -> None:
+        """Sleep a retry's backoff in slices, ending it early when the source is no longer to
+        run (stop-task, pause-task, a newer start): the operator's command must not wait for it.
+        The slices are counted, not timed, so a test's no-op sleep costs no clock time."""
+        left = seconds
+        while left > 0:
+            self._sleep(min(1.0, left))
+            left -= 1.0
+            gate = lifecycle.gate(self.store.task_info(self.task.name),
+                                  self.store.source_state(self.task.name, self.source_id), self.generation)
+            if gate.state != lifecycle.RUNNING:
+                return
 
     # ---- pacing and what the UI reads -------------------------------------------------
     def _rest(self, out: StepOutcome) -> StepOutcome:

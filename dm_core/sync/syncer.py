@@ -38,6 +38,7 @@ from dm_core.sources import foreign_key_checks, replica_server_id, source_endpoi
 from dm_core.state import lifecycle
 from dm_core.ddl.collation import (collation_name, database_defaults, names_charset, with_database_collation,
                                   with_table_defaults)
+from dm_core.ddl.kind import foreign_key_clause
 from dm_core.ddl.parsed import parse_ddl
 from dm_core.ddl.text import default_reading, tokenize
 from dm_core.shardddl.ddl_norm import combine, normalize
@@ -487,6 +488,9 @@ class Syncer:
         routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route, allow=ba.allow_table, mode=mode)
         if routed.kind in ("create database", "drop database", "alter database"):
             return self._database_ddl(txn, sql, routed, mode, dconn, res)
+        refused = self._refused_foreign_key(routed, sql, mode)
+        if refused is not None:
+            return refused
         sharded = self._sharded_table(routed.tables)
         if sharded is not None:  # coordinated, or refused with the shard DDL rules' message
             stop = self._filter_ddl(dconn, routed.kind, sql, mode, *sharded)
@@ -536,6 +540,20 @@ class Syncer:
             self.rows.forget(*t)
         res.ddls.extend(done)
         return None
+
+    def _refused_foreign_key(self, routed, sql: str, mode: str | None):
+        """DM refuses a DDL that creates a foreign key while the downstream session checks them
+        (target-database.session foreign_key_checks: 1): its rows could then be refused or
+        cascade in an order the binlog does not give. None when the DDL may run."""
+        if not self._fk_checks or not any(t and self.rules.block_allow.allow_table(s, t) for s, t in routed.tables):
+            return None
+        what = foreign_key_clause(sql, routed.kind, mode)
+        if what is None:
+            return None
+        return ErrorCode.DDL_UNSUPPORTED.error(
+            f"`{what}` statement not supported in foreign_key_checks=1 mode: {redact_sql(sql)}",
+            workaround="Create the foreign key downstream yourself and `dmctl binlog skip TASK -s SOURCE`, or set "
+                       "foreign_key_checks to 0 in target-database.session and start the task again.")
 
     def _filter_ddl(self, dconn, kind: str, sql: str, mode: str | None, schema: str, table: str):
         """The binlog event filter on a DDL of ``schema.table``, by the event type DM's syncer gives

@@ -40,14 +40,15 @@ def _checks_off(job: RowJob) -> bool:
 
 
 def refuse_key_updates(jobs: list[RowJob]) -> None:
-    """DM's validateSafeModeForeignKeyUpdate: a safe-mode UPDATE that changes the row's key runs as
-    DELETE + REPLACE with the checks off, which would leave the children of the old key behind
-    (the upstream's ON UPDATE CASCADE is not in the binlog): refused."""
+    """DM's validateSafeModeForeignKeyUpdate: a safe-mode UPDATE that changes the row's key or a
+    unique key runs as DELETE + REPLACE with the checks off, which would leave the children of the
+    old key behind (the upstream's ON UPDATE CASCADE is not in the binlog) or, with a REPLACE
+    meeting another row by the unique key, delete a parent under its children: refused."""
     for j in jobs:
-        if j.safe and j.op == "update" and j.key_changed():
+        if j.safe and j.unique_key_changed():
             raise ErrorCode.DML_REJECTED.error(
                 f"safe-mode update with foreign_key_checks=1 and PK/UK changes is not supported "
-                f"(`{j.target.schema}`.`{j.target.table}` key {j.key_before()} -> {j.key_after()}): "
+                f"(`{j.target.schema}`.`{j.target.table}` row with key {j.key_before()}): "
                 f"delete+replace may break foreign key constraints and cascade operations")
 
 

@@ -129,10 +129,12 @@ def test_a_transient_error_is_retried_with_backoff_and_converges_or_pauses(plain
         out = sess.step()
         assert out.state == "retrying" and "transient error (attempt 1 of 2)" in out.messages[0][1], out.messages
         assert "1205" in out.messages[0][1]
-        assert store.source_state(task.name, sid)["error"] is None, "a retry is not a pause"
+        st = store.source_state(task.name, sid)    # a retry is not a pause, but query-status shows it
+        assert st["stage"] != "paused" and "attempt 1 of 2" in st["error"] and "1205" in st["error"], st
         locker.rollback()
         steps(sess, "caught_up")
         assert rows(down, tdb, "t") == [(1, "b")] and sess.failures == 0
+        assert store.source_state(task.name, sid)["error"] is None, "the error went away"
 
         with locker.cursor() as cur:  # the lock never goes away: the retries are spent, then a pause
             cur.execute("BEGIN")
