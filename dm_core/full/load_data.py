@@ -19,10 +19,14 @@ One writer per table (``turn``): on MariaDB every row inserted into a table with
 AUTO_INCREMENT column latches the clustered index's root page (the counter is persisted
 there), so two LOADs into one such table mostly wait for each other -- measured: two
 streams into one table took twice the server CPU of one stream for the same rows, and a
-merged shard table always has many chunks in flight. For such tables the executor first
-spools its chunk into a local file (reading upstream while another chunk loads), then takes
-the table's turn -- a named lock downstream (``GET_LOCK``), so it holds across executors
-and machines and ends with the connection -- and the server reads the file at full speed.
+merged shard table always has many chunks in flight. Such a table has a turn -- a named
+lock downstream (``GET_LOCK``), so it holds across executors and machines and ends with the
+connection -- and one chunk at a time loads. A chunk that finds the turn free takes it and
+streams as above (the upstream reads about three times faster than the downstream inserts,
+so the LOAD never waits for rows); one that finds it taken spools its rows into a local file
+meanwhile (reading upstream while another chunk loads), waits for the turn, and the server
+reads the file at full speed. So the first chunk starts loading at once instead of after its
+spool, and no chunk touches the disk while the table is idle.
 
 Restart at any point: before 3 commits nothing of the chunk is in the target (InnoDB's
 LOAD DATA is transactional; a killed connection rolls it back), after it the marker is
@@ -154,7 +158,7 @@ class LoadStats:
     writing into the pipe, i.e. the downstream ingesting slower than rows come (or, spooled,
     writing the local file); ``wait``: waiting for the table's turn; ``load``: the LOAD
     statement reading the spooled file; ``finish``: the statement's end, the marker and the
-    commit.
+    commit; ``spooled``: 1 when the chunk waited for its table's turn in a local file.
     """
 
     rows: int = 0
@@ -164,6 +168,7 @@ class LoadStats:
     wait: float = 0.0
     load: float = 0.0
     finish: float = 0.0
+    spooled: int = 0
 
 
 def load_chunk(conn, sql: str, items, before_commit=lambda rows: None, *, encoder=None,
@@ -179,11 +184,21 @@ def load_chunk(conn, sql: str, items, before_commit=lambda rows: None, *, encode
     client's stream), so the statement's first duplicate-key warning is raised as the error
     an INSERT would have given.
 
-    ``turn``: the name of the table's write turn (:func:`turn_name`); the chunk is spooled
-    to a local file, then loaded while holding the turn (the module says why)."""
+    ``turn``: the name of the table's write turn (:func:`turn_name`); the chunk streams while
+    holding it if it is free, else it is spooled to a local file, then loaded once its turn
+    comes (the module says why)."""
     encoder = encoder or (lambda batch: (encode(batch), batch.num_rows))
-    if turn is not None:
+    if turn is None:
+        return _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail)
+    if not _take_turn(conn, turn, wait_s=0):
         return _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, turn)
+    try:
+        return _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail)
+    finally:
+        _release_turn(conn, turn)
+
+
+def _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail) -> LoadStats:
     tmp = tempfile.mkdtemp(prefix="sf-load-")
     pipe = os.path.join(tmp, "rows.tsv")
     os.mkfifo(pipe, 0o600)
@@ -278,12 +293,9 @@ def _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, tur
                     stats.write + clock() - t2
                 stats.rows += n
         t0 = clock()
-        with conn.cursor() as cur:
-            cur.execute("SELECT GET_LOCK(%s, %s)", (turn, TURN_TIMEOUT_S))
-            got = cur.fetchone()[0]
-        if got != 1:
-            raise RuntimeError(f"could not take the write turn {turn} downstream within {TURN_TIMEOUT_S}s (GET_LOCK "
-                               f"returned {got}); another load into the same table holds it")
+        if not _take_turn(conn, turn, wait_s=TURN_TIMEOUT_S):
+            raise RuntimeError(f"could not take the write turn {turn} downstream within {TURN_TIMEOUT_S}s; "
+                               "another load into the same table holds it")
         held = True
         t1 = clock()
         with conn.cursor() as cur:
@@ -293,7 +305,7 @@ def _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, tur
             _raise_duplicate(conn)
         before_commit(stats.rows)
         conn.commit()
-        stats.wait, stats.load, stats.finish = t1 - t0, t2 - t1, clock() - t2
+        stats.wait, stats.load, stats.finish, stats.spooled = t1 - t0, t2 - t1, clock() - t2, 1
     except BaseException:
         try:
             conn.rollback()
@@ -302,13 +314,24 @@ def _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, tur
         raise
     finally:
         if held:
-            try:
-                with conn.cursor() as cur:
-                    cur.execute("SELECT RELEASE_LOCK(%s)", (turn,))
-            except Exception:
-                pass  # the connection is closing anyway, which releases it
+            _release_turn(conn, turn)
         shutil.rmtree(tmp, ignore_errors=True)
     return stats
+
+
+def _take_turn(conn, turn: str, *, wait_s: float) -> bool:
+    """Whether ``conn`` now holds the table's turn (waiting up to ``wait_s`` for it)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT GET_LOCK(%s, %s)", (turn, wait_s))
+        return cur.fetchone()[0] == 1
+
+
+def _release_turn(conn, turn: str) -> None:
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT RELEASE_LOCK(%s)", (turn,))
+    except Exception:
+        pass  # the connection is closing anyway, which releases it
 
 
 def _raise_duplicate(conn) -> None:

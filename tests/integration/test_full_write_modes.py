@@ -153,6 +153,7 @@ def test_shards_merged_into_an_auto_increment_table_load_one_chunk_at_a_time(sta
         assert f"{tdb}.t loads one chunk at a time" in text_log, text_log[-3000:]
         rep = read_report(report)
         assert rep["rows"] == 6000 and rep["stages"]["wait"] > 0, rep
+        assert rep["stages"]["spooled"] >= 1, f"the chunks that met the held turn spool first: {rep}"
         diffs = compare_task(task, store)
         assert diffs and all(d.equal for d in diffs), render(diffs)
     finally:
@@ -161,4 +162,37 @@ def test_shards_merged_into_an_auto_increment_table_load_one_chunk_at_a_time(sta
         cleanup(store, name, text)
         store.close()
         drop(up, a, b)
+        drop(down, tdb)
+
+
+def test_a_chunk_that_finds_the_turn_free_streams_under_it(stack, uniq, tmp_path):
+    """A table with a turn does not spool a chunk when nothing else loads into it: the chunk
+    that takes the free turn streams straight into LOAD DATA (no local file, the load starts
+    at once). Chunks that meet a taken turn spool, so at least one of the table's concurrent
+    chunks streamed and every row landed once."""
+    schema, tdb, name = f"tf{uniq}", f"tft{uniq}", f"tf{uniq}"
+    up, down = stack["up1"], stack["down"]
+    execute(up, f"CREATE DATABASE {schema}",
+            f"CREATE TABLE {schema}.t (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, k int NOT NULL, "
+            "name varchar(64) NULL, amount decimal(12,2) NOT NULL, created_at datetime NOT NULL, "
+            "note varchar(120) NOT NULL)",
+            FILL.format(t=f"{schema}.t", s=schema, n=4000))
+    text = task_yaml(name, down, [(f"tf-{uniq}", schema)], tdb)
+    store = StateStore()
+    try:
+        task = register(store, name, text, {f"tf-{uniq}": up})
+        prepare(task, store)
+        report = tmp_path / "report.json"
+        r = run_load(name, "--chunk-rows", "1000", "--write-turns", "on", "--report", str(report))
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+        rep = read_report(report)
+        chunks = sum(len(t["loaded"]) for t in rep["tables"].values())
+        assert rep["rows"] == 4000 and chunks == 4, rep
+        assert rep["stages"].get("spooled", 0) < chunks, f"no chunk streamed under a free turn: {rep}"
+        diffs = compare_task(task, store)
+        assert diffs and all(d.equal for d in diffs), render(diffs)
+    finally:
+        cleanup(store, name, text)
+        store.close()
+        drop(up, schema)
         drop(down, tdb)
