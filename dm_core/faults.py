@@ -7,6 +7,7 @@ Switched on only by the environment, e.g.::
     SHARDFLOW_FAULTS="full.before_chunk_merge=sleep:0.5"     # sleep 0.5 s at every hit
     SHARDFLOW_FAULTS="binlog.in_transaction=raise:3"         # raise FaultInjected (transient) at the 3rd hit only
     SHARDFLOW_FAULTS="sync.apply.before_commit=errno:1213"   # the server's error 1213 at every hit
+    SHARDFLOW_FAULTS="shardddl.exec.before_downstream=fail:1"  # raise FaultFailed (terminal) at every hit from the 1st
 
 ``os._exit`` skips every finally block and atexit hook: the process ends as after SIGKILL,
 without closing connections or rolling anything back itself. Counting is per process (the
@@ -68,7 +69,7 @@ import sys
 import threading
 import time
 
-from dm_core.errors import Transient
+from dm_core.errors import Terminal, Transient
 
 EXIT_CODE = 97
 _lock = threading.Lock()
@@ -91,6 +92,11 @@ class FaultInjected(Transient):
     """What a ``raise:N`` fault point raises: a transient error, as a lost connection is."""
 
 
+class FaultFailed(Terminal):
+    """What a ``fail:N`` fault point raises at every hit from the N-th: an error that pauses the
+    source, as DM's ``return()`` failpoints that fail a statement each time (ExecDDLError)."""
+
+
 def armed(name: str) -> bool:
     """Whether fault point ``name`` is configured (hot loops check once, then :func:`hit`)."""
     text = os.environ.get("SHARDFLOW_FAULTS")
@@ -98,8 +104,8 @@ def armed(name: str) -> bool:
 
 
 def hit(name: str) -> None:
-    """Pass fault point ``name``: exit hard at the configured hit count, sleep, or raise
-    :class:`FaultInjected` once at the configured hit."""
+    """Pass fault point ``name``: exit hard at the configured hit count, sleep, raise
+    :class:`FaultInjected` once at the configured hit, or :class:`FaultFailed` at every hit from it."""
     text = os.environ.get("SHARDFLOW_FAULTS")
     if not text:
         return
@@ -116,6 +122,12 @@ def hit(name: str) -> None:
             _hits[name] = _hits.get(name, 0) + 1
             if _hits[name] == int(action[6:]):
                 raise FaultInjected(f"fault point {name}: injected error at hit {_hits[name]}")
+        return
+    if action.startswith("fail:"):
+        with _lock:
+            _hits[name] = _hits.get(name, 0) + 1
+            if _hits[name] >= int(action[5:]):
+                raise FaultFailed(f"fault point {name}: injected error at hit {_hits[name]}")
         return
     with _lock:
         _hits[name] = _hits.get(name, 0) + 1

@@ -109,6 +109,10 @@ def run(a, store_factory, load_task, task_name) -> int:
         task, _ = load_task(store, name)
         states = {s["source_id"]: s for s in store.all_source_states(name)}
         sources = _sources(a, task, states)
+        if not a.source and not a.binlog_pos and a.op != "list":
+            for sid in (i.source_id for i in task.mysql_instances):   # DM answers for every source
+                if sid not in sources:
+                    print(f"task {name}: source '{sid}' has no error; nothing to {a.op} there")
         failed = 0
         for sid in sources:
             st = states.get(sid)

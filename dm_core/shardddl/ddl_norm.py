@@ -237,7 +237,9 @@ def _textual_alter(sql: str, text: str, default_schema: str | None, route: Route
     partitioning and partition maintenance): routed by editing its text (ddl/text.py),
     compared by that text with whitespace normalised. It is coordinated as one opaque
     change: pessimistic mode runs it once every shard has run the same statement;
-    optimistic mode refuses it (a change it cannot merge), as DM does.
+    optimistic mode runs partition maintenance (ADD / DROP ... PARTITION: nothing the lock
+    tracks changes) downstream as the shard wrote it and refuses the rest (a change it
+    cannot merge), as DM does.
 
     >>> n = normalize("ALTER TABLE t_1 CONVERT TO CHARACTER SET utf8mb4", "s_1", lambda s, t: ("db", "t"))
     >>> n.action, n.kind, n.sql
@@ -375,6 +377,12 @@ def statement_changes(sql: str) -> list[Change]:
     """
     from sqlglot import exp
 
+    from dm_core.ddl.kind import ddl_event_type
+
+    if ddl_event_type(sql).endswith("table partition"):
+        # ADD / DROP / TRUNCATE ... PARTITION (the text routed by _textual_alter): nothing the
+        # lock tracks changes; optimistic mode runs it downstream as written, as DM does
+        return [Change("partition", sql=sql)]
     stmt = _parse_one(sql)
     kind_arg = str(stmt.args.get("kind") or "").upper()
     if isinstance(stmt, exp.Create) and kind_arg == "INDEX":

@@ -123,19 +123,21 @@ def test_unreported_sources_and_tables_keep_the_old_schema(persist):
     assert h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN name").action == EXEC
 
 
-def test_a_column_added_and_dropped_before_a_source_reports_is_dropped_once_when_it_has_too(persist):
-    """s2 is behind (killed, slow): s1 adds and drops c before s2 reports anything. s2 may
-    have c by then, so the drop waits for it; its own ADD, read later, changes nothing; its
-    DROP drops c, once. (Before: s2 counted as the lock's initial schema, the DROP ran at
-    once, and s2's ADD and DROP ran both statements downstream a second time.)"""
+def test_a_column_one_shard_added_and_dropped_leaves_the_downstream_before_others_report(persist):
+    """DM's INIT_SCHEMA: s1 adds and drops c while s2 reports nothing; s2 has the schema the
+    lock was made with, so the DROP runs at once (before, s2 counted as the downstream's
+    schema and c stayed downstream for good). Were s2 behind and add c later, c comes back
+    and goes again with its DROP: each statement reaches the downstream in binlog order."""
     h = Harness(["s1", "s2"], persist)
     assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT NULL").action == EXEC
     h.finish("s1")
-    assert h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN c").action == SKIP
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN c")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `c`",)
     h.finish("s1")
-    assert "`c` INT" in h.joined()
-    assert h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT NULL").action == SKIP
+    assert all("`c`" not in c for c in h.joined()) and h.lock.status == "idle"
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT NULL").action == EXEC
     h.finish("s2")
+    assert "`c` INT" in h.joined()
     op = h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN c")
     assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `c`",)
     h.finish("s2")
@@ -309,3 +311,64 @@ def test_unlock_force_remove_settles_an_exec_that_failed_downstream(persist):
     assert op2.action == SKIP
     h.finish("s2")
     assert h.lock.status == "idle"
+
+
+def test_a_column_a_shard_dropped_cannot_come_back_before_the_downstream_dropped_it(persist):
+    """DM's shardddl2 DropAddColumn: s1 drops `name` (s2 keeps it, so the downstream keeps it
+    with s1's old values) and adds it back: a conflict until the downstream dropped it, judged
+    again when s1 reports the DDL again; s2's drop runs it, then s1's ADD runs."""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN name").action == SKIP
+    h.finish("s1")
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN name VARCHAR(20)")
+    assert op.action == WAIT and "add column name that wasn't fully dropped in downstream" in op.conflict
+    assert "because schema conflict detected" in op.conflict
+    h.pos[("s1", "t_1")] -= 100   # resume-task: the same event read again is judged again
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN name VARCHAR(20)")
+    assert op.action == WAIT and "wasn't fully dropped" in op.conflict
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN name")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `name`",)
+    h.finish("s2")
+    assert not h.lock.dropped
+    h.pos[("s1", "t_1")] -= 100
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN name VARCHAR(20)")
+    assert op.action == EXEC and not op.conflict and op.ddls == ("ALTER TABLE `db`.`t` ADD COLUMN `name` VARCHAR(20)",)
+
+
+def test_a_column_dropped_everywhere_may_be_added_again(persist):
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN name").action == SKIP
+    h.finish("s1")
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN name").action == EXEC
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN name VARCHAR(20)")
+    assert op.conflict, "s2's DROP is not downstream yet"
+    h.finish("s2")
+    h.pos[("s1", "t_1")] -= 100
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN name VARCHAR(20)").action == EXEC
+
+
+def test_partition_maintenance_runs_as_written(persist):
+    """DM's ADD_DROP_PARTITIONS: the tracked schema stays, the shard's statement runs."""
+    h = Harness(["s1", "s2"], persist)
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD PARTITION (PARTITION p1 VALUES LESS THAN (10000))")
+    assert op.action == EXEC and not op.conflict
+    assert op.ddls == ("ALTER TABLE `db`.`t` ADD PARTITION (PARTITION p1 VALUES LESS THAN (10000))",)
+    h.finish("s1")
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP PARTITION p1")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP PARTITION p1",)
+    h.finish("s1")
+    assert h.lock.status == "idle"
+
+
+def test_two_generation_expressions_conflict(persist):
+    """DM's shardddl2 043: one generated column, two expressions (schemacmp compares them)."""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN g INT AS (qty + 1)").action == EXEC
+    h.finish("s1")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN g INT AS (qty + 2)")
+    assert op.action == WAIT and "(qty+1)" in op.conflict and "(qty+2)" in op.conflict
+    h2 = Harness(["s1", "s2"], persist)
+    assert h2.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN g INT AS (qty + 1)").action == EXEC
+    h2.finish("s1")
+    assert h2.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN g INT GENERATED ALWAYS AS (`qty`+1) VIRTUAL").action \
+        == SKIP

@@ -4,8 +4,9 @@ Members are (source, upstream table) pairs, each with the schema it is known to 
 ``joined`` is what the downstream table has (or will have once the exec ops created so
 far are done). A member that has not reported yet has ``initial``, the target's schema
 when the lock was created; an expected source that has not reported at all counts as one
-member with ``joined`` (it may already have every column the downstream has, so no
-column is dropped until it has reported).
+such member, as DM's lock gives every table it has not heard from the schema the lock was
+created with (a column one shard added and dropped again leaves the downstream; a source
+that was behind and adds it later adds it again).
 
 1. ``report(info)``: the member's schema after its DDL is computed (its tracked schema +
    the DDL's changes; a CREATE TABLE gives a new member its own schema). A DDL replayed
@@ -28,6 +29,13 @@ column is dropped until it has reported).
    before it are done, so no member writes rows for a schema the downstream lacks.
 4. ``ack``: the op is done; the member's position is remembered (a DDL met again after a
    restart gets ``skip``, ``done``).
+
+A column a member drops stays *partly dropped* (``dropped``: column → members that dropped
+it) until the downstream has dropped it too and no exec op is left (DM's dropped columns).
+Meanwhile a member that dropped it may not add it back: the downstream still holds the
+values its rows had, which the re-added column upstream has lost (DM: "add column b that
+wasn't fully dropped in downstream"). That conflict is judged again when the member reports
+the DDL again (after resume-task), and goes once the drop reached the downstream.
 5. ``unlock``: the operator settles conflicts (see ``unlock``).
 """
 
@@ -145,6 +153,7 @@ class Lock(LockBase):
         self.joined = initial
         self.members: dict[Key, Member] = {}
         self.op_seq = 0
+        self.dropped: dict[str, list[Key]] = {}   # partly dropped column (lower case) → members that dropped it
 
     # ---- queries ------------------------------------------------------------------------------
     @property
@@ -169,15 +178,14 @@ class Lock(LockBase):
         for k, m in sorted(self.members.items()):
             s = m.pending.schema_after if k in use_pending and m.pending is not None else m.schema
             out[label(k)] = s
-        # A source that has not reported may be anywhere in its binlog: before a column was
-        # added, or after; it is taken to have what the downstream has, so that no column
-        # is dropped before it says it dropped it too (else its own ADD, read later, would
-        # add the column again and its DROP drop it again).
+        # A source that has not reported has run no DDL on the target since the lock was made:
+        # it has the schema of then (DM's assumption, and its lock's). Taken to have the
+        # downstream's instead, it kept a column one shard added and dropped again downstream
+        # for good (DM's INIT_SCHEMA case), waiting for a DROP that never comes.
         reported = {k[0] for k in self.members}
-        unknown = self.joined if self.joined is not None else self.initial
         for src in self.sources:
-            if src not in reported and unknown is not None:
-                out[label((src, "", ""))] = unknown
+            if src not in reported and self.initial is not None:
+                out[label((src, "", ""))] = self.initial
         return out
 
     def operation_for(self, source: str, table: tuple[str, str] | None = None) -> Operation | None:
@@ -238,10 +246,11 @@ class Lock(LockBase):
         if m.pending is not None:
             same = m.pending.position == pos and [comparison_key(d) for d in m.pending.ddls] == \
                 [comparison_key(d) for d in ddls]
-            if same:
+            if same and not (m.pending.hard and m.pending.op_step is None):
                 self.settle()
                 return self.operation_for(info.source, info.table)
-            if m.pending.op_step is not None:
+            # a hard conflict is judged again when the source reads its DDL again (resume-task)
+            if not same and m.pending.op_step is not None:
                 raise ShardDDLLockError(f"{label(key)} reports `{'; '.join(ddls)}` at {pos} while its DDL "
                                         f"`{'; '.join(m.pending.ddls)}` is not finished in lock {self.lock_id}")
             m.pending = None  # a conflicting DDL replaced by the operator (binlog replace) or re-read
@@ -264,6 +273,7 @@ class Lock(LockBase):
                     after = m.schema.apply(changes)
                 except SchemaError as e:
                     conflict = f"`{'; '.join(ddls)}` does not fit the tracked schema of {label(key)}: {e}"
+            conflict = conflict or self._not_fully_dropped(key, changes, ddls)
         if conflict:
             conflict = f"shard DDL conflict in lock {self.lock_id}: {label(key)}: {conflict}"
         m.pending = Pending(ddls, changes, after, pos, self.seq, conflict, bool(conflict))
@@ -311,12 +321,16 @@ class Lock(LockBase):
             s = mine.sql if mine is not None else ch.sql
             if s not in stmts:
                 stmts.append(s)
+        # partition maintenance leaves every schema as it was and runs as written (DM: a DDL
+        # whose table is the same before and after is executed directly), by the owner
+        stmts += [ch.sql for ch in own if ch.op == "partition" and ch.sql not in stmts]
         self.joined = downstream
         owner = accepted[0]
         for k in accepted:
             m = self.members[k]
             m.schema = m.pending.schema_after
             m.pending.conflict = ""
+            self._track_drops(k, m.pending.changes)
             self.op_seq += 1
             action = EXEC if k == owner and stmts else SKIP
             op = Operation(self.lock_id, self.task, k[0], self.op_seq, action, tuple(stmts) if action == EXEC
@@ -388,6 +402,7 @@ class Lock(LockBase):
                 if m.pending is not None:
                     if m.pending.schema_after is not None:
                         m.schema = m.pending.schema_after
+                        self._track_drops(k, m.pending.changes)
                     m.done_pos, m.pending = m.pending.position, None
         else:
             stuck = sorted((k for k, m in self.members.items() if m.pending is not None and m.pending.conflict
@@ -400,6 +415,7 @@ class Lock(LockBase):
                 m = self.members[k]
                 if m.pending.schema_after is not None:
                     m.schema = m.pending.schema_after
+                    self._track_drops(k, m.pending.changes)
                 self.op_seq += 1
                 op = Operation(self.lock_id, self.task, k[0], self.op_seq, action, m.pending.ddls, owner=k[0],
                                upstream=(k[1], k[2]), order=self.op_seq, message=f"unlocked by the operator ({action})")
@@ -412,6 +428,25 @@ class Lock(LockBase):
         self.settle()
 
     # ---- helpers --------------------------------------------------------------------------------
+    def _not_fully_dropped(self, key: Key, changes: list[Change], ddls: tuple[str, ...]) -> str:
+        for ch in changes:
+            if ch.op == "add_column" and ch.column is not None and key in self.dropped.get(ch.column.key, ()):
+                return (f"`{'; '.join(ddls)}` cannot be applied because schema conflict detected: add column "
+                        f"{ch.column.name} that wasn't fully dropped in downstream (this table dropped it, and the "
+                        f"downstream still has it with the values its rows had)")
+        return ""
+
+    def _track_drops(self, k: Key, changes: list[Change]) -> None:
+        """The member's accepted changes: a DROP COLUMN makes the column partly dropped; an ADD
+        the operator forced (unlock) takes the member off the column's droppers."""
+        for ch in changes:
+            if ch.op == "drop_column":
+                who = self.dropped.setdefault(ch.name.lower(), [])
+                if k not in who:
+                    who.append(k)
+            elif ch.op == "add_column" and ch.column is not None and k in self.dropped.get(ch.column.key, ()):
+                self.dropped[ch.column.key].remove(k)
+
     def _finish(self, op: Operation) -> None:
         op.state = DONE
         m = self.members.get((op.source, op.upstream[0], op.upstream[1]))
@@ -419,6 +454,10 @@ class Lock(LockBase):
             m.done_pos, m.pending = m.pending.position, None
         for k in [k for k, o in self.ops.items() if o.state == DONE]:
             del self.ops[k]  # done ops decide nothing any more (a replayed DDL is known by its position)
+        if not any(o.action == EXEC for o in self.ops.values()):
+            # every DDL is downstream: a column the join lacks now is fully dropped there
+            self.dropped = {c: who for c, who in self.dropped.items()
+                            if who and self.joined is not None and self.joined.column(c) is not None}
 
     def _earlier_exec(self, op: Operation) -> Operation | None:
         return next((o for o in sorted(self.ops.values(), key=lambda o: o.order)
@@ -431,7 +470,8 @@ class Lock(LockBase):
                 "ddls": None, "conflict": self.conflict or None,
                 "state": {"sources": list(self.sources), "seq": self.seq, "op_seq": self.op_seq,
                           "initial": self.initial.to_dict() if self.initial is not None else None,
-                          "joined": self.joined.to_dict() if self.joined is not None else None}}
+                          "joined": self.joined.to_dict() if self.joined is not None else None,
+                          "dropped": {c: [list(k) for k in who] for c, who in self.dropped.items()}}}
         members = [{"source_id": k[0], "upstream_schema": k[1], "upstream_table": k[2],
                     "ddls": list(m.pending.ddls) if m.pending else None,
                     "position": str(m.pending.position) if m.pending else None, "state": m.to_json()}
@@ -446,6 +486,7 @@ class Lock(LockBase):
                  init)
         lk.joined = TableSchema.from_dict(st["joined"]) if st.get("joined") is not None else None
         lk.seq, lk.op_seq = st.get("seq", 0), st.get("op_seq", 0)
+        lk.dropped = {c: [tuple(k) for k in who] for c, who in (st.get("dropped") or {}).items()}
         for r in members:
             lk.members[(r["source_id"], r["upstream_schema"], r["upstream_table"])] = Member.from_json(r["state"])
         lk._restore_ops(ops)
