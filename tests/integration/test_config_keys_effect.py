@@ -102,12 +102,8 @@ def test_source_file_filters_apply_to_binlog_sync_and_the_task_rule_for_the_same
                 cur.execute(f"DELETE FROM {qt(schema, t)} WHERE id > 8")
         conn.close()
         finish(task, store)
-        s = Syncer(task, sid, store, budget_events=500)
-        for _ in range(50):
-            r = s.run_window()
-            assert not r.paused, r.paused
-            if r.end == r.until:
-                break
+        r = Syncer(task, sid, store, budget_events=500).run_until(float("inf"), max_windows=50)
+        assert not r.paused and r.caught_up, r.paused
         for t in ("t_1", "t_2"):
             ids = [r[0] for r in _rows(stack["down"], f"SELECT id FROM {qt(tdb, t)}")]
             assert ids == list(range(1, 11)), f"{t}: inserts replicate, the source's rule ignores deletes"

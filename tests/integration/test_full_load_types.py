@@ -104,12 +104,8 @@ def test_full_load_then_sync_keeps_every_type(stack, uniq):
             cur.execute(f"INSERT INTO {qt(schema, 'zerodate')} VALUES (5000, '0000-00-00 00:00:00', '0000-00-00', "
                         "'0000-00-00 00:00:00.25')")
             cur.execute(f"UPDATE {qt(schema, 'zerodate')} SET z = '0000-00-00 00:00:00' WHERE id = 2")
-        s = Syncer(task, sid, store, budget_events=300)
-        for _ in range(100):
-            r = s.run_window()
-            assert not r.paused, r.paused
-            if r.end == r.until:
-                break
+        r = Syncer(task, sid, store, budget_events=300).run_until(float("inf"), max_windows=100)
+        assert not r.paused and r.caught_up, r.paused
         diffs = compare_task(task, store)
         assert len(diffs) == 5
         assert all(d.equal for d in diffs), render(diffs)

@@ -44,12 +44,9 @@ def scenario(stack, uniq):
 
 
 def _sync(task, store, sid, generation=None, windows=20):
-    s = Syncer(task, sid, store, budget_events=500, generation=generation)
-    for _ in range(windows):
-        r = s.run_window()
-        if r.state != "sync" or r.paused or r.end == r.until:
-            return r
-    pytest.fail(f"{sid} did not catch up")
+    r = Syncer(task, sid, store, budget_events=500, generation=generation).run_until(float("inf"), max_windows=windows)
+    assert r.state != "sync" or r.paused or r.caught_up, f"{sid} did not catch up"
+    return r
 
 
 def _insert(ep, schema, table, name):

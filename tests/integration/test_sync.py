@@ -20,13 +20,8 @@ pytestmark = pytest.mark.integration
 
 def _sync_until_caught_up(task, store, source_ids, max_windows=50):
     for sid in source_ids:
-        s = Syncer(task, sid, store, budget_events=500)
-        for _ in range(max_windows):
-            r = s.run_window()
-            if r.paused or r.end == r.until:
-                break
-        else:
-            pytest.fail(f"{sid} did not catch up")
+        r = Syncer(task, sid, store, budget_events=500).run_until(float("inf"), max_windows=max_windows)
+        assert r.paused or r.caught_up, f"{sid} did not catch up"
     return r
 
 

@@ -55,12 +55,9 @@ def tables(ep, schema) -> list[str]:
 
 
 def sync(task, store, sid, windows=40):
-    s = Syncer(task, sid, store, budget_events=300)
-    for _ in range(windows):
-        r = s.run_window()
-        if r.paused or r.end == r.until:
-            return r
-    pytest.fail(f"{sid} did not catch up")
+    r = Syncer(task, sid, store, budget_events=300).run_until(float("inf"), max_windows=windows)
+    assert r.paused or r.caught_up, f"{sid} did not catch up"
+    return r
 
 
 @pytest.fixture

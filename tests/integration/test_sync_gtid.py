@@ -67,13 +67,10 @@ def gtid_task(stack, uniq):
 
 
 def _sync(task, store, sid):
-    s = Syncer(task, sid, store, budget_events=300)
-    for _ in range(100):
-        r = s.run_window()
-        assert not r.paused, r.paused
-        if r.end == r.until:
-            return r
-    pytest.fail("did not catch up")
+    r = Syncer(task, sid, store, budget_events=300).run_until(float("inf"), max_windows=100)
+    assert not r.paused, r.paused
+    assert r.caught_up, "did not catch up"
+    return r
 
 
 def test_checkpoint_gtid_is_the_servers_gtid_state_there(gtid_task, stack):

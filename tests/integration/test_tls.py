@@ -143,12 +143,8 @@ def test_source_and_target_over_tls_full_load_on_spark_then_sync(tls_server, sta
         _spark_load(name, dict(os.environ))
         finish(task, store)
         db.sql(f"INSERT INTO {qt(schema, 't')} VALUES (1000, 'after', NULL)", f"DELETE FROM {qt(schema, 't')} WHERE id = 5")
-        s = Syncer(task, sid, store, budget_events=500)
-        for _ in range(50):
-            r = s.run_window()
-            assert not r.paused, r.paused
-            if r.end == r.until:
-                break
+        r = Syncer(task, sid, store, budget_events=500).run_until(float("inf"), max_windows=50)
+        assert not r.paused and r.caught_up, r.paused
         diffs = compare_task(task, store)
         assert diffs and all(d.equal for d in diffs), render(diffs)
         conn = connect(target_endpoint(task))
