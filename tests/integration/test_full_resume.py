@@ -88,11 +88,14 @@ def _rerun_loads_only_the_rest(task, store, stack, done_before, tmp_path, *, ado
     return report
 
 
-def test_sigkill_mid_load_then_rerun_loads_only_the_rest(stack, shards, task_of, tmp_path):
+@pytest.mark.parametrize("turns", ["auto", "on"])
+def test_sigkill_mid_load_then_rerun_loads_only_the_rest(stack, shards, task_of, tmp_path, turns):
+    """``turns``: auto (these tables stream their chunks) and on (each table's chunks take its
+    write turn: one streams under it while the others spool, dm_core/full/load_data.py)."""
     make, store = task_of
     task = make(shards)
     # slow every chunk down a little so the kill lands mid-load, not after it
-    p = subprocess.Popen(submit_cmd(task.name, "--chunk-rows", "100"), start_new_session=True,
+    p = subprocess.Popen(submit_cmd(task.name, "--chunk-rows", "100", "--write-turns", turns), start_new_session=True,
                          env=spark_env({"SHARDFLOW_FAULTS": "full.before_chunk_merge=sleep:0.3"}),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
