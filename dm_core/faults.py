@@ -18,7 +18,9 @@ so the caller's own retry and classification of that number run as against a rea
 
 Points: ``full.after_chunk_write`` (a chunk is committed downstream and recorded in the
 state store), ``full.before_chunk_merge`` (a chunk is staged downstream, not yet merged),
-``full.after_chunk_merge`` (merged and committed downstream, not yet recorded in the store).
+``full.after_chunk_merge`` (merged and committed downstream, not yet recorded in the store),
+``full.small_table`` (an executor of the small tables' pass is about to copy its next table,
+dm_core/full/small_tables.py).
 
 ``upstream.list_tables``: the precheck's probe (dm_core/check/probe.py) or the full phase's
 discovery (dm_core/full/discover.py) is about to list an upstream's tables (DM's

@@ -434,6 +434,52 @@ class _Peak:
             self.now -= 1
 
 
+def _small_tables(spark, task, store, per_source, target_ep, args):
+    """Tables that fit in one chunk, copied in one pass (dm_core/full/small_tables.py): their
+    results, and ``per_source`` with only the tables left for the per-table path."""
+    from dm_core.full import chunk_writer, small_tables
+    from dm_core.state.store import StateStore
+
+    if args.write_mode != "load" or not args.load_data_ok:
+        return [], per_source
+    results, rest = [], []
+    t0 = time.monotonic()
+    cores = spark.sparkContext.defaultParallelism
+    copied = jobs = 0
+    with StateStore(store.dsn) as own:
+        for sid, pool, tables in per_source:
+            left = [t for t in tables if args.tidb and not t[0].key]  # TiDB, keyless: the staging path
+            prepared = small_tables.prepare(task, own, [t for t in tables if not (args.tidb and not t[0].key)],
+                                            target_ep)
+            results += prepared.done
+            left += prepared.rest
+            verb = chunk_writer.verb(task.instance(sid).loader.on_duplicate_logical)
+            by_name = {st.name: (st, ep, n) for st, ep, n, _ in prepared.todo}
+            for todo in small_tables.batches(prepared.todo, cores):
+                batch, other = small_tables.specs(task, todo, target_ep, verb=verb,
+                                                  turn_of=lambda schema, table: args.turns.of(target_ep, schema, table))
+                left += other
+                if not batch:
+                    continue
+                spark.sparkContext.setJobDescription(f"{len(batch)} small tables of {sid}")
+                t1 = time.monotonic()
+                got = spark.sparkContext.parallelize(batch, min(len(batch), cores)).mapPartitions(
+                    small_tables.copy_specs(target_ep)).collect()
+                landed, failed = small_tables.record(task, own, batch, got)
+                log.info("%s: %d small tables copied in %.2fs (%d rows; executors %.2fs)", sid, len(landed),
+                         time.monotonic() - t1, sum(r["rows"] for r in got), sum(r["seconds"] for r in got))
+                results += landed
+                left += [by_name[s.name] for s in failed]
+                copied += len(landed)
+                jobs += 1
+            rest.append((sid, pool, left))
+    if results:
+        log.info("%d small tables copied in one pass (%d Spark jobs), %d recorded before, in %.1fs; %d tables load "
+                 "chunk by chunk", copied, jobs, len(results) - copied, time.monotonic() - t0,
+                 sum(len(t) for _, _, t in rest))
+    return results, rest
+
+
 def _run(args) -> int:
     from dm_core.config.task import parse_task
     from dm_core.db import connect
@@ -478,6 +524,11 @@ def _run(args) -> int:
     per_table = max(1, spark.sparkContext.defaultParallelism // tables_at_once)
     routed = Counter((st.target_schema, st.target_table) for _, _, jobs in per_source for st, _, _ in jobs)
     args.turns = _Turns(args.write_turns, mariadb, {t for t, n in routed.items() if n > 1 or per_table > 1})
+    t0 = time.monotonic()
+    small_results, per_source = _small_tables(spark, task, store, per_source, target_ep, args)
+    if small_results:  # the rest share the cores among fewer tables
+        tables_at_once = max(1, sum(min(pool, len(jobs)) for _, pool, jobs in per_source))
+        per_table = max(1, spark.sparkContext.defaultParallelism // tables_at_once)
     peaks = {sid: _Peak() for sid, _, _ in per_source}
 
     def one(st, ep, chunk_rows) -> TableResult:
@@ -490,13 +541,12 @@ def _run(args) -> int:
                 log.exception("%s failed", st.name)
                 return TableResult(st.name, error=f"{st.name}: {e}")
 
-    t0 = time.monotonic()
     # one pool per source: loaders.pool-size is how many of its tables load at once (DM: per worker)
     pools = [ThreadPoolExecutor(max_workers=min(pool, max(1, len(jobs))), thread_name_prefix=f"load-{sid}")
              for sid, pool, jobs in per_source]
     try:
         futs = [ex.submit(one, *job) for ex, (_, _, jobs) in zip(pools, per_source) for job in jobs]
-        results = [f.result() for f in futs]
+        results = small_results + [f.result() for f in futs]
     finally:
         for ex in pools:
             ex.shutdown()

@@ -65,6 +65,20 @@ def marked_chunks(conn, meta_schema: str, plan_id: str) -> dict[int, int]:
         return {int(c): int(n) for c, n in cur.fetchall()}
 
 
+def marked_chunks_of(conn, meta_schema: str, plan_ids: list[str]) -> dict[str, dict[int, int]]:
+    """plan_id -> {chunk_id: rows} of every chunk of these plans committed downstream (one
+    query per 500 plans; the small tables' pass, small_tables.py)."""
+    out: dict[str, dict[int, int]] = {}
+    for i in range(0, len(plan_ids), 500):
+        part = plan_ids[i:i + 500]
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT plan_id, chunk_id, loaded_rows FROM {qt(meta_schema, MARKER_TABLE)} "
+                        f"WHERE plan_id IN ({', '.join(['%s'] * len(part))})", part)
+            for p, c, n in cur.fetchall():
+                out.setdefault(p if isinstance(p, str) else p.decode(), {})[int(c)] = int(n)
+    return out
+
+
 def forget_markers(conn, meta_schema: str, task: str, source_id: str | None = None) -> None:
     """Drop the markers of a task (one source, or all: a new snapshot starts, or the task is
     removed) and its staging leftovers; a missing meta schema is fine."""

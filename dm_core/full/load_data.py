@@ -355,6 +355,7 @@ def _open_writer(pipe: str, loader: threading.Thread):
     import errno
     import time
 
+    pause = 0.00005  # the server asks for the file within a millisecond or so: short naps first
     while True:
         try:
             fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
@@ -363,7 +364,8 @@ def _open_writer(pipe: str, loader: threading.Thread):
                 raise
             if not loader.is_alive():
                 return None
-            time.sleep(0.002)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.002)
             continue
         os.set_blocking(fd, True)
         return fd

@@ -331,6 +331,16 @@ class StateStore:
             )
             return {r[0] for r in cur.fetchall()}
 
+    def done_chunks_of(self, task: str, source_id: str) -> dict[tuple[str, str], set[int]]:
+        """(schema, table) -> recorded chunk ids, for every table of one source of ``task``."""
+        out: dict[tuple[str, str], set[int]] = {}
+        with self.tx() as cur:
+            cur.execute(f"SELECT schema_name, table_name, chunk_id FROM {SCHEMA}.full_chunk WHERE task = %s "
+                        "AND source_id = %s", (task, source_id))
+            for schema, table, chunk in cur.fetchall():
+                out.setdefault((schema, table), set()).add(chunk)
+        return out
+
     def mark_chunk_done(self, task: str, source_id: str, schema: str, table: str, chunk_id: int, rows: int) -> None:
         with self.tx() as cur:
             cur.execute(
