@@ -1,6 +1,7 @@
-"""`make bench`: run the benchmarks, print a table, write bench/results/{rules,full,incremental,airflow_lag}.json.
+"""`make bench`: run the benchmarks, print a table, write bench/results/{rules,full,small_tables,incremental,airflow_lag}.json.
 
-    python -m bench.run [--rule-rows N] [--full-rows N] [--inc-events N] [--only rules|full|incremental|lag]
+    python -m bench.run [--rule-rows N] [--full-rows N] [--small-tables N] [--inc-events N]
+                        [--only rules|full|small|incremental|lag]
 
 The rules part (bench/rules.py: the syncer's routing + filtering + mapping on one core vs
 just iterating the rows) runs first, in this process, and needs no server. The full and
@@ -18,7 +19,7 @@ import logging
 import sys
 import time
 
-from bench import airflow_lag, full, incremental, rules
+from bench import airflow_lag, full, incremental, rules, small_tables
 from bench.common import fmt, machine, stack_from_env, table, write_json
 
 log = logging.getLogger("bench")
@@ -30,9 +31,11 @@ def _parse_arguments(argv=None):
                    help="row changes run through the task rules, 2 sources x 4 schemas x 4 tables (default 500,000)")
     p.add_argument("--full-rows", type=int, default=10_000_000,
                    help="rows of the full-copy data set, spread over 2 sources x 2 schemas x 2 tables (default 10,000,000; 2,000,000 is the quick size)")
+    p.add_argument("--small-tables", type=int, default=500,
+                   help="tables of the many-small-tables copy, 200 rows each, over 2 sources (default 500)")
     p.add_argument("--inc-events", type=int, default=50_000,
                    help="single-row transactions of the incremental workload (default 50,000)")
-    p.add_argument("--only", choices=("rules", "full", "incremental", "lag"), help="run one part only")
+    p.add_argument("--only", choices=("rules", "full", "small", "incremental", "lag"), help="run one part only")
     return p.parse_args(argv)
 
 
@@ -90,6 +93,20 @@ def render_full(out: dict) -> str:
             + "\n" + _ratios(out["ratios"]))
 
 
+def render_small(out: dict) -> str:
+    d = out["data"]
+    cols = ["seconds", "rows_per_s", "peak_rss_mb", "note"]
+    names = {"mydumper_myloader": "mydumper + myloader", "shardflow": "shardflow (small tables in one pass)"}
+    rows = [_row(names[k], r, cols) for k, r in out["results"].items()]
+    sf = out["results"].get("shardflow") or {}
+    extra = ""
+    if not sf.get("error"):
+        extra = (f"\nshardflow: prepare {fmt(sf.get('prepare_seconds'), 2)}s, spark-submit {fmt(sf.get('spark_seconds'), 2)}s "
+                 f"(load {fmt(sf.get('load_seconds'), 2)}s), finish {fmt(sf.get('finish_seconds'), 2)}s; {sf.get('one_pass')}")
+    return (f"SMALL TABLES: {d['tables']:,} tables, {d['rows']:,} rows ({d['layout']})\n"
+            + table(["engine", "s", "rows/s", "peak RSS MB", "note"], rows) + extra + "\n" + _ratios(out["ratios"]))
+
+
 def render_incremental(out: dict) -> str:
     w = out["workload"]
     cols = ["seconds", "rows_per_s", "mb_per_s", "note"]
@@ -141,11 +158,16 @@ def main(argv=None) -> int:
         out = {"meta": {**machine(), "rule_rows": args.rule_rows}, **rules.run(args.rule_rows)}
         path = write_json("rules.json", out)
         reports.append(render_rules(out) + f"\n→ {path}")
-    stack = stack_from_env() if args.only in (None, "full", "incremental", "lag") else None
+    stack = stack_from_env() if args.only in (None, "full", "small", "incremental", "lag") else None
     if args.only in (None, "full"):
         out = {"meta": {**machine(), "full_rows": args.full_rows}, **full.run(stack, args.full_rows)}
         path = write_json("full.json", out)
         reports.append(render_full(out) + f"\n→ {path}")
+    if args.only in (None, "small"):
+        out = {"meta": {**machine(), "small_tables": args.small_tables},
+               **small_tables.run(stack, args.small_tables, 200)}
+        path = write_json("small_tables.json", out)
+        reports.append(render_small(out) + f"\n→ {path}")
     if args.only in (None, "incremental"):
         out = {"meta": {**machine(), "inc_events": args.inc_events}, **incremental.run(stack, args.inc_events)}
         path = write_json("incremental.json", out)

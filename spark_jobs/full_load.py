@@ -434,6 +434,26 @@ class _Peak:
             self.now -= 1
 
 
+def _warm_up(sc) -> None:
+    """One task per core that imports what the load's tasks import: the executors' Python
+    workers (a process each, reused by later tasks) start and import dm_core from the shipped
+    archive while the driver discovers tables and plans chunks, instead of in the first
+    chunk's time (about 1.5 s on an idle 2-core machine, 4.5 s on a busy one)."""
+
+    def imports(_):
+        import MySQLdb  # noqa: F401
+
+        from dm_core.full import load_data, small_tables  # noqa: F401
+        return []
+
+    try:
+        sc.setJobDescription("warm up the executors' Python")
+        n = sc.defaultParallelism
+        sc.parallelize(range(n), n).mapPartitions(imports).collect()
+    except Exception as e:  # only a head start: the load's own tasks start workers anyway
+        log.warning("warming up the executors failed (the load goes on): %s", e)
+
+
 def _small_tables(spark, task, store, per_source, target_ep, args):
     """Tables that fit in one chunk, copied in one pass (dm_core/full/small_tables.py): their
     results, and ``per_source`` with only the tables left for the per-table path."""
@@ -508,6 +528,8 @@ def _run(args) -> int:
     finally:
         down.close()
     spark = LazySession(f"shardflow-full-{task.name}")
+    warm = threading.Thread(target=_warm_up, args=(spark.sparkContext,), name="warm-up", daemon=True)
+    warm.start()  # the executors' Python starts while the driver discovers and plans
     per_source = []  # (source id, pool-size, [(table, endpoint, chunk rows)])
     for inst in task.mysql_instances:
         ep = source_endpoint(store, inst.source_id)
