@@ -128,7 +128,8 @@ def prepare(task, store) -> dict:
             databases += [(conn, s, target) for s, target in allowed_databases(conn, task.rules_for(sid))]
             summary["sources"][sid] = {"low_watermark": f"({st['low_file']}, {st['low_pos']})",
                                        "tables": [f"{t.schema}.{t.table} -> {t.target_schema}.{t.target_table}" for t in tables]}
-        down = connect(target_endpoint(task, load=True), downstream=True)
+        target = target_endpoint(task, load=True)
+        down = connect(target, downstream=True)
         try:
             chunk_writer.ensure_meta(down, task.meta_schema)
             if fresh:
@@ -139,7 +140,8 @@ def prepare(task, store) -> dict:
                         chunk_writer.drop_plan_staging(down, task.meta_schema, old_plans)
             summary["created"] = ensure_targets(down, members, lambda st: partition_id_columns(task, st),
                                                 routes=lambda st: task.rules_for(st.source_id).router.route,
-                                                exact=task.shard_mode == "pessimistic")
+                                                exact=task.shard_mode == "pessimistic",
+                                                connect_down=lambda: connect(target, downstream=True))
             summary["databases"] = ensure_databases(down, databases)
         finally:
             down.close()
