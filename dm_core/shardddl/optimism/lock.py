@@ -12,8 +12,10 @@ column is dropped until it has reported).
    in the source's safe-mode range (``info.replay``) may predate the target, whose schema
    every member starts from: its changes already in the tracked schema are left out. Changes that can
    never merge are *hard* conflicts and wait for a person: renaming a column (RENAME
-   COLUMN, CHANGE a b), narrowing or changing a column's type, NULL → NOT NULL, table
-   options and other statements, a change that does not fit the tracked schema.
+   COLUMN, CHANGE a b), converting a column to a type of another family, table options
+   and other statements, a change that does not fit the tracked schema. Narrowing a type
+   within its family or NULL → NOT NULL is not: the join keeps the wider definition while
+   any shard has it (DM: schemas before and after such a DDL compare).
 2. ``settle``: pending members are tried together against everyone's schemas
    (``schema.join_schemas``); on a join conflict the latest member named by it is set
    aside (a *soft* conflict, retried at every later settle: e.g. a NOT NULL column
@@ -33,6 +35,7 @@ column is dropped until it has reported).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, LockBase, Operation, pos_from_json,
@@ -108,14 +111,27 @@ def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
             if old is None:
                 continue
             new = ch.column
-            if join_type(old.type, new.type) != new.type:
-                return (f"changing column `{ch.name}` from {old.type} to {new.type} narrows or converts it "
+            # A narrower type of one family, or NOT NULL, is not a conflict (DM: the schemas
+            # before and after compare, a "normal" DDL): the join keeps the wider definition
+            # while another shard has it, so nothing runs downstream (see ``widen_only``).
+            if join_type(old.type, new.type) not in (old.type, new.type):
+                return (f"changing column `{ch.name}` from {old.type} to {new.type} converts it "
                         f"(`{ch.sql}`)")
-            if old.nullable and not new.nullable:
-                return f"making column `{ch.name}` NOT NULL (`{ch.sql}`)"
-        if ch.op in ("other", "rename_index"):
+        if ch.op in ("other", "rename_index") and not table_option(ch):
             return f"`{ch.sql}` is not supported in optimistic mode"
     return ""
+
+
+_OPTION = re.compile(r"^ALTER TABLE (?:`(?:[^`]|``)*`|\w+)\.(?:`(?:[^`]|``)*`|\w+) (?:ENGINE|ROW_FORMAT|COMMENT|"
+                     r"AUTO_INCREMENT|AVG_ROW_LENGTH|CHECKSUM|KEY_BLOCK_SIZE|MAX_ROWS|MIN_ROWS|PACK_KEYS|"
+                     r"STATS_AUTO_RECALC|STATS_PERSISTENT|STATS_SAMPLE_PAGES|DELAY_KEY_WRITE)\s*=", re.I)
+
+
+def table_option(ch: Change) -> bool:
+    """A table option (``ENGINE=InnoDB``, ``ROW_FORMAT=...``, ``COMMENT=...``): no column or
+    index changes, so no conflict; DM runs such a statement downstream as it comes (its
+    schemas before and after compare equal), and so does the owner here."""
+    return ch.op == "other" and bool(_OPTION.match(ch.sql))
 
 
 def _in_effect(ch: Change, schema: TableSchema) -> bool:
@@ -145,6 +161,10 @@ class Lock(LockBase):
         self.joined = initial
         self.members: dict[Key, Member] = {}
         self.op_seq = 0
+        # columns a member dropped while the downstream kept them (other shards still had
+        # them): column name (lower case) → the members that dropped it (DM's partially
+        # dropped columns); forgotten once the downstream drops the column too
+        self.dropped: dict[str, list[Key]] = {}
 
     # ---- queries ------------------------------------------------------------------------------
     @property
@@ -170,11 +190,16 @@ class Lock(LockBase):
             s = m.pending.schema_after if k in use_pending and m.pending is not None else m.schema
             out[label(k)] = s
         # A source that has not reported may be anywhere in its binlog: before a column was
-        # added, or after; it is taken to have what the downstream has, so that no column
-        # is dropped before it says it dropped it too (else its own ADD, read later, would
-        # add the column again and its DROP drop it again).
+        # added, or after; it is taken to have the columns the downstream has, so that no
+        # column is dropped before it says it dropped it too (else its own ADD, read later,
+        # would add the column again and its DROP drop it again). Its indexes are those it
+        # had when the lock began (DM's lock starts every table at that schema): indexes
+        # decide no row, and with the downstream's, an index one shard added and dropped
+        # again would stay for good.
         reported = {k[0] for k in self.members}
         unknown = self.joined if self.joined is not None else self.initial
+        if unknown is not None and self.initial is not None:
+            unknown = TableSchema(unknown.columns, self.initial.indexes)
         for src in self.sources:
             if src not in reported and unknown is not None:
                 out[label((src, "", ""))] = unknown
@@ -258,17 +283,59 @@ class Lock(LockBase):
                 conflict = str(e.message)
             if info.replay:  # the member's tracked schema starts at the target's, created after some DDLs
                 changes = [ch for ch in changes if not _in_effect(ch, m.schema)]
-            conflict = conflict or _hard_conflict(changes, m.schema)
+            conflict = conflict or _hard_conflict(changes, m.schema) or self._readded(key, changes, ddls)
             if not conflict:
                 try:
                     after = m.schema.apply(changes)
                 except SchemaError as e:
                     conflict = f"`{'; '.join(ddls)}` does not fit the tracked schema of {label(key)}: {e}"
         if conflict:
-            conflict = f"shard DDL conflict in lock {self.lock_id}: {label(key)}: {conflict}"
+            conflict = self._conflict_text(key, ddls, conflict)
         m.pending = Pending(ddls, changes, after, pos, self.seq, conflict, bool(conflict))
         self.settle()
         return self.operation_for(info.source, info.table)
+
+    def _conflict_text(self, key: Key, ddls, why: str) -> str:
+        """What the source pauses with: DM's ErrSyncerShardDDLConflict wording, then ours."""
+        return (f"fail to handle shard ddl {list(ddls)} in optimistic mode, because schema conflict detected, "
+                f"conflict error: shard DDL conflict in lock {self.lock_id}: {label(key)}: {why}")
+
+    def _readded(self, key: Key, changes: list[Change], ddls) -> str:
+        """DM's ErrShardDDLOptimismAddNotFullyDroppedColumn: the member adds back a column it
+        dropped while the downstream kept it for the other shards. The downstream column still
+        holds the values of the member's rows from before the drop, where the member's table
+        now has NULL or the default: a person must decide (fix those rows, then skip)."""
+        dropped_here = set()
+        for ch in changes:
+            if ch.op == "drop_column":
+                dropped_here.add(ch.name.lower())
+            elif ch.op == "add_column" and ch.column is not None:
+                k = ch.column.key
+                in_downstream = self.joined is not None and self.joined.column(k) is not None
+                if in_downstream and (key in self.dropped.get(k, []) or k in dropped_here):
+                    return (f"add column {ch.column.name} that wasn't fully dropped in downstream. "
+                            f"ddl: {'; '.join(ddls)}")
+        return ""
+
+    def _track_dropped(self, accepted: list[Key]) -> None:
+        """After a settle: remember the columns accepted members dropped that the downstream
+        keeps, and forget those the downstream no longer has."""
+        for k in accepted:
+            for ch in self.members[k].pending.changes:
+                col = ch.name.lower()
+                if ch.op == "drop_column" and self.joined.column(col) is not None:
+                    who = self.dropped.setdefault(col, [])
+                    if k not in who:
+                        who.append(k)
+        for col in [c for c in self.dropped if self.joined.column(c) is None]:
+            del self.dropped[col]
+
+    def _forget_dropped(self, k: Key) -> None:
+        """The operator accepted member ``k``'s schema (unlock): its drops are settled."""
+        for col in list(self.dropped):
+            self.dropped[col] = [x for x in self.dropped[col] if x != k]
+            if not self.dropped[col]:
+                del self.dropped[col]
 
     def settle(self) -> None:
         if not self.sources:
@@ -298,7 +365,7 @@ class Lock(LockBase):
                 msg = "waits for the other shards' DDLs"
             except JoinConflict as e:
                 msg = str(e)
-            self.members[k].pending.conflict = f"shard DDL conflict in lock {self.lock_id}: {label(k)}: {msg}"
+            self.members[k].pending.conflict = self._conflict_text(k, self.members[k].pending.ddls, msg)
         if not accepted:
             return
         new_join = join_schemas(self.schemas(set(accepted)))
@@ -306,12 +373,13 @@ class Lock(LockBase):
         diff = diff_schemas(self.target[0], self.target[1], self.joined, downstream)
         own = [ch for k in accepted for ch in self.members[k].pending.changes]
         stmts = []
-        for ch in diff:
+        for ch in diff + [o for o in own if table_option(o)]:
             mine = next((o for o in own if same_change(o, ch) and o.sql), None)
             s = mine.sql if mine is not None else ch.sql
             if s not in stmts:
                 stmts.append(s)
         self.joined = downstream
+        self._track_dropped(accepted)
         owner = accepted[0]
         for k in accepted:
             m = self.members[k]
@@ -364,10 +432,12 @@ class Lock(LockBase):
         self.settle()
         return op.view()
 
-    def unlock(self, owner: str | None = None, action: str = EXEC, force_remove: bool = False) -> None:
+    def unlock(self, owner: str | None = None, action: str = EXEC, force_remove: bool = False,
+               table: tuple[str, str] | None = None) -> None:
         """The operator settles the lock (`dmctl shard-ddl-lock unlock`).
 
-        * members in conflict (all, or those of source ``owner``) get ``action``:
+        * members in conflict (all, or those of source ``owner``, or of upstream ``table``,
+          DM's ``-s SOURCE -d DB -t TABLE``) get ``action``:
           ``skip`` — the operator made the downstream right by hand (or it needs nothing):
           the member's new schema is accepted, nothing runs; ``exec`` — the member runs its
           own statements downstream as they are;
@@ -389,17 +459,21 @@ class Lock(LockBase):
                     if m.pending.schema_after is not None:
                         m.schema = m.pending.schema_after
                     m.done_pos, m.pending = m.pending.position, None
+                    self._forget_dropped(k)
         else:
             stuck = sorted((k for k, m in self.members.items() if m.pending is not None and m.pending.conflict
-                            and m.pending.op_step is None and (owner is None or k[0] == owner)),
+                            and m.pending.op_step is None and (owner is None or k[0] == owner)
+                            and (table is None or (k[1], k[2]) == tuple(table))),
                            key=lambda k: self.members[k].pending.seq)
             if not stuck:
                 raise ShardDDLLockError(f"lock {self.lock_id} has no conflicting DDL"
-                                        + (f" of source {owner}" if owner else ""))
+                                        + (f" of source {owner}" if owner else "")
+                                        + (f" of table `{table[0]}`.`{table[1]}`" if table else ""))
             for k in stuck:
                 m = self.members[k]
                 if m.pending.schema_after is not None:
                     m.schema = m.pending.schema_after
+                self._forget_dropped(k)
                 self.op_seq += 1
                 op = Operation(self.lock_id, self.task, k[0], self.op_seq, action, m.pending.ddls, owner=k[0],
                                upstream=(k[1], k[2]), order=self.op_seq, message=f"unlocked by the operator ({action})")
@@ -430,6 +504,7 @@ class Lock(LockBase):
                 "target_table": self.target[1], "status": self.status, "step": self.op_seq, "owner": None,
                 "ddls": None, "conflict": self.conflict or None,
                 "state": {"sources": list(self.sources), "seq": self.seq, "op_seq": self.op_seq,
+                          "dropped": {c: [list(k) for k in ks] for c, ks in self.dropped.items()},
                           "initial": self.initial.to_dict() if self.initial is not None else None,
                           "joined": self.joined.to_dict() if self.joined is not None else None}}
         members = [{"source_id": k[0], "upstream_schema": k[1], "upstream_table": k[2],
@@ -446,6 +521,7 @@ class Lock(LockBase):
                  init)
         lk.joined = TableSchema.from_dict(st["joined"]) if st.get("joined") is not None else None
         lk.seq, lk.op_seq = st.get("seq", 0), st.get("op_seq", 0)
+        lk.dropped = {c: [tuple(k) for k in ks] for c, ks in (st.get("dropped") or {}).items()}
         for r in members:
             lk.members[(r["source_id"], r["upstream_schema"], r["upstream_table"])] = Member.from_json(r["state"])
         lk._restore_ops(ops)
