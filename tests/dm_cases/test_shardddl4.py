@@ -53,25 +53,27 @@ LOCK_ID = "test-`shardddl`.`tb`"
 
 
 # ---- helpers --------------------------------------------------------------------------------------
-def three_shards(sc, create: str) -> None:
+def three_shards(sc, create: str, shards=SHARDS) -> None:
     """DM's init command: ``create table shardddl1.tbN <create>`` on the three shards."""
-    for source, tb in SHARDS:
+    for source, tb in shards:
         sc.sql(source, f"create table shardddl1.{tb} {create}")
 
 
-def rounds(sc, steps, first: int = 1) -> int:
+def rounds(sc, steps, first: int = 1, shards=SHARDS) -> int:
     """DM's pattern: for each step ``(shard index or None, ddl, widths)`` the DDL runs on that
     shard (``alter table shardddl1.tbN <ddl>``), then one row goes into every shard: numbers
     ``first``, ``first + 1`` ..., repeated over ``widths[i]`` columns (``None``: a DM insert
-    naming only ``a``). Returns the next row number."""
+    naming only ``a``; a string: the row's VALUES with ``{n}``). Returns the next row number."""
     n = first
     for at, ddl, widths in steps:
         if ddl is not None:
-            source, tb = SHARDS[at]
+            source, tb = shards[at]
             sc.sql(source, f"alter table shardddl1.{tb} {ddl}")
-        for (source, tb), w in zip(SHARDS, widths):
+        for (source, tb), w in zip(shards, widths):
             if w is None:
                 sc.sql(source, f"insert into shardddl1.{tb}(a) values({n})")
+            elif isinstance(w, str):
+                sc.sql(source, f"insert into shardddl1.{tb} values({w.format(n=n)})")
             else:
                 sc.sql(source, f"insert into shardddl1.{tb} values({','.join([str(n)] * w)})")
             n += 1
@@ -94,14 +96,14 @@ def down_indexes(sc) -> dict[str, list[str]]:
     return index_defs(sc.down, "shardddl", "tb")
 
 
-def shard_indexes(sc) -> list[dict[str, list[str]]]:
-    return [index_defs(sc.up[source], "shardddl1", tb) for source, tb in SHARDS]
+def shard_indexes(sc, shards=SHARDS) -> list[dict[str, list[str]]]:
+    return [index_defs(sc.up[source], "shardddl1", tb) for source, tb in shards]
 
 
-def assert_same_indexes(sc) -> None:
+def assert_same_indexes(sc, shards=SHARDS) -> None:
     """DM's sync-diff compares the structure too: every shard's indexes are the merged table's."""
     down = down_indexes(sc)
-    for (source, tb), got in zip(SHARDS, shard_indexes(sc)):
+    for (source, tb), got in zip(shards, shard_indexes(sc, shards)):
         assert got == down, f"indexes of source {source}'s {tb}: {got}, downstream: {down}"
 
 
