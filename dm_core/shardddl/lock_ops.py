@@ -88,10 +88,14 @@ class LockOps:
         return self._tx(store, lock_id, lambda lk: lk.ack(source, step))
 
     def unlock(self, store, lock_id: str, owner: str | None = None, force_remove: bool = False,
-               action: str = EXEC) -> dict:
-        """`dmctl shard-ddl-lock unlock` (see the mode's ``Lock.unlock``); the lock's summary."""
+               action: str = EXEC, table: tuple[str, str] | None = None) -> dict:
+        """`dmctl shard-ddl-lock unlock` (see the mode's ``Lock.unlock``; ``table``: optimistic
+        mode's member, DM's ``-d DB -t TABLE``); the lock's summary."""
         def fn(lock) -> dict:
-            lock.unlock(owner, action, force_remove)
+            if table is None:
+                lock.unlock(owner, action, force_remove)
+            else:
+                lock.unlock(owner, action, force_remove, table=table)
             return lock.describe()
 
         return self._tx(store, lock_id, fn)

@@ -23,10 +23,12 @@ The join (DM's "most compatible schema", ``join_schemas``) of shard schemas S1..
 2. a column present in some shards only is kept, but it must be nullable or have a
    default (otherwise rows of the shards without it cannot be written);
 3. non-unique indexes: union; primary and unique keys: intersection (a unique key
-   downstream that some shard does not enforce would reject its rows);
+   downstream that some shard does not enforce would reject its rows); an index that shards
+   define differently (one name, other columns or kind) is left out until they agree again,
+   as DM's schemacmp leaves out an incompatible index: indexes never decide which rows fit;
 4. anything else (different types of one family's other branch, a NOT NULL column
-   without default missing from a shard, two definitions of one index name) is a
-   ``JoinConflict`` naming the column and the shards.
+   without default missing from a shard) is a ``JoinConflict`` naming the column and the
+   shards.
 
     >>> a = TableSchema((Column("id", "INT", False), Column("c", "INT")))
     >>> b = TableSchema((Column("id", "BIGINT", False),))
@@ -559,11 +561,9 @@ def join_schemas(schemas: dict[str, TableSchema]) -> TableSchema:
     indexes = []
     for k in idx_order:
         have = idefs[k]
-        first_lab, first = have[0]
-        for lab, i in have[1:]:
-            if not i.same_definition(first):
-                raise JoinConflict(f"index `{i.name}` has conflicting definitions: {first.definition()} in "
-                                   f"{first_lab} vs {i.definition()} in {lab}", [i.name], [first_lab, lab])
+        first = have[0][1]
+        if any(not i.same_definition(first) for _, i in have[1:]):
+            continue  # shards define it differently: no definition is common to all (DM's schemacmp drops it)
         if first.unique and len(have) < len(labels):
             continue  # a unique key is enforced downstream only once every shard has it
         indexes.append(first)

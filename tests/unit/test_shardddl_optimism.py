@@ -184,10 +184,9 @@ def test_drop_of_not_null_column_waits_for_every_shard(persist):
 HARD_CONFLICTS = [
     ("ALTER TABLE t_1 RENAME COLUMN name TO title", ["renaming column `name` to `title`"]),
     ("ALTER TABLE t_1 CHANGE name title VARCHAR(20)", ["renaming column `name` to `title`"]),
-    ("ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(5)", ["`name`", "VARCHAR(20) to VARCHAR(5)"]),
     ("ALTER TABLE t_1 MODIFY COLUMN qty VARCHAR(10) NOT NULL DEFAULT '0'", ["`qty`", "INT to VARCHAR(10)"]),
-    ("ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(20) NOT NULL", ["making column `name` NOT NULL"]),
-    ("ALTER TABLE t_1 ENGINE=InnoDB", ["not supported in optimistic mode"]),
+    ("ALTER TABLE t_1 MODIFY COLUMN name TEXT", ["`name`", "VARCHAR(20) to TEXT"]),
+    ("ALTER TABLE t_1 ADD CONSTRAINT ck CHECK (qty > 0)", ["not supported in optimistic mode"]),
     ("ALTER TABLE t_1 DROP COLUMN nosuch", ["does not fit", "`nosuch`"]),
 ]
 
@@ -237,6 +236,86 @@ def test_unique_key_only_when_every_shard_has_it(persist):
     h.finish("s2")
     op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP INDEX uk")      # one shard stops enforcing it
     assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP INDEX `uk`",)
+
+
+@pytest.mark.parametrize("sql", ["ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(5)",
+                                 "ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(20) NOT NULL"])
+def test_narrowing_or_not_null_is_skipped_while_another_shard_is_wider(sql, persist):
+    """DM's shardddl4 128 / shardddl4_1 150: a narrower type of the same family, or NOT NULL,
+    is no conflict (DM: a "normal" DDL): nothing runs while another shard keeps the wider
+    definition, and the downstream keeps it after the last shard too (``widen_only``)."""
+    h = Harness(["s1", "s2"], persist)
+    op = h.report("s1", "t_1", sql)
+    assert op.action == SKIP and not op.conflict
+    h.finish("s1")
+    op = h.report("s2", "t_1", sql)
+    assert op.action == SKIP and not op.conflict
+    h.finish("s2")
+    assert "`name` VARCHAR(20)" in h.joined() and h.lock.status == "idle"
+
+
+def _index_defs(h):
+    return {i.name: i.columns for i in h.lock.joined.indexes}
+
+
+def test_an_index_defined_differently_by_two_shards_leaves_the_join(persist):
+    """DM's shardddl4 119 / 123: one index name over other columns on two shards is no
+    conflict (DM's schemacmp leaves an incompatible index out): the downstream drops it until
+    every shard defines it alike, then gets that definition."""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD INDEX k (qty)").action == EXEC
+    h.finish("s1")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD INDEX k (qty, name)")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP INDEX `k`",) and not op.conflict
+    h.finish("s2")
+    assert "k" not in _index_defs(h)
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP INDEX k, ADD INDEX k (qty, name)")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ADD INDEX `k` (`qty`, `name`)",)
+    h.finish("s1")
+    assert _index_defs(h)["k"] == ("qty", "name")
+
+
+def test_an_index_one_shard_adds_and_drops_again_goes_before_others_report(persist):
+    """DM's shardddl4 124 / 125: a source that has not reported has the indexes it had when the
+    lock began, not the ones another shard added since."""
+    h = Harness(["s1", "s2"], persist)
+    h.report("s1", "t_1", "ALTER TABLE t_1 ADD INDEX k (qty)")
+    h.finish("s1")
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP INDEX k")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP INDEX `k`",)
+    h.finish("s1")
+    assert "k" not in _index_defs(h)
+
+
+def test_a_column_added_back_before_every_shard_dropped_it_conflicts(persist):
+    """DM's shardddl4_1 147: s1 drops `name` (the downstream keeps it for s2), then adds it
+    back: its old rows' values are still downstream, so DM stops ("add column ... that wasn't
+    fully dropped in downstream"); once the downstream dropped it, adding it back is fine."""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT, DROP COLUMN name").action == EXEC
+    h.finish("s1")
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN name VARCHAR(20), DROP COLUMN c")
+    assert op.action == WAIT and "add column name that wasn't fully dropped in downstream" in op.conflict
+    assert "because schema conflict detected" in op.conflict and op.conflict.startswith("fail to handle shard ddl")
+    h.call(lambda lk: lk.unlock(owner="s1", action=SKIP, table=("up", "t_1")))   # the operator fixed the rows
+    h.finish("s1")
+    assert h.lock.dropped == {}
+    h2 = Harness(["s1", "s2"], persist)
+    for src in ("s1", "s2"):
+        h2.report(src, "t_1", "ALTER TABLE t_1 DROP COLUMN name")
+        h2.finish(src)
+    assert h2.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN name VARCHAR(20)").action == EXEC
+
+
+def test_a_table_option_runs_downstream_as_it_comes(persist):
+    """DM's shardddl4_1 145: `engine=innodb` changes no column or index; DM runs it downstream
+    for each shard (its schemas before and after are equal), no conflict."""
+    h = Harness(["s1", "s2"], persist)
+    for src in ("s1", "s2"):
+        op = h.report(src, "t_1", "ALTER TABLE t_1 ENGINE=InnoDB")
+        assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ENGINE=InnoDB",) and not op.conflict
+        h.finish(src)
+    assert h.lock.status == "idle"
 
 
 def test_plain_index_as_soon_as_one_shard_has_it(persist):

@@ -13,8 +13,10 @@ that was behind and adds it later adds it again).
    in the source's safe-mode range (``info.replay``) may predate the target, whose schema
    every member starts from: its changes already in the tracked schema are left out. Changes that can
    never merge are *hard* conflicts and wait for a person: renaming a column (RENAME
-   COLUMN, CHANGE a b), narrowing or changing a column's type, NULL → NOT NULL, table
-   options and other statements, a change that does not fit the tracked schema.
+   COLUMN, CHANGE a b), converting a column to a type of another family, table options
+   and other statements, a change that does not fit the tracked schema. Narrowing a type
+   within its family or NULL → NOT NULL is not: the join keeps the wider definition while
+   any shard has it (DM: schemas before and after such a DDL compare).
 2. ``settle``: pending members are tried together against everyone's schemas
    (``schema.join_schemas``); on a join conflict the latest member named by it is set
    aside (a *soft* conflict, retried at every later settle: e.g. a NOT NULL column
@@ -41,6 +43,7 @@ the DDL again (after resume-task), and goes once the drop reached the downstream
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, LockBase, Operation, pos_from_json,
@@ -116,14 +119,27 @@ def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
             if old is None:
                 continue
             new = ch.column
-            if join_type(old.type, new.type) != new.type:
-                return (f"changing column `{ch.name}` from {old.type} to {new.type} narrows or converts it "
+            # A narrower type of one family, or NOT NULL, is not a conflict (DM: the schemas
+            # before and after compare, a "normal" DDL): the join keeps the wider definition
+            # while another shard has it, so nothing runs downstream (see ``widen_only``).
+            if join_type(old.type, new.type) not in (old.type, new.type):
+                return (f"changing column `{ch.name}` from {old.type} to {new.type} converts it "
                         f"(`{ch.sql}`)")
-            if old.nullable and not new.nullable:
-                return f"making column `{ch.name}` NOT NULL (`{ch.sql}`)"
-        if ch.op in ("other", "rename_index"):
+        if ch.op in ("other", "rename_index") and not table_option(ch):
             return f"`{ch.sql}` is not supported in optimistic mode"
     return ""
+
+
+_OPTION = re.compile(r"^ALTER TABLE (?:`(?:[^`]|``)*`|\w+)\.(?:`(?:[^`]|``)*`|\w+) (?:ENGINE|ROW_FORMAT|COMMENT|"
+                     r"AUTO_INCREMENT|AVG_ROW_LENGTH|CHECKSUM|KEY_BLOCK_SIZE|MAX_ROWS|MIN_ROWS|PACK_KEYS|"
+                     r"STATS_AUTO_RECALC|STATS_PERSISTENT|STATS_SAMPLE_PAGES|DELAY_KEY_WRITE)\s*=", re.I)
+
+
+def table_option(ch: Change) -> bool:
+    """A table option (``ENGINE=InnoDB``, ``ROW_FORMAT=...``, ``COMMENT=...``): no column or
+    index changes, so no conflict; DM runs such a statement downstream as it comes (its
+    schemas before and after compare equal), and so does the owner here."""
+    return ch.op == "other" and bool(_OPTION.match(ch.sql))
 
 
 def _in_effect(ch: Change, schema: TableSchema) -> bool:
@@ -275,10 +291,15 @@ class Lock(LockBase):
                     conflict = f"`{'; '.join(ddls)}` does not fit the tracked schema of {label(key)}: {e}"
             conflict = conflict or self._not_fully_dropped(key, changes, ddls)
         if conflict:
-            conflict = f"shard DDL conflict in lock {self.lock_id}: {label(key)}: {conflict}"
+            conflict = self._conflict_text(key, ddls, conflict)
         m.pending = Pending(ddls, changes, after, pos, self.seq, conflict, bool(conflict))
         self.settle()
         return self.operation_for(info.source, info.table)
+
+    def _conflict_text(self, key: Key, ddls, why: str) -> str:
+        """What the source pauses with: DM's ErrSyncerShardDDLConflict wording, then ours."""
+        return (f"fail to handle shard ddl {list(ddls)} in optimistic mode, because schema conflict detected, "
+                f"conflict error: shard DDL conflict in lock {self.lock_id}: {label(key)}: {why}")
 
     def settle(self) -> None:
         if not self.sources:
@@ -308,7 +329,7 @@ class Lock(LockBase):
                 msg = "waits for the other shards' DDLs"
             except JoinConflict as e:
                 msg = str(e)
-            self.members[k].pending.conflict = f"shard DDL conflict in lock {self.lock_id}: {label(k)}: {msg}"
+            self.members[k].pending.conflict = self._conflict_text(k, self.members[k].pending.ddls, msg)
         if not accepted:
             return
         new_join = join_schemas(self.schemas(set(accepted)))
@@ -316,7 +337,7 @@ class Lock(LockBase):
         diff = diff_schemas(self.target[0], self.target[1], self.joined, downstream)
         own = [ch for k in accepted for ch in self.members[k].pending.changes]
         stmts = []
-        for ch in diff:
+        for ch in diff + [o for o in own if table_option(o)]:
             mine = next((o for o in own if same_change(o, ch) and o.sql), None)
             s = mine.sql if mine is not None else ch.sql
             if s not in stmts:
@@ -378,10 +399,12 @@ class Lock(LockBase):
         self.settle()
         return op.view()
 
-    def unlock(self, owner: str | None = None, action: str = EXEC, force_remove: bool = False) -> None:
+    def unlock(self, owner: str | None = None, action: str = EXEC, force_remove: bool = False,
+               table: tuple[str, str] | None = None) -> None:
         """The operator settles the lock (`dmctl shard-ddl-lock unlock`).
 
-        * members in conflict (all, or those of source ``owner``) get ``action``:
+        * members in conflict (all, or those of source ``owner``, or of upstream ``table``,
+          DM's ``-s SOURCE -d DB -t TABLE``) get ``action``:
           ``skip`` — the operator made the downstream right by hand (or it needs nothing):
           the member's new schema is accepted, nothing runs; ``exec`` — the member runs its
           own statements downstream as they are;
@@ -406,11 +429,13 @@ class Lock(LockBase):
                     m.done_pos, m.pending = m.pending.position, None
         else:
             stuck = sorted((k for k, m in self.members.items() if m.pending is not None and m.pending.conflict
-                            and m.pending.op_step is None and (owner is None or k[0] == owner)),
+                            and m.pending.op_step is None and (owner is None or k[0] == owner)
+                            and (table is None or (k[1], k[2]) == tuple(table))),
                            key=lambda k: self.members[k].pending.seq)
             if not stuck:
                 raise ShardDDLLockError(f"lock {self.lock_id} has no conflicting DDL"
-                                        + (f" of source {owner}" if owner else ""))
+                                        + (f" of source {owner}" if owner else "")
+                                        + (f" of table `{table[0]}`.`{table[1]}`" if table else ""))
             for k in stuck:
                 m = self.members[k]
                 if m.pending.schema_after is not None:
@@ -429,8 +454,18 @@ class Lock(LockBase):
 
     # ---- helpers --------------------------------------------------------------------------------
     def _not_fully_dropped(self, key: Key, changes: list[Change], ddls: tuple[str, ...]) -> str:
+        """DM's ErrShardDDLOptimismAddNotFullyDroppedColumn: the member adds back a column it
+        dropped (earlier, or in this same statement) while the downstream kept it for the other
+        shards, whose column still holds the values the member's rows had before the drop."""
+        dropped_here = set()
         for ch in changes:
-            if ch.op == "add_column" and ch.column is not None and key in self.dropped.get(ch.column.key, ()):
+            if ch.op == "drop_column":
+                dropped_here.add(ch.name.lower())
+            readded = ch.op == "add_column" and ch.column is not None and (
+                key in self.dropped.get(ch.column.key, ())
+                or (ch.column.key in dropped_here and self.joined is not None
+                    and self.joined.column(ch.column.key) is not None))
+            if readded:
                 return (f"`{'; '.join(ddls)}` cannot be applied because schema conflict detected: add column "
                         f"{ch.column.name} that wasn't fully dropped in downstream (this table dropped it, and the "
                         f"downstream still has it with the values its rows had)")
