@@ -41,7 +41,7 @@ from dm_core.shardddl.ddl_norm import normalize, statement_changes
 from dm_core.shardddl.downstream import change_applied, read_table_schema
 from dm_core.shardddl.errors import ShardDDLExecUnknown, ShardDDLLockError, ShardDDLUnsupported
 
-_IDEMPOTENT = {"set_default", "other"}
+_IDEMPOTENT = {"set_default", "charset", "index_visibility", "other"}
 
 
 def statement_applied(conn, sql: str) -> bool | None:

@@ -311,7 +311,7 @@ class Index:
 
 # ---- changes ------------------------------------------------------------------------------
 CHANGE_OPS = ("add_column", "drop_column", "modify_column", "rename_column", "set_default",
-              "add_index", "drop_index", "rename_index", "other")
+              "add_index", "drop_index", "rename_index", "charset", "index_visibility", "other")
 
 
 @dataclass(frozen=True)
@@ -441,7 +441,7 @@ class TableSchema:
                 if i is None:
                     raise SchemaError(f"index `{ch.name}` does not exist")
                 idx[i] = replace(idx[i], name=ch.new_name)
-            # "other" (table options) does not change what is tracked
+            # "charset", "index_visibility", "other" (table options) do not change what is tracked
         return TableSchema(tuple(cols), tuple(idx))
 
     def to_dict(self) -> dict:

@@ -94,14 +94,15 @@ class Scene:
         return states
 
     def restart_master(self) -> None:
-        """The coordinator's state lives in Postgres only: a new store connection, a new round."""
+        """The coordinator's state lives in Postgres only: a new store connection, a new round.
+        The sources' sessions go on as they were (DM's workers keep running while the master
+        restarts; a new session beside a live one would be fenced off by its source lock)."""
         from dm_core.shardddl.coordinator import coordinate
         from dm_core.state import StateStore
 
         self.store = StateStore()   # the old connection is dm_case's, closed at the end
         self.extra_stores.append(self.store)
         self.sync.store = self.store
-        self.sync.restart()
         coordinate(self.task, self.store)
 
     # ---- what DM checks -----------------------------------------------------------------------

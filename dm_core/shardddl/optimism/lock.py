@@ -13,14 +13,18 @@ column is dropped until it has reported).
    every member starts from: its changes already in the tracked schema are left out. Changes that can
    never merge are *hard* conflicts and wait for a person: renaming a column (RENAME
    COLUMN, CHANGE a b), narrowing or changing a column's type, NULL → NOT NULL, table
-   options and other statements, a change that does not fit the tracked schema.
+   options and other statements (but a character set changed to utf8mb4, DEFAULT or
+   CONVERT TO, and an index made visible or invisible pass: ``PASS_THROUGH``), a change
+   that does not fit the tracked schema.
 2. ``settle``: pending members are tried together against everyone's schemas
    (``schema.join_schemas``); on a join conflict the latest member named by it is set
    aside (a *soft* conflict, retried at every later settle: e.g. a NOT NULL column
    without default waits until every shard has added it, then runs once) and the rest
    are tried again. The accepted members' new schemas give a new join; the downstream
    widens to it (``widen_only``), and ``diff_schemas`` says which single-change statements
-   do that. The earliest accepted member gets ``exec`` with them (its own statement text
+   do that, then the accepted members' pass-through statements as they wrote them (DM runs
+   them as they come: they widen its join or it does not see them). The earliest accepted
+   member gets ``exec`` with them (its own statement text
    where it matches the change, so ``AFTER col`` survives), the others ``skip``. No change
    to the join (a column another shard already added, a column dropped while others
    still have it, a unique key not yet on every shard) → ``skip`` for everyone.
@@ -113,9 +117,20 @@ def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
                         f"(`{ch.sql}`)")
             if old.nullable and not new.nullable:
                 return f"making column `{ch.name}` NOT NULL (`{ch.sql}`)"
+        if ch.op == "charset" and ch.name not in WIDEST_CHARSETS:
+            return (f"`{ch.sql}` changes the table's character set to {ch.name}: only a change to "
+                    f"{' or '.join(WIDEST_CHARSETS)}, which holds the text of every other character set, merges")
         if ch.op in ("other", "rename_index"):
             return f"`{ch.sql}` is not supported in optimistic mode"
     return ""
+
+
+# DM's schema comparison orders character sets (utf8 below utf8mb4): a shard widening its table to
+# utf8mb4 widens the merged table at once, whatever the other shards still have
+WIDEST_CHARSETS = ("utf8mb4",)
+# changes that leave the tracked schema as it is but are for the downstream too: DM runs a DDL that
+# widens the join, or that its comparison does not see (index visibility), as it comes
+PASS_THROUGH = ("charset", "index_visibility")
 
 
 def _in_effect(ch: Change, schema: TableSchema) -> bool:
@@ -311,6 +326,9 @@ class Lock(LockBase):
             s = mine.sql if mine is not None else ch.sql
             if s not in stmts:
                 stmts.append(s)
+        for o in own:
+            if o.op in PASS_THROUGH and o.sql not in stmts:
+                stmts.append(o.sql)
         self.joined = downstream
         owner = accepted[0]
         for k in accepted:
