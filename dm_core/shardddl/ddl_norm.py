@@ -494,6 +494,9 @@ def column_from_def(cd) -> tuple[Column, bool]:
     from sqlglot import exp
 
     type_ = canonical_type(cd.args["kind"]) if cd.args.get("kind") is not None else "INT"
+    if any(type(c.args.get("kind")).__name__ == "ZeroFillColumnConstraint" for c in cd.args.get("constraints") or []
+           if isinstance(c, exp.ColumnConstraint)):
+        type_ = canonical_type(type_ + " ZEROFILL")   # MySQL: ZEROFILL makes the column UNSIGNED
     nullable, default, primary, extra = True, None, False, []
     for c in cd.args.get("constraints") or []:
         k = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
@@ -544,6 +547,8 @@ def _action_changes(a, sql: str) -> list[Change]:
             return [Change("set_default", _ident(a.this), default=canonical_default(a.args["default"].sql("mysql")),
                            sql=sql)]
         return [Change("other", _ident(a.this), sql=sql)]
+    if type(a).__name__ == "AlterIndex":   # MySQL's ALTER INDEX i VISIBLE | INVISIBLE
+        return [Change("index_visibility", _ident(a.this), sql=sql)]
     if isinstance(a, exp.RenameIndex):
         return [Change("rename_index", _ident(a.this), new_name=_ident(a.args["to"]), sql=sql)]
     if isinstance(a, exp.AddConstraint):

@@ -154,6 +154,24 @@ class OptimisticOps(LockOps):
         return None
 
 
+    def seed(self, store, task: str, target: tuple[str, str], initial, members: dict) -> None:
+        """Create the lock of ``target`` (if new) with the target's schema and each member
+        table's ``{(source, schema, table): TableSchema}`` (``Lock.seed``)."""
+        from dm_core.shardddl.common import lock_id_of
+
+        self._tx(store, lock_id_of(task, target), lambda lk: lk.seed(initial, members),
+                 create={"task": task, "target_schema": target[0], "target_table": target[1]})
+
+    def remove_member(self, store, task: str, target: tuple[str, str], key: tuple[str, str, str]) -> bool:
+        """A shard dropped upstream leaves the lock of ``target``, if there is one (``Lock.remove_member``)."""
+        from dm_core.shardddl.common import lock_id_of
+
+        lock_id = lock_id_of(task, target)
+        if lock_id not in pg.lock_ids(store, task, self.mode):
+            return False
+        return self._tx(store, lock_id, lambda lk: lk.remove_member(key))
+
+
 PESSIMISTIC = PessimisticOps()
 OPTIMISTIC = OptimisticOps()
 _BY_MODE = {PESSIMISTIC.mode: PESSIMISTIC, OPTIMISTIC.mode: OPTIMISTIC}

@@ -87,15 +87,19 @@ class Member:
     schema: TableSchema
     pending: Pending | None = None
     done_pos: Position | None = None
+    # columns this member dropped while the merged table kept them (other shards still had
+    # them): its rows since lack them, and the downstream still holds its old values (DM's
+    # "dropped columns" of a lock). Forgotten once the merged table drops them too.
+    dropped: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"schema": self.schema.to_dict(), "pending": self.pending.to_json() if self.pending else None,
-                "done_pos": pos_to_json(self.done_pos)}
+                "done_pos": pos_to_json(self.done_pos), "dropped": list(self.dropped)}
 
     @classmethod
     def from_json(cls, d: dict) -> "Member":
         return cls(TableSchema.from_dict(d["schema"]), Pending.from_json(d.get("pending")),
-                   pos_from_json(d.get("done_pos")))
+                   pos_from_json(d.get("done_pos")), tuple(d.get("dropped") or ()))
 
 
 def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
@@ -230,6 +234,28 @@ class Lock(LockBase):
         }
 
     # ---- transitions -----------------------------------------------------------------------------
+    def seed(self, initial: TableSchema, members: dict[Key, TableSchema]) -> None:
+        """The full phase's snapshot: the target's schema and each member table's own, as
+        upstream had it then (DM: each table's schema as its source's schema tracker holds it
+        when the task starts), so shards of different shapes merge (DM's DIFFERENT_SCHEMA
+        cases). Members the lock knows already keep theirs."""
+        if self.initial is None:
+            self.initial = self.joined = initial
+        for k, sch in members.items():
+            self.members.setdefault(tuple(k), Member(sch))
+
+    def remove_member(self, key: Key) -> bool:
+        """A shard dropped upstream leaves the lock (DM's TryRemoveTable): its columns stop
+        counting in the join, so a column only it still had leaves the merged table at the
+        next DDL that changes the join, as in DM. A member whose DDL is being carried out
+        stays. Returns whether it left."""
+        m = self.members.get(tuple(key))
+        if m is None or (m.pending is not None and m.pending.op_step is not None):
+            return False
+        del self.members[tuple(key)]
+        self.settle()
+        return True
+
     def report(self, info: Info) -> Operation:
         if info.lock_id != self.lock_id:
             raise ShardDDLLockError(f"info for {info.lock_id} given to lock {self.lock_id}")
@@ -273,7 +299,7 @@ class Lock(LockBase):
                 conflict = str(e.message)
             if info.replay:  # the member's tracked schema starts at the target's, created after some DDLs
                 changes = [ch for ch in changes if not _in_effect(ch, m.schema)]
-            conflict = conflict or _hard_conflict(changes, m.schema)
+            conflict = conflict or _hard_conflict(changes, m.schema) or self._re_added(m, changes)
             if not conflict:
                 try:
                     after = m.schema.apply(changes)
@@ -284,6 +310,17 @@ class Lock(LockBase):
         m.pending = Pending(ddls, changes, after, pos, self.seq, conflict, bool(conflict))
         self.settle()
         return self.operation_for(info.source, info.table)
+
+    def _re_added(self, m: Member, changes: list[Change]) -> str:
+        """DM's ErrShardDDLOptimismAddNotFullyDroppedColumn: a member adding back a column it
+        dropped while the merged table kept it would have its rows from before the drop keep
+        their old values downstream, which upstream lost with the drop."""
+        for ch in changes:
+            if ch.op == "add_column" and ch.column is not None and ch.column.key in m.dropped:
+                return (f"add column {ch.column.name} that wasn't fully dropped in downstream. ddl: {ch.sql} (the "
+                        f"other shards still have it; the downstream keeps this shard's values from before "
+                        f"its drop)")
+        return ""
 
     def settle(self) -> None:
         if not self.sources:
@@ -330,9 +367,14 @@ class Lock(LockBase):
             if o.op in PASS_THROUGH and o.sql not in stmts:
                 stmts.append(o.sql)
         self.joined = downstream
+        for m in self.members.values():   # dropped downstream at last: nothing of it is kept
+            m.dropped = tuple(c for c in m.dropped if downstream.column(c) is not None)
         owner = accepted[0]
         for k in accepted:
             m = self.members[k]
+            kept = [ch.name.lower() for ch in m.pending.changes if ch.op == "drop_column"
+                    and downstream.column(ch.name) is not None]
+            m.dropped = tuple(dict.fromkeys(m.dropped + tuple(kept)))
             m.schema = m.pending.schema_after
             m.pending.conflict = ""
             self.op_seq += 1
