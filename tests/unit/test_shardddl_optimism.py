@@ -420,3 +420,18 @@ def test_zerofill_is_unsigned(persist):
     h.finish("s1")
     op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT(11)")
     assert op.action == WAIT and "INT UNSIGNED" in op.conflict, op.conflict
+
+
+def test_a_source_no_longer_expected_leaves_the_join(persist):
+    """DM's STOP_TASK_FOR_A_SOURCE: with s2 stopped (the coordinator names s1 only), s1's DROP
+    COLUMN runs downstream although s2's tables still have the column."""
+    h = Harness(["s1", "s2"], persist)
+    for src in ("s1", "s2"):
+        h.report(src, "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+        h.finish(src)
+    h.call(lambda lk: lk.set_sources(["s1"]))
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN c")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `c`",)
+    h.finish("s1")
+    h.call(lambda lk: lk.set_sources(["s1", "s2"]))
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN c").action == SKIP

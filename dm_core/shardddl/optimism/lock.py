@@ -186,6 +186,8 @@ class Lock(LockBase):
         """Every member's schema by label (the pending one for members in ``use_pending``)."""
         out = {}
         for k, m in sorted(self.members.items()):
+            if self.sources and k[0] not in self.sources:
+                continue  # a source no longer expected (stopped): its tables count again when it is back
             s = m.pending.schema_after if k in use_pending and m.pending is not None else m.schema
             out[label(k)] = s
         # A source that has not reported may be anywhere in its binlog: before a column was
