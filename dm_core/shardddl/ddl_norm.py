@@ -237,7 +237,8 @@ def _textual_alter(sql: str, text: str, default_schema: str | None, route: Route
     partitioning and partition maintenance): routed by editing its text (ddl/text.py),
     compared by that text with whitespace normalised. It is coordinated as one opaque
     change: pessimistic mode runs it once every shard has run the same statement;
-    optimistic mode refuses it (a change it cannot merge), as DM does.
+    optimistic mode refuses it (a change it cannot merge), except what ``_textual_change``
+    can tell (a character set, index visibility).
 
     >>> n = normalize("ALTER TABLE t_1 CONVERT TO CHARACTER SET utf8mb4", "s_1", lambda s, t: ("db", "t"))
     >>> n.action, n.kind, n.sql
@@ -494,7 +495,7 @@ def column_from_def(cd) -> tuple[Column, bool]:
     from sqlglot import exp
 
     type_ = canonical_type(cd.args["kind"]) if cd.args.get("kind") is not None else "INT"
-    if any(type(c.args.get("kind")).__name__ == "ZeroFillColumnConstraint" for c in cd.args.get("constraints") or []
+    if any(isinstance(c.args.get("kind"), exp.ZeroFillColumnConstraint) for c in cd.args.get("constraints") or []
            if isinstance(c, exp.ColumnConstraint)):
         type_ = canonical_type(type_ + " ZEROFILL")   # MySQL: ZEROFILL makes the column UNSIGNED
     nullable, default, primary, extra = True, None, False, []
@@ -547,7 +548,7 @@ def _action_changes(a, sql: str) -> list[Change]:
             return [Change("set_default", _ident(a.this), default=canonical_default(a.args["default"].sql("mysql")),
                            sql=sql)]
         return [Change("other", _ident(a.this), sql=sql)]
-    if type(a).__name__ == "AlterIndex":   # MySQL's ALTER INDEX i VISIBLE | INVISIBLE
+    if isinstance(a, exp.AlterIndex):   # MySQL's ALTER INDEX i VISIBLE | INVISIBLE
         return [Change("index_visibility", _ident(a.this), sql=sql)]
     if isinstance(a, exp.RenameIndex):
         return [Change("rename_index", _ident(a.this), new_name=_ident(a.args["to"]), sql=sql)]
