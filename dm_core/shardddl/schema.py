@@ -65,9 +65,9 @@ _TYPE = re.compile(r"^([A-Z][A-Z ]*?)\s*(?:\((.*)\))?((?:\s+(?:UNSIGNED|SIGNED|Z
 def canonical_type(text) -> str:
     """One spelling per MySQL column type (``text`` is SQL text or a sqlglot DataType).
 
-    >>> [canonical_type(t) for t in ("int(11)", "INT(10) UNSIGNED ZEROFILL", "bool", "decimal(10,2)",
+    >>> [canonical_type(t) for t in ("int(11)", "INT(10) UNSIGNED ZEROFILL", "int(11) zerofill", "bool", "decimal(10,2)",
     ...                               "varchar(64)", "enum('a','b')", "numeric", "timestamp", "char")]
-    ['INT', 'INT UNSIGNED', 'TINYINT', 'DECIMAL(10, 2)', 'VARCHAR(64)', "ENUM('a', 'b')", 'DECIMAL(10, 0)', 'TIMESTAMP', 'CHAR(1)']
+    ['INT', 'INT UNSIGNED', 'INT UNSIGNED', 'TINYINT', 'DECIMAL(10, 2)', 'VARCHAR(64)', "ENUM('a', 'b')", 'DECIMAL(10, 0)', 'TIMESTAMP', 'CHAR(1)']
     """
     if not isinstance(text, str):
         text = text.sql(dialect="mysql")
@@ -81,7 +81,7 @@ def canonical_type(text) -> str:
         return f"{name}({', '.join(vals)})"
     name, params, flags = m.group(1).strip(), m.group(2), m.group(3) or ""
     name = _ALIASES.get(name, name)
-    unsigned = " UNSIGNED" if "UNSIGNED" in flags else ""
+    unsigned = " UNSIGNED" if "UNSIGNED" in flags or "ZEROFILL" in flags else ""  # MySQL: ZEROFILL implies UNSIGNED
     ps = [p.strip() for p in params.split(",")] if params else []
     if name in _INTS:
         return name + unsigned
@@ -349,7 +349,7 @@ class Index:
 
 # ---- changes ------------------------------------------------------------------------------
 CHANGE_OPS = ("add_column", "drop_column", "modify_column", "rename_column", "set_default",
-              "add_index", "drop_index", "rename_index", "other", "partition")
+              "add_index", "drop_index", "rename_index", "charset", "index_visibility", "other", "partition")
 
 
 @dataclass(frozen=True)
@@ -479,7 +479,8 @@ class TableSchema:
                 if i is None:
                     raise SchemaError(f"index `{ch.name}` does not exist")
                 idx[i] = replace(idx[i], name=ch.new_name)
-            # "other" (table options) and "partition" (partition maintenance) do not change what is tracked
+            # "charset", "index_visibility", "other" (table options) and "partition" (partition
+            # maintenance) do not change what is tracked
         return TableSchema(tuple(cols), tuple(idx))
 
     def to_dict(self) -> dict:

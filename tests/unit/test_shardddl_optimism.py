@@ -392,6 +392,92 @@ def test_unlock_force_remove_settles_an_exec_that_failed_downstream(persist):
     assert h.lock.status == "idle"
 
 
+# ---- DM's shardddl3 / shardddl_optimistic cases ---------------------------------------------------
+HARD_CONFLICTS_CHARSET = [
+    ("ALTER TABLE t_1 DEFAULT CHARACTER SET latin1", ["character set to latin1", "utf8mb4"]),
+    ("ALTER TABLE t_1 CONVERT TO CHARACTER SET latin1", ["character set to latin1"]),
+]
+
+
+@pytest.mark.parametrize("sql,words", HARD_CONFLICTS_CHARSET)
+def test_a_charset_other_than_utf8mb4_is_a_conflict(sql, words, persist):
+    op = Harness(["s1", "s2"], persist).report("s1", "t_1", sql)
+    assert op.action == WAIT and all(w in op.conflict for w in words), op.conflict
+
+
+@pytest.mark.parametrize("sql,routed", [
+    ("ALTER TABLE t_1 DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+     "ALTER TABLE `db`.`t` DEFAULT CHARACTER SET=utf8mb4, COLLATE=utf8mb4_bin"),
+    ("ALTER TABLE t_1 CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+     "ALTER TABLE `db`.`t` CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"),
+    ("ALTER TABLE t_1 ALTER INDEX name_idx NOT IGNORED", "ALTER TABLE `db`.`t` ALTER INDEX name_idx NOT IGNORED"),
+    ("ALTER TABLE t_1 ALTER INDEX name_idx INVISIBLE", "ALTER TABLE `db`.`t` ALTER INDEX `name_idx` INVISIBLE"),
+])
+def test_utf8mb4_and_index_visibility_run_as_each_shard_runs_them(sql, routed, persist):
+    """DM: a charset widened to utf8mb4 widens its join at once (CHANGE_UTF_CHARSET: the merged
+    table is utf8mb4 while a shard is not yet); index visibility is not in its comparison, so
+    each shard's statement runs as it comes (shardddl3's 085 / 086)."""
+    h = Harness(["s1", "s2"], persist)
+    for src in ("s1", "s2"):
+        op = h.report(src, "t_1", sql)
+        assert op.action == EXEC and op.ddls == (routed,), op
+        h.finish(src)
+    assert h.lock.status == "idle" and h.joined() == [c.definition() for c in BASE.columns]
+
+
+def test_seeded_members_of_different_shapes(persist):
+    """DM's DIFFERENT_SCHEMA_FULL: the target has every column; each shard only some. A column is
+    dropped downstream once no shard has it, a column a shard adds that others have is a skip."""
+    target = schema_from_create("CREATE TABLE t (a INT NOT NULL, b VARCHAR(10), c TEXT, PRIMARY KEY (a))")
+    shape = {("s1", "up", "t_1"): "a INT NOT NULL, PRIMARY KEY (a)",
+             ("s1", "up", "t_2"): "a INT NOT NULL, b VARCHAR(10), PRIMARY KEY (a)",
+             ("s2", "up", "t_1"): "a INT NOT NULL, c TEXT, PRIMARY KEY (a)",
+             ("s2", "up", "t_2"): "a INT NOT NULL, b VARCHAR(10), c TEXT, PRIMARY KEY (a)"}
+    h = Harness(["s1", "s2"], persist, tables={"s1": ["t_1", "t_2"], "s2": ["t_1", "t_2"]})
+    h.call(lambda lk: lk.seed(target, {k: schema_from_create(f"CREATE TABLE x ({v})") for k, v in shape.items()}))
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c TEXT").action == SKIP   # fits its own shape
+    h.finish("s1", "t_1")
+    assert h.report("s2", "t_2", "ALTER TABLE t_2 DROP COLUMN b").action == SKIP       # s1's t_2 has b
+    h.finish("s2", "t_2")
+    op = h.report("s1", "t_2", "ALTER TABLE t_2 DROP COLUMN b")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `b`",)
+    h.finish("s1", "t_2")
+    assert h.report("s1", "t_2", "ALTER TABLE t_2 ADD COLUMN c TEXT").action == SKIP
+    h.finish("s1", "t_2")
+    assert h.joined() == ["`a` INT NOT NULL", "`c` TEXT"]
+
+
+def test_a_dropped_shard_leaves_the_lock(persist):
+    """DM's CREATE_DROP_TABLE: a column only a dropped shard still had is dropped downstream at
+    the next DDL that changes the join."""
+    h = Harness(["s1", "s2"], persist, tables={"s1": ["t_1", "t_2"], "s2": ["t_1"]})
+    for src, t in (("s1", "t_1"), ("s1", "t_2"), ("s2", "t_1")):
+        h.report(src, t, "ALTER TABLE x ADD COLUMN c INT")
+        h.finish(src, t)
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN c").action == SKIP
+    h.finish("s2", "t_1")
+    assert h.call(lambda lk: lk.remove_member(("s1", "up", "t_1")))
+    assert not h.call(lambda lk: lk.remove_member(("s1", "up", "t_9")))
+    op = h.report("s1", "t_2", "ALTER TABLE t_2 DROP COLUMN c")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `c`",)
+
+
+def test_an_index_redefined_shard_by_shard_leaves_and_comes_back(persist):
+    """DM's 118: `DROP INDEX idx, ADD INDEX idx (other order)` shard by shard: the merged table
+    drops idx at the first shard (the shards disagree) and adds the new one at the last."""
+    base = schema_from_create("CREATE TABLE t (a INT NOT NULL, c1 INT, c2 INT, PRIMARY KEY (a), INDEX idx (c1, c2))")
+    h = Harness(["s1", "s2"], persist)
+    h.lock.initial = h.lock.joined = base
+    sql = "ALTER TABLE x DROP INDEX idx, ADD INDEX idx (c2, c1)"
+    op = h.report("s1", "t_1", sql)
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP INDEX `idx`",)
+    h.finish("s1")
+    op = h.report("s2", "t_1", sql)
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ADD INDEX `idx` (`c2`, `c1`)",)
+    h.finish("s2")
+    assert [i.definition() for i in h.lock.joined.indexes] == ["PRIMARY KEY (`a`)", "INDEX `idx` (`c2`, `c1`)"]
+
+
 def test_a_column_a_shard_dropped_cannot_come_back_before_the_downstream_dropped_it(persist):
     """DM's shardddl2 DropAddColumn: s1 drops `name` (s2 keeps it, so the downstream keeps it
     with s1's old values) and adds it back: a conflict until the downstream dropped it, judged
@@ -451,3 +537,27 @@ def test_two_generation_expressions_conflict(persist):
     h2.finish("s1")
     assert h2.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN g INT GENERATED ALWAYS AS (`qty`+1) VIRTUAL").action \
         == SKIP
+
+
+def test_zerofill_is_unsigned(persist):
+    """DM's 111: INT ZEROFILL on one shard (MySQL makes it UNSIGNED) and INT on another do not merge."""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT(11) ZEROFILL").action == EXEC
+    h.finish("s1")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT(11)")
+    assert op.action == WAIT and "INT UNSIGNED" in op.conflict, op.conflict
+
+
+def test_a_source_no_longer_expected_leaves_the_join(persist):
+    """DM's STOP_TASK_FOR_A_SOURCE: with s2 stopped (the coordinator names s1 only), s1's DROP
+    COLUMN runs downstream although s2's tables still have the column."""
+    h = Harness(["s1", "s2"], persist)
+    for src in ("s1", "s2"):
+        h.report(src, "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+        h.finish(src)
+    h.call(lambda lk: lk.set_sources(["s1"]))
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN c")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `c`",)
+    h.finish("s1")
+    h.call(lambda lk: lk.set_sources(["s1", "s2"]))
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN c").action == SKIP

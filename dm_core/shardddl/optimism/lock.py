@@ -13,17 +13,22 @@ that was behind and adds it later adds it again).
    in the source's safe-mode range (``info.replay``) may predate the target, whose schema
    every member starts from: its changes already in the tracked schema are left out. Changes that can
    never merge are *hard* conflicts and wait for a person: renaming a column (RENAME
-   COLUMN, CHANGE a b), converting a column to a type of another family, table options
-   and other statements, a change that does not fit the tracked schema. Narrowing a type
-   within its family or NULL → NOT NULL is not: the join keeps the wider definition while
-   any shard has it (DM: schemas before and after such a DDL compare).
+   COLUMN, CHANGE a b), converting a column to a type of another family, a character set
+   changed to anything but utf8mb4, other statements, a change that does not fit the
+   tracked schema. Narrowing a type within its family or NULL → NOT NULL is not: the join
+   keeps the wider definition while any shard has it (DM: schemas before and after such a
+   DDL compare). Table options (``ENGINE=`` ...), a character set changed to utf8mb4
+   (DEFAULT or CONVERT TO), an index made visible or invisible and partition maintenance
+   change nothing the lock tracks and run downstream as the shard wrote them (``PASS_THROUGH``).
 2. ``settle``: pending members are tried together against everyone's schemas
    (``schema.join_schemas``); on a join conflict the latest member named by it is set
    aside (a *soft* conflict, retried at every later settle: e.g. a NOT NULL column
    without default waits until every shard has added it, then runs once) and the rest
    are tried again. The accepted members' new schemas give a new join; the downstream
    widens to it (``widen_only``), and ``diff_schemas`` says which single-change statements
-   do that. The earliest accepted member gets ``exec`` with them (its own statement text
+   do that, then the accepted members' pass-through statements as they wrote them (DM runs
+   them as they come: they widen its join or it does not see them). The earliest accepted
+   member gets ``exec`` with them (its own statement text
    where it matches the change, so ``AFTER col`` survives), the others ``skip``. No change
    to the join (a column another shard already added, a column dropped while others
    still have it, a unique key not yet on every shard) → ``skip`` for everyone.
@@ -125,6 +130,9 @@ def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
             if join_type(old.type, new.type) not in (old.type, new.type):
                 return (f"changing column `{ch.name}` from {old.type} to {new.type} converts it "
                         f"(`{ch.sql}`)")
+        if ch.op == "charset" and ch.name not in WIDEST_CHARSETS:
+            return (f"`{ch.sql}` changes the table's character set to {ch.name}: only a change to "
+                    f"{' or '.join(WIDEST_CHARSETS)}, which holds the text of every other character set, merges")
         if ch.op in ("other", "rename_index") and not table_option(ch):
             return f"`{ch.sql}` is not supported in optimistic mode"
     return ""
@@ -140,6 +148,14 @@ def table_option(ch: Change) -> bool:
     index changes, so no conflict; DM runs such a statement downstream as it comes (its
     schemas before and after compare equal), and so does the owner here."""
     return ch.op == "other" and bool(_OPTION.match(ch.sql))
+
+
+# DM's schema comparison orders character sets (utf8 below utf8mb4): a shard widening its table to
+# utf8mb4 widens the merged table at once, whatever the other shards still have
+WIDEST_CHARSETS = ("utf8mb4",)
+# changes that leave the tracked schema as it is but are for the downstream too: DM runs a DDL that
+# widens the join, or that its comparison does not see (index visibility), as it comes
+PASS_THROUGH = ("charset", "index_visibility")
 
 
 def _in_effect(ch: Change, schema: TableSchema) -> bool:
@@ -192,6 +208,8 @@ class Lock(LockBase):
         """Every member's schema by label (the pending one for members in ``use_pending``)."""
         out = {}
         for k, m in sorted(self.members.items()):
+            if self.sources and k[0] not in self.sources:
+                continue  # a source no longer expected (stopped): its tables count again when it is back
             s = m.pending.schema_after if k in use_pending and m.pending is not None else m.schema
             out[label(k)] = s
         # A source that has not reported has run no DDL on the target since the lock was made:
@@ -239,6 +257,28 @@ class Lock(LockBase):
         }
 
     # ---- transitions -----------------------------------------------------------------------------
+    def seed(self, initial: TableSchema, members: dict[Key, TableSchema]) -> None:
+        """The full phase's snapshot: the target's schema and each member table's own, as
+        upstream had it then (DM: each table's schema as its source's schema tracker holds it
+        when the task starts), so shards of different shapes merge (DM's DIFFERENT_SCHEMA
+        cases). Members the lock knows already keep theirs."""
+        if self.initial is None:
+            self.initial = self.joined = initial
+        for k, sch in members.items():
+            self.members.setdefault(tuple(k), Member(sch))
+
+    def remove_member(self, key: Key) -> bool:
+        """A shard dropped upstream leaves the lock (DM's TryRemoveTable): its columns stop
+        counting in the join, so a column only it still had leaves the merged table at the
+        next DDL that changes the join, as in DM. A member whose DDL is being carried out
+        stays. Returns whether it left."""
+        m = self.members.get(tuple(key))
+        if m is None or (m.pending is not None and m.pending.op_step is not None):
+            return False
+        del self.members[tuple(key)]
+        self.settle()
+        return True
+
     def report(self, info: Info) -> Operation:
         if info.lock_id != self.lock_id:
             raise ShardDDLLockError(f"info for {info.lock_id} given to lock {self.lock_id}")
@@ -345,6 +385,9 @@ class Lock(LockBase):
         # partition maintenance leaves every schema as it was and runs as written (DM: a DDL
         # whose table is the same before and after is executed directly), by the owner
         stmts += [ch.sql for ch in own if ch.op == "partition" and ch.sql not in stmts]
+        for o in own:
+            if o.op in PASS_THROUGH and o.sql not in stmts:
+                stmts.append(o.sql)
         self.joined = downstream
         owner = accepted[0]
         for k in accepted:
