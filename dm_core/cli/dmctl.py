@@ -293,10 +293,17 @@ def cmd_shard_ddl_lock(a) -> int:
     with _store() as store:
         if args and args[0] == "unlock":
             if len(args) != 2:
-                print("dmctl shard-ddl-lock unlock LOCK_ID [--owner SOURCE] [--force-remove] [--action exec|skip]: "
-                      "give exactly one lock id (`dmctl shard-ddl-lock TASK` lists them)", file=sys.stderr)
+                print("dmctl shard-ddl-lock unlock LOCK_ID [--owner SOURCE] [-s SOURCE -d DB -t TABLE] [--force-remove] "
+                      "[--action exec|skip]: give exactly one lock id (`dmctl shard-ddl-lock TASK` lists them)",
+                      file=sys.stderr)
                 return 2
-            lk = coordinator.unlock(store, args[1], owner=a.owner, force_remove=a.force_remove, action=a.action)
+            if (a.database is None) != (a.table is None) or (a.source and a.owner and a.source != a.owner):
+                print("dmctl shard-ddl-lock unlock: -d and -t go together (an optimistic lock's member table); "
+                      "-s and --owner, when both given, must name one source", file=sys.stderr)
+                return 2
+            table = (a.database, a.table) if a.table is not None else None
+            lk = coordinator.unlock(store, args[1], owner=a.owner or a.source, force_remove=a.force_remove,
+                                    action=a.action, table=table)
             print(json.dumps({"result": True, "lock": coordinator.summary(lk)}, indent=2, default=str))
             print(f"lock {args[1]}: {coordinator.unlock_note(lk, a.action, a.force_remove)}", file=sys.stderr)
             return 0
@@ -367,6 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="unlock: nobody executes the DDL; the lock is released (you answer for the downstream)")
     s.add_argument("--action", choices=["exec", "skip"], default="exec",
                    help="unlock: exec (the owner runs the DDL) or skip (you already ran it downstream)")
+    s.add_argument("-s", "--source", help="unlock, optimistic: only this source's conflicting members (as --owner)")
+    s.add_argument("-d", "--database", help="unlock, optimistic: only the member of this upstream database (with -t)")
+    s.add_argument("-t", "--table", help="unlock, optimistic: only the member of this upstream table (with -d)")
     s.add_argument("--all", action="store_true", help="list idle locks too")
     s.add_argument("-v", "--verbose", action="store_true", help="members, operations and schemas of each lock")
     s.set_defaults(fn=cmd_shard_ddl_lock)

@@ -143,12 +143,36 @@ def prepare(task, store) -> dict:
                                                 exact=task.shard_mode == "pessimistic",
                                                 connect_down=lambda: connect(target, downstream=True))
             summary["databases"] = ensure_databases(down, databases)
+            if task.shard_mode == "optimistic":
+                seed_optimistic_locks(task, store, down, members)
         finally:
             down.close()
     finally:
         for c in conns:
             c.close()
     return summary
+
+
+def seed_optimistic_locks(task, store, down, members) -> None:
+    """Optimistic mode: each sharded target's lock learns every member table's schema as the
+    snapshot has it, so shards that start with different shapes (columns only some have) are
+    tracked as they are, not as the merged table (DM initialises its schema tracker from the
+    dump the same way). ``members``: (upstream connection, SourceTable) pairs."""
+    from dm_core.shardddl.downstream import read_table_schema
+    from dm_core.shardddl.lock_ops import OPTIMISTIC
+
+    by_target: dict[tuple[str, str], list] = {}
+    for conn, t in members:
+        by_target.setdefault((t.target_schema, t.target_table), []).append((conn, t))
+    for target, group in by_target.items():
+        initial = read_table_schema(down, *target)
+        if len(group) < 2 or initial is None:
+            continue  # not sharded, or no target to track
+        schemas = {(t.source_id, t.schema, t.table): read_table_schema(conn, t.schema, t.table) for conn, t in group}
+        schemas = {k: v for k, v in schemas.items() if v is not None}
+        if any(all(m.column(c.name) is None for m in schemas.values()) for c in initial.columns):
+            continue  # the target has columns of its own (extend columns, the user's): members stay as it
+        OPTIMISTIC.seed(store, task.name, target, initial, schemas)
 
 
 def finish(task, store) -> dict:

@@ -51,8 +51,9 @@ def coordinate(task, store) -> list[dict]:
 
 
 def unlock(store, lock_id: str, *, owner: str | None = None, force_remove: bool = False,
-           action: str = EXEC) -> dict:
-    """Resolve a stuck lock (DM's `shard-ddl-lock unlock`); returns the lock afterwards."""
+           action: str = EXEC, table: tuple[str, str] | None = None) -> dict:
+    """Resolve a stuck lock (DM's `shard-ddl-lock unlock`); returns the lock afterwards.
+    ``table``: optimistic mode's conflicting member (DM's ``-d DB -t TABLE``)."""
     if action not in (EXEC, SKIP):
         raise ShardDDLLockError(f"unknown unlock action {action!r}", workaround="Use --action exec or --action skip.")
     got = pg.lock_task_mode(store, lock_id)
@@ -60,6 +61,12 @@ def unlock(store, lock_id: str, *, owner: str | None = None, force_remove: bool 
         raise ShardDDLLockError(f"no shard DDL lock {lock_id!r}",
                                 workaround="Run `dmctl shard-ddl-lock TASK` for the task's lock ids.")
     task, mode = got
+    if table is not None and mode != "optimistic":
+        raise ShardDDLLockError(f"lock {lock_id} is pessimistic: its DDL is unlocked for all its tables at once",
+                                workaround="Leave out -d/-t; --owner names the source that executes the DDL.")
+    if table is not None:
+        return ops_for(mode).unlock(store, lock_id, owner=owner, force_remove=force_remove, action=action,
+                                    table=table)
     if mode == "pessimistic" and _stopped(store, task):
         # DM: a stopped task has no subtasks, so nobody could run the DDL; its unlock force-removes
         # the lock and the sources report their DDLs again when the task starts (they stopped

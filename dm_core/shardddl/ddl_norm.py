@@ -238,8 +238,9 @@ def _textual_alter(sql: str, text: str, default_schema: str | None, route: Route
     compared by that text with whitespace normalised. It is coordinated as one opaque
     change: pessimistic mode runs it once every shard has run the same statement;
     optimistic mode runs partition maintenance (ADD / DROP ... PARTITION: nothing the lock
-    tracks changes) downstream as the shard wrote it and refuses the rest (a change it
-    cannot merge), as DM does.
+    tracks changes) downstream as the shard wrote it, and what ``_textual_change`` can tell (a
+    character set, index visibility) as it comes, and refuses the rest (a change it cannot
+    merge), as DM does.
 
     >>> n = normalize("ALTER TABLE t_1 CONVERT TO CHARACTER SET utf8mb4", "s_1", lambda s, t: ("db", "t"))
     >>> n.action, n.kind, n.sql
@@ -383,7 +384,13 @@ def statement_changes(sql: str) -> list[Change]:
         # ADD / DROP / TRUNCATE ... PARTITION (the text routed by _textual_alter): nothing the
         # lock tracks changes; optimistic mode runs it downstream as written, as DM does
         return [Change("partition", sql=sql)]
-    stmt = _parse_one(sql)
+    try:
+        stmt = _parse_one(sql)
+    except ShardDDLUnsupported:
+        textual = _textual_change(sql)
+        if textual is None:
+            raise
+        return [textual]
     kind_arg = str(stmt.args.get("kind") or "").upper()
     if isinstance(stmt, exp.Create) and kind_arg == "INDEX":
         idx = stmt.this
@@ -398,15 +405,61 @@ def statement_changes(sql: str) -> list[Change]:
         return [Change("drop_index", name, if_exists=bool(stmt.args.get("exists")), sql=sql)]
     if not isinstance(stmt, exp.Alter):
         return [Change("other", sql=sql)]
+    charset = _charset_of(stmt.args.get("options") or [])
+    if not stmt.args.get("actions") and charset is not None:
+        return [Change("charset", charset, sql=sql)]  # DEFAULT CHARSET with its COLLATE: one statement
     out: list[Change] = []
     for piece in _alter_pieces(stmt):
         piece_sql = piece.sql(dialect="mysql", identify=True)
         acts = piece.args.get("actions") or []
         if not acts:
-            out.append(Change("other", sql=piece_sql))
+            cs = _charset_of(piece.args.get("options") or [])
+            out.append(Change("charset", cs, sql=piece_sql) if cs is not None else Change("other", sql=piece_sql))
             continue
         out.extend(_action_changes(acts[0], piece_sql))
     return out
+
+
+def _charset_of(options) -> str | None:
+    """The character set table options ``[DEFAULT] CHARACTER SET x [COLLATE y]`` give the table
+    (a COLLATE alone: its charset, the name's first part); None when other options are there."""
+    from sqlglot import exp
+
+    if not options or not all(isinstance(o, (exp.CharacterSetProperty, exp.CollateProperty)) for o in options):
+        return None
+    cs = next((o for o in options if isinstance(o, exp.CharacterSetProperty)), None)
+    name = cs.this.name if cs is not None else options[0].this.name.split("_")[0]
+    return name.lower()
+
+
+_ROUTED = r"^ALTER\s+TABLE\s+`(?:[^`]|``)*`\.`(?:[^`]|``)*`\s+"
+_CONVERT_TO = re.compile(_ROUTED + r"CONVERT\s+TO\s+(?:CHARACTER\s+SET|CHARSET)\s*=?\s*`?(\w+)`?"
+                         r"(?:\s+COLLATE\s*=?\s*`?\w+`?)?\s*$", re.I)
+_INDEX_VISIBILITY = re.compile(_ROUTED + r"ALTER\s+INDEX\s+(`(?:[^`]|``)*`|\w+)\s+"
+                               r"(VISIBLE|INVISIBLE|NOT\s+IGNORED|IGNORED)\s*$", re.I)
+
+
+def _textual_change(sql: str) -> Change | None:
+    """The change of a routed ALTER TABLE sqlglot cannot parse, where shard DDL can tell it:
+    ``CONVERT TO CHARACTER SET x`` (every text column and the table's default become x) and
+    MySQL's ``ALTER INDEX i VISIBLE | INVISIBLE`` / MariaDB's ``IGNORED | NOT IGNORED``
+    (the optimizer's view of an index; columns and keys stay). None for anything else.
+
+    >>> _textual_change("ALTER TABLE `d`.`t` convert to character set utf8mb4 collate utf8mb4_bin").name
+    'utf8mb4'
+    >>> _textual_change("ALTER TABLE `d`.`t` alter index `a` not ignored").op
+    'index_visibility'
+    """
+    text = strip_comments(sql).strip().rstrip(";").strip()
+    m = _CONVERT_TO.match(text)
+    if m:
+        return Change("charset", m.group(1).lower(), sql=sql)
+    m = _INDEX_VISIBILITY.match(text)
+    if m:
+        name = m.group(1)
+        name = name[1:-1].replace("``", "`") if name.startswith("`") else name
+        return Change("index_visibility", name, sql=sql)
+    return None
 
 
 def _ident(node) -> str:
@@ -450,6 +503,9 @@ def column_from_def(cd) -> tuple[Column, bool]:
     from sqlglot import exp
 
     type_ = canonical_type(cd.args["kind"]) if cd.args.get("kind") is not None else "INT"
+    if any(isinstance(c.args.get("kind"), exp.ZeroFillColumnConstraint) for c in cd.args.get("constraints") or []
+           if isinstance(c, exp.ColumnConstraint)):
+        type_ = canonical_type(type_ + " ZEROFILL")   # MySQL: ZEROFILL makes the column UNSIGNED
     nullable, default, primary, extra = True, None, False, []
     for c in cd.args.get("constraints") or []:
         k = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
@@ -500,6 +556,8 @@ def _action_changes(a, sql: str) -> list[Change]:
             return [Change("set_default", _ident(a.this), default=canonical_default(a.args["default"].sql("mysql")),
                            sql=sql)]
         return [Change("other", _ident(a.this), sql=sql)]
+    if isinstance(a, exp.AlterIndex):   # MySQL's ALTER INDEX i VISIBLE | INVISIBLE
+        return [Change("index_visibility", _ident(a.this), sql=sql)]
     if isinstance(a, exp.RenameIndex):
         return [Change("rename_index", _ident(a.this), new_name=_ident(a.args["to"]), sql=sql)]
     if isinstance(a, exp.AddConstraint):

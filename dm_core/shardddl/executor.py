@@ -41,7 +41,7 @@ from dm_core.shardddl.ddl_norm import normalize, statement_changes
 from dm_core.shardddl.downstream import change_applied, read_table_schema
 from dm_core.shardddl.errors import ShardDDLExecUnknown, ShardDDLLockError, ShardDDLUnsupported
 
-_IDEMPOTENT = {"set_default", "other", "partition"}   # again: the same, or an error DM ignores
+_IDEMPOTENT = {"set_default", "charset", "index_visibility", "other", "partition"}   # again: the same, or an error DM ignores
 
 
 def statement_applied(conn, sql: str) -> bool | None:

@@ -88,10 +88,14 @@ class LockOps:
         return self._tx(store, lock_id, lambda lk: lk.ack(source, step))
 
     def unlock(self, store, lock_id: str, owner: str | None = None, force_remove: bool = False,
-               action: str = EXEC) -> dict:
-        """`dmctl shard-ddl-lock unlock` (see the mode's ``Lock.unlock``); the lock's summary."""
+               action: str = EXEC, table: tuple[str, str] | None = None) -> dict:
+        """`dmctl shard-ddl-lock unlock` (see the mode's ``Lock.unlock``; ``table``: optimistic
+        mode's member, DM's ``-d DB -t TABLE``); the lock's summary."""
         def fn(lock) -> dict:
-            lock.unlock(owner, action, force_remove)
+            if table is None:
+                lock.unlock(owner, action, force_remove)
+            else:
+                lock.unlock(owner, action, force_remove, table=table)
             return lock.describe()
 
         return self._tx(store, lock_id, fn)
@@ -145,6 +149,12 @@ class OptimisticOps(LockOps):
     def _active(lock) -> bool:
         return lock.status != "idle"
 
+    def put_info(self, store, info, sources: Sources = None) -> Operation:
+        return super().put_info(store, info, _without_stopped(store, info.task, sources))
+
+    def resolve(self, store, task: str, sources: Sources) -> list[dict]:
+        return super().resolve(store, task, _without_stopped(store, task, sources))
+
     def get_operation(self, store, task: str, source: str, lock_id: str | None = None,
                       table: tuple[str, str] | None = None) -> Operation | None:
         for lock in self._read(store, task, lock_id):
@@ -152,6 +162,40 @@ class OptimisticOps(LockOps):
             if op is not None:
                 return op
         return None
+
+
+    def seed(self, store, task: str, target: tuple[str, str], initial, members: dict) -> None:
+        """Create the lock of ``target`` (if new) with the target's schema and each member
+        table's ``{(source, schema, table): TableSchema}`` (``Lock.seed``)."""
+        from dm_core.shardddl.common import lock_id_of
+
+        self._tx(store, lock_id_of(task, target), lambda lk: lk.seed(initial, members),
+                 create={"task": task, "target_schema": target[0], "target_table": target[1]})
+
+    def remove_member(self, store, task: str, target: tuple[str, str], key: tuple[str, str, str]) -> bool:
+        """A shard dropped upstream leaves the lock of ``target``, if there is one (``Lock.remove_member``)."""
+        from dm_core.shardddl.common import lock_id_of
+
+        lock_id = lock_id_of(task, target)
+        if lock_id not in pg.lock_ids(store, task, self.mode):
+            return False
+        return self._tx(store, lock_id, lambda lk: lk.remove_member(key))
+
+
+def _without_stopped(store, task: str, sources: Sources) -> Sources:
+    """``sources`` less those `stop-task -s` stopped: in optimistic mode their tables leave the
+    join until they start again (DM removes a stopped source's tables from its locks), so the
+    others' DROP COLUMN is not held back by a source that is not syncing."""
+    if sources is None or not hasattr(store, "all_source_states"):
+        return sources
+    from dm_core.state.lifecycle import STOPPED
+
+    stopped = {s["source_id"] for s in store.all_source_states(task) if s.get("requested") == STOPPED}
+    if not stopped:
+        return sources
+    if isinstance(sources, Mapping):
+        return {t: [s for s in ids if s not in stopped] for t, ids in sources.items()}
+    return [s for s in sources if s not in stopped]
 
 
 PESSIMISTIC = PessimisticOps()

@@ -23,10 +23,12 @@ The join (DM's "most compatible schema", ``join_schemas``) of shard schemas S1..
 2. a column present in some shards only is kept, but it must be nullable or have a
    default (otherwise rows of the shards without it cannot be written);
 3. non-unique indexes: union; primary and unique keys: intersection (a unique key
-   downstream that some shard does not enforce would reject its rows);
+   downstream that some shard does not enforce would reject its rows); an index that shards
+   define differently (one name, other columns or kind) is left out until they agree again,
+   as DM's schemacmp leaves out an incompatible index: indexes never decide which rows fit;
 4. anything else (different types of one family's other branch, a NOT NULL column
-   without default missing from a shard, two definitions of one index name) is a
-   ``JoinConflict`` naming the column and the shards.
+   without default missing from a shard) is a ``JoinConflict`` naming the column and the
+   shards.
 
     >>> a = TableSchema((Column("id", "INT", False), Column("c", "INT")))
     >>> b = TableSchema((Column("id", "BIGINT", False),))
@@ -63,9 +65,9 @@ _TYPE = re.compile(r"^([A-Z][A-Z ]*?)\s*(?:\((.*)\))?((?:\s+(?:UNSIGNED|SIGNED|Z
 def canonical_type(text) -> str:
     """One spelling per MySQL column type (``text`` is SQL text or a sqlglot DataType).
 
-    >>> [canonical_type(t) for t in ("int(11)", "INT(10) UNSIGNED ZEROFILL", "bool", "decimal(10,2)",
+    >>> [canonical_type(t) for t in ("int(11)", "INT(10) UNSIGNED ZEROFILL", "int(11) zerofill", "bool", "decimal(10,2)",
     ...                               "varchar(64)", "enum('a','b')", "numeric", "timestamp", "char")]
-    ['INT', 'INT UNSIGNED', 'TINYINT', 'DECIMAL(10, 2)', 'VARCHAR(64)', "ENUM('a', 'b')", 'DECIMAL(10, 0)', 'TIMESTAMP', 'CHAR(1)']
+    ['INT', 'INT UNSIGNED', 'INT UNSIGNED', 'TINYINT', 'DECIMAL(10, 2)', 'VARCHAR(64)', "ENUM('a', 'b')", 'DECIMAL(10, 0)', 'TIMESTAMP', 'CHAR(1)']
     """
     if not isinstance(text, str):
         text = text.sql(dialect="mysql")
@@ -79,7 +81,7 @@ def canonical_type(text) -> str:
         return f"{name}({', '.join(vals)})"
     name, params, flags = m.group(1).strip(), m.group(2), m.group(3) or ""
     name = _ALIASES.get(name, name)
-    unsigned = " UNSIGNED" if "UNSIGNED" in flags else ""
+    unsigned = " UNSIGNED" if "UNSIGNED" in flags or "ZEROFILL" in flags else ""  # MySQL: ZEROFILL implies UNSIGNED
     ps = [p.strip() for p in params.split(",")] if params else []
     if name in _INTS:
         return name + unsigned
@@ -347,7 +349,7 @@ class Index:
 
 # ---- changes ------------------------------------------------------------------------------
 CHANGE_OPS = ("add_column", "drop_column", "modify_column", "rename_column", "set_default",
-              "add_index", "drop_index", "rename_index", "other", "partition")
+              "add_index", "drop_index", "rename_index", "charset", "index_visibility", "other", "partition")
 
 
 @dataclass(frozen=True)
@@ -477,7 +479,8 @@ class TableSchema:
                 if i is None:
                     raise SchemaError(f"index `{ch.name}` does not exist")
                 idx[i] = replace(idx[i], name=ch.new_name)
-            # "other" (table options) and "partition" (partition maintenance) do not change what is tracked
+            # "charset", "index_visibility", "other" (table options) and "partition" (partition
+            # maintenance) do not change what is tracked
         return TableSchema(tuple(cols), tuple(idx))
 
     def to_dict(self) -> dict:
@@ -559,11 +562,9 @@ def join_schemas(schemas: dict[str, TableSchema]) -> TableSchema:
     indexes = []
     for k in idx_order:
         have = idefs[k]
-        first_lab, first = have[0]
-        for lab, i in have[1:]:
-            if not i.same_definition(first):
-                raise JoinConflict(f"index `{i.name}` has conflicting definitions: {first.definition()} in "
-                                   f"{first_lab} vs {i.definition()} in {lab}", [i.name], [first_lab, lab])
+        first = have[0][1]
+        if any(not i.same_definition(first) for _, i in have[1:]):
+            continue  # shards define it differently: no definition is common to all (DM's schemacmp drops it)
         if first.unique and len(have) < len(labels):
             continue  # a unique key is enforced downstream only once every shard has it
         indexes.append(first)

@@ -258,6 +258,11 @@ class ShardSync:
         from dm_core.shardddl.optimism import Info
 
         if n.action == IGNORE:
+            if n.kind == "drop table":  # the dropped shards leave their locks (DM's TryRemoveTable)
+                route = self.task.rules_for(self.source_id).router.route
+                for t in n.tables:
+                    ops_for("optimistic").remove_member(self.store, self.task.name, tuple(route(*t)),
+                                                        (self.source_id, t[0], t[1]))
             return ShardStep(GO, f"ignored on a sharded table: {n.reason}")
         ops = ops_for("optimistic")
         ddls = (n.sql,) if n.action == CREATE else tuple(x.sql for x in n.split())

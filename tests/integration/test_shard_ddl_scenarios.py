@@ -343,7 +343,7 @@ def test_optimistic_three_sources_differing_timing(three):
 
 @pytest.mark.parametrize("two", ["optimistic"], indirect=True)
 @pytest.mark.parametrize("stmt,what", [
-    ("ALTER TABLE {t} MODIFY COLUMN name varchar(40) NULL", "narrows"),  # rows have names of ~20 chars
+    ("ALTER TABLE {t} MODIFY COLUMN name text NULL", "converts"),  # another type family (DM: not comparable)
     ("ALTER TABLE {t} CHANGE COLUMN name label varchar(64) NULL", "renaming column `name`"),
 ])
 def test_optimistic_incompatible_change_stops_with_a_conflict_and_unlock_skip_goes_on(two, stmt, what):

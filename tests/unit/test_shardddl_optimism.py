@@ -184,10 +184,9 @@ def test_drop_of_not_null_column_waits_for_every_shard(persist):
 HARD_CONFLICTS = [
     ("ALTER TABLE t_1 RENAME COLUMN name TO title", ["renaming column `name` to `title`"]),
     ("ALTER TABLE t_1 CHANGE name title VARCHAR(20)", ["renaming column `name` to `title`"]),
-    ("ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(5)", ["`name`", "VARCHAR(20) to VARCHAR(5)"]),
     ("ALTER TABLE t_1 MODIFY COLUMN qty VARCHAR(10) NOT NULL DEFAULT '0'", ["`qty`", "INT to VARCHAR(10)"]),
-    ("ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(20) NOT NULL", ["making column `name` NOT NULL"]),
-    ("ALTER TABLE t_1 ENGINE=InnoDB", ["not supported in optimistic mode"]),
+    ("ALTER TABLE t_1 MODIFY COLUMN name TEXT", ["`name`", "VARCHAR(20) to TEXT"]),
+    ("ALTER TABLE t_1 ADD CONSTRAINT ck CHECK (qty > 0)", ["not supported in optimistic mode"]),
     ("ALTER TABLE t_1 DROP COLUMN nosuch", ["does not fit", "`nosuch`"]),
 ]
 
@@ -237,6 +236,86 @@ def test_unique_key_only_when_every_shard_has_it(persist):
     h.finish("s2")
     op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP INDEX uk")      # one shard stops enforcing it
     assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP INDEX `uk`",)
+
+
+@pytest.mark.parametrize("sql", ["ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(5)",
+                                 "ALTER TABLE t_1 MODIFY COLUMN name VARCHAR(20) NOT NULL"])
+def test_narrowing_or_not_null_is_skipped_while_another_shard_is_wider(sql, persist):
+    """DM's shardddl4 128 / shardddl4_1 150: a narrower type of the same family, or NOT NULL,
+    is no conflict (DM: a "normal" DDL): nothing runs while another shard keeps the wider
+    definition, and the downstream keeps it after the last shard too (``widen_only``)."""
+    h = Harness(["s1", "s2"], persist)
+    op = h.report("s1", "t_1", sql)
+    assert op.action == SKIP and not op.conflict
+    h.finish("s1")
+    op = h.report("s2", "t_1", sql)
+    assert op.action == SKIP and not op.conflict
+    h.finish("s2")
+    assert "`name` VARCHAR(20)" in h.joined() and h.lock.status == "idle"
+
+
+def _index_defs(h):
+    return {i.name: i.columns for i in h.lock.joined.indexes}
+
+
+def test_an_index_defined_differently_by_two_shards_leaves_the_join(persist):
+    """DM's shardddl4 119 / 123: one index name over other columns on two shards is no
+    conflict (DM's schemacmp leaves an incompatible index out): the downstream drops it until
+    every shard defines it alike, then gets that definition."""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD INDEX k (qty)").action == EXEC
+    h.finish("s1")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD INDEX k (qty, name)")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP INDEX `k`",) and not op.conflict
+    h.finish("s2")
+    assert "k" not in _index_defs(h)
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP INDEX k, ADD INDEX k (qty, name)")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ADD INDEX `k` (`qty`, `name`)",)
+    h.finish("s1")
+    assert _index_defs(h)["k"] == ("qty", "name")
+
+
+def test_an_index_one_shard_adds_and_drops_again_goes_before_others_report(persist):
+    """DM's shardddl4 124 / 125: a source that has not reported has the indexes it had when the
+    lock began, not the ones another shard added since."""
+    h = Harness(["s1", "s2"], persist)
+    h.report("s1", "t_1", "ALTER TABLE t_1 ADD INDEX k (qty)")
+    h.finish("s1")
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP INDEX k")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP INDEX `k`",)
+    h.finish("s1")
+    assert "k" not in _index_defs(h)
+
+
+def test_a_column_added_back_before_every_shard_dropped_it_conflicts(persist):
+    """DM's shardddl4_1 147: s1 drops `name` (the downstream keeps it for s2), then adds it
+    back: its old rows' values are still downstream, so DM stops ("add column ... that wasn't
+    fully dropped in downstream"); once the downstream dropped it, adding it back is fine."""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT, DROP COLUMN name").action == EXEC
+    h.finish("s1")
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN name VARCHAR(20), DROP COLUMN c")
+    assert op.action == WAIT and "add column name that wasn't fully dropped in downstream" in op.conflict
+    assert "because schema conflict detected" in op.conflict and op.conflict.startswith("fail to handle shard ddl")
+    h.call(lambda lk: lk.unlock(owner="s1", action=SKIP, table=("up", "t_1")))   # the operator fixed the rows
+    h.finish("s1")
+    assert h.lock.dropped == {}
+    h2 = Harness(["s1", "s2"], persist)
+    for src in ("s1", "s2"):
+        h2.report(src, "t_1", "ALTER TABLE t_1 DROP COLUMN name")
+        h2.finish(src)
+    assert h2.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN name VARCHAR(20)").action == EXEC
+
+
+def test_a_table_option_runs_downstream_as_it_comes(persist):
+    """DM's shardddl4_1 145: `engine=innodb` changes no column or index; DM runs it downstream
+    for each shard (its schemas before and after are equal), no conflict."""
+    h = Harness(["s1", "s2"], persist)
+    for src in ("s1", "s2"):
+        op = h.report(src, "t_1", "ALTER TABLE t_1 ENGINE=InnoDB")
+        assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ENGINE=InnoDB",) and not op.conflict
+        h.finish(src)
+    assert h.lock.status == "idle"
 
 
 def test_plain_index_as_soon_as_one_shard_has_it(persist):
@@ -313,6 +392,92 @@ def test_unlock_force_remove_settles_an_exec_that_failed_downstream(persist):
     assert h.lock.status == "idle"
 
 
+# ---- DM's shardddl3 / shardddl_optimistic cases ---------------------------------------------------
+HARD_CONFLICTS_CHARSET = [
+    ("ALTER TABLE t_1 DEFAULT CHARACTER SET latin1", ["character set to latin1", "utf8mb4"]),
+    ("ALTER TABLE t_1 CONVERT TO CHARACTER SET latin1", ["character set to latin1"]),
+]
+
+
+@pytest.mark.parametrize("sql,words", HARD_CONFLICTS_CHARSET)
+def test_a_charset_other_than_utf8mb4_is_a_conflict(sql, words, persist):
+    op = Harness(["s1", "s2"], persist).report("s1", "t_1", sql)
+    assert op.action == WAIT and all(w in op.conflict for w in words), op.conflict
+
+
+@pytest.mark.parametrize("sql,routed", [
+    ("ALTER TABLE t_1 DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+     "ALTER TABLE `db`.`t` DEFAULT CHARACTER SET=utf8mb4, COLLATE=utf8mb4_bin"),
+    ("ALTER TABLE t_1 CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+     "ALTER TABLE `db`.`t` CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"),
+    ("ALTER TABLE t_1 ALTER INDEX name_idx NOT IGNORED", "ALTER TABLE `db`.`t` ALTER INDEX name_idx NOT IGNORED"),
+    ("ALTER TABLE t_1 ALTER INDEX name_idx INVISIBLE", "ALTER TABLE `db`.`t` ALTER INDEX `name_idx` INVISIBLE"),
+])
+def test_utf8mb4_and_index_visibility_run_as_each_shard_runs_them(sql, routed, persist):
+    """DM: a charset widened to utf8mb4 widens its join at once (CHANGE_UTF_CHARSET: the merged
+    table is utf8mb4 while a shard is not yet); index visibility is not in its comparison, so
+    each shard's statement runs as it comes (shardddl3's 085 / 086)."""
+    h = Harness(["s1", "s2"], persist)
+    for src in ("s1", "s2"):
+        op = h.report(src, "t_1", sql)
+        assert op.action == EXEC and op.ddls == (routed,), op
+        h.finish(src)
+    assert h.lock.status == "idle" and h.joined() == [c.definition() for c in BASE.columns]
+
+
+def test_seeded_members_of_different_shapes(persist):
+    """DM's DIFFERENT_SCHEMA_FULL: the target has every column; each shard only some. A column is
+    dropped downstream once no shard has it, a column a shard adds that others have is a skip."""
+    target = schema_from_create("CREATE TABLE t (a INT NOT NULL, b VARCHAR(10), c TEXT, PRIMARY KEY (a))")
+    shape = {("s1", "up", "t_1"): "a INT NOT NULL, PRIMARY KEY (a)",
+             ("s1", "up", "t_2"): "a INT NOT NULL, b VARCHAR(10), PRIMARY KEY (a)",
+             ("s2", "up", "t_1"): "a INT NOT NULL, c TEXT, PRIMARY KEY (a)",
+             ("s2", "up", "t_2"): "a INT NOT NULL, b VARCHAR(10), c TEXT, PRIMARY KEY (a)"}
+    h = Harness(["s1", "s2"], persist, tables={"s1": ["t_1", "t_2"], "s2": ["t_1", "t_2"]})
+    h.call(lambda lk: lk.seed(target, {k: schema_from_create(f"CREATE TABLE x ({v})") for k, v in shape.items()}))
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c TEXT").action == SKIP   # fits its own shape
+    h.finish("s1", "t_1")
+    assert h.report("s2", "t_2", "ALTER TABLE t_2 DROP COLUMN b").action == SKIP       # s1's t_2 has b
+    h.finish("s2", "t_2")
+    op = h.report("s1", "t_2", "ALTER TABLE t_2 DROP COLUMN b")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `b`",)
+    h.finish("s1", "t_2")
+    assert h.report("s1", "t_2", "ALTER TABLE t_2 ADD COLUMN c TEXT").action == SKIP
+    h.finish("s1", "t_2")
+    assert h.joined() == ["`a` INT NOT NULL", "`c` TEXT"]
+
+
+def test_a_dropped_shard_leaves_the_lock(persist):
+    """DM's CREATE_DROP_TABLE: a column only a dropped shard still had is dropped downstream at
+    the next DDL that changes the join."""
+    h = Harness(["s1", "s2"], persist, tables={"s1": ["t_1", "t_2"], "s2": ["t_1"]})
+    for src, t in (("s1", "t_1"), ("s1", "t_2"), ("s2", "t_1")):
+        h.report(src, t, "ALTER TABLE x ADD COLUMN c INT")
+        h.finish(src, t)
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN c").action == SKIP
+    h.finish("s2", "t_1")
+    assert h.call(lambda lk: lk.remove_member(("s1", "up", "t_1")))
+    assert not h.call(lambda lk: lk.remove_member(("s1", "up", "t_9")))
+    op = h.report("s1", "t_2", "ALTER TABLE t_2 DROP COLUMN c")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `c`",)
+
+
+def test_an_index_redefined_shard_by_shard_leaves_and_comes_back(persist):
+    """DM's 118: `DROP INDEX idx, ADD INDEX idx (other order)` shard by shard: the merged table
+    drops idx at the first shard (the shards disagree) and adds the new one at the last."""
+    base = schema_from_create("CREATE TABLE t (a INT NOT NULL, c1 INT, c2 INT, PRIMARY KEY (a), INDEX idx (c1, c2))")
+    h = Harness(["s1", "s2"], persist)
+    h.lock.initial = h.lock.joined = base
+    sql = "ALTER TABLE x DROP INDEX idx, ADD INDEX idx (c2, c1)"
+    op = h.report("s1", "t_1", sql)
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP INDEX `idx`",)
+    h.finish("s1")
+    op = h.report("s2", "t_1", sql)
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ADD INDEX `idx` (`c2`, `c1`)",)
+    h.finish("s2")
+    assert [i.definition() for i in h.lock.joined.indexes] == ["PRIMARY KEY (`a`)", "INDEX `idx` (`c2`, `c1`)"]
+
+
 def test_a_column_a_shard_dropped_cannot_come_back_before_the_downstream_dropped_it(persist):
     """DM's shardddl2 DropAddColumn: s1 drops `name` (s2 keeps it, so the downstream keeps it
     with s1's old values) and adds it back: a conflict until the downstream dropped it, judged
@@ -372,3 +537,27 @@ def test_two_generation_expressions_conflict(persist):
     h2.finish("s1")
     assert h2.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN g INT GENERATED ALWAYS AS (`qty`+1) VIRTUAL").action \
         == SKIP
+
+
+def test_zerofill_is_unsigned(persist):
+    """DM's 111: INT ZEROFILL on one shard (MySQL makes it UNSIGNED) and INT on another do not merge."""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT(11) ZEROFILL").action == EXEC
+    h.finish("s1")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT(11)")
+    assert op.action == WAIT and "INT UNSIGNED" in op.conflict, op.conflict
+
+
+def test_a_source_no_longer_expected_leaves_the_join(persist):
+    """DM's STOP_TASK_FOR_A_SOURCE: with s2 stopped (the coordinator names s1 only), s1's DROP
+    COLUMN runs downstream although s2's tables still have the column."""
+    h = Harness(["s1", "s2"], persist)
+    for src in ("s1", "s2"):
+        h.report(src, "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+        h.finish(src)
+    h.call(lambda lk: lk.set_sources(["s1"]))
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN c")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `c`",)
+    h.finish("s1")
+    h.call(lambda lk: lk.set_sources(["s1", "s2"]))
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN c").action == SKIP

@@ -10,13 +10,16 @@ Assumptions
 * All shards have the same schema as the downstream table when the lock is created
   (``Info.schema_before`` is read from the downstream then).
 * Changes are compatible when the join can absorb them: ADD COLUMN nullable or with a
-  default, widening a type, adding/dropping indexes; a DROP COLUMN reaches the downstream
-  only when the last shard drops it (the others keep writing it); a unique key only when
-  every shard has it.
-* Renaming a column, narrowing or converting a type, NULL → NOT NULL, table options are
-  conflicts a person resolves; so are two shards defining one column differently, or a
-  NOT NULL column without default that some shards lack (this one resolves by itself
-  when every shard has caught up, and then runs once).
+  default, widening a type, adding/dropping indexes, table options (run as they come);
+  a DROP COLUMN reaches the downstream only when the last shard drops it (the others keep
+  writing it); a unique key only when every shard has it; an index the shards define
+  differently is left out until they agree; narrowing a type within its family and
+  NULL → NOT NULL change nothing while another shard keeps the wider definition.
+* Renaming a column, converting a type to another family, other statements are conflicts
+  a person resolves; so are two shards defining one column differently, a column added
+  back by a shard that dropped it while the downstream kept it (its old values are still
+  there), or a NOT NULL column without default that some shards lack (this one resolves
+  by itself when every shard has caught up, and then runs once).
 * No first-level group: each upstream table reports its own DDLs (no skip-and-rewind).
 
 Protocol

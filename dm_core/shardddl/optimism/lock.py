@@ -13,15 +13,22 @@ that was behind and adds it later adds it again).
    in the source's safe-mode range (``info.replay``) may predate the target, whose schema
    every member starts from: its changes already in the tracked schema are left out. Changes that can
    never merge are *hard* conflicts and wait for a person: renaming a column (RENAME
-   COLUMN, CHANGE a b), narrowing or changing a column's type, NULL → NOT NULL, table
-   options and other statements, a change that does not fit the tracked schema.
+   COLUMN, CHANGE a b), converting a column to a type of another family, a character set
+   changed to anything but utf8mb4, other statements, a change that does not fit the
+   tracked schema. Narrowing a type within its family or NULL → NOT NULL is not: the join
+   keeps the wider definition while any shard has it (DM: schemas before and after such a
+   DDL compare). Table options (``ENGINE=`` ...), a character set changed to utf8mb4
+   (DEFAULT or CONVERT TO), an index made visible or invisible and partition maintenance
+   change nothing the lock tracks and run downstream as the shard wrote them (``PASS_THROUGH``).
 2. ``settle``: pending members are tried together against everyone's schemas
    (``schema.join_schemas``); on a join conflict the latest member named by it is set
    aside (a *soft* conflict, retried at every later settle: e.g. a NOT NULL column
    without default waits until every shard has added it, then runs once) and the rest
    are tried again. The accepted members' new schemas give a new join; the downstream
    widens to it (``widen_only``), and ``diff_schemas`` says which single-change statements
-   do that. The earliest accepted member gets ``exec`` with them (its own statement text
+   do that, then the accepted members' pass-through statements as they wrote them (DM runs
+   them as they come: they widen its join or it does not see them). The earliest accepted
+   member gets ``exec`` with them (its own statement text
    where it matches the change, so ``AFTER col`` survives), the others ``skip``. No change
    to the join (a column another shard already added, a column dropped while others
    still have it, a unique key not yet on every shard) → ``skip`` for everyone.
@@ -41,6 +48,7 @@ the DDL again (after resume-task), and goes once the drop reached the downstream
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, LockBase, Operation, pos_from_json,
@@ -116,14 +124,38 @@ def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
             if old is None:
                 continue
             new = ch.column
-            if join_type(old.type, new.type) != new.type:
-                return (f"changing column `{ch.name}` from {old.type} to {new.type} narrows or converts it "
+            # A narrower type of one family, or NOT NULL, is not a conflict (DM: the schemas
+            # before and after compare, a "normal" DDL): the join keeps the wider definition
+            # while another shard has it, so nothing runs downstream (see ``widen_only``).
+            if join_type(old.type, new.type) not in (old.type, new.type):
+                return (f"changing column `{ch.name}` from {old.type} to {new.type} converts it "
                         f"(`{ch.sql}`)")
-            if old.nullable and not new.nullable:
-                return f"making column `{ch.name}` NOT NULL (`{ch.sql}`)"
-        if ch.op in ("other", "rename_index"):
+        if ch.op == "charset" and ch.name not in WIDEST_CHARSETS:
+            return (f"`{ch.sql}` changes the table's character set to {ch.name}: only a change to "
+                    f"{' or '.join(WIDEST_CHARSETS)}, which holds the text of every other character set, merges")
+        if ch.op in ("other", "rename_index") and not table_option(ch):
             return f"`{ch.sql}` is not supported in optimistic mode"
     return ""
+
+
+_OPTION = re.compile(r"^ALTER TABLE (?:`(?:[^`]|``)*`|\w+)\.(?:`(?:[^`]|``)*`|\w+) (?:ENGINE|ROW_FORMAT|COMMENT|"
+                     r"AUTO_INCREMENT|AVG_ROW_LENGTH|CHECKSUM|KEY_BLOCK_SIZE|MAX_ROWS|MIN_ROWS|PACK_KEYS|"
+                     r"STATS_AUTO_RECALC|STATS_PERSISTENT|STATS_SAMPLE_PAGES|DELAY_KEY_WRITE)\s*=", re.I)
+
+
+def table_option(ch: Change) -> bool:
+    """A table option (``ENGINE=InnoDB``, ``ROW_FORMAT=...``, ``COMMENT=...``): no column or
+    index changes, so no conflict; DM runs such a statement downstream as it comes (its
+    schemas before and after compare equal), and so does the owner here."""
+    return ch.op == "other" and bool(_OPTION.match(ch.sql))
+
+
+# DM's schema comparison orders character sets (utf8 below utf8mb4): a shard widening its table to
+# utf8mb4 widens the merged table at once, whatever the other shards still have
+WIDEST_CHARSETS = ("utf8mb4",)
+# changes that leave the tracked schema as it is but are for the downstream too: DM runs a DDL that
+# widens the join, or that its comparison does not see (index visibility), as it comes
+PASS_THROUGH = ("charset", "index_visibility")
 
 
 def _in_effect(ch: Change, schema: TableSchema) -> bool:
@@ -176,6 +208,8 @@ class Lock(LockBase):
         """Every member's schema by label (the pending one for members in ``use_pending``)."""
         out = {}
         for k, m in sorted(self.members.items()):
+            if self.sources and k[0] not in self.sources:
+                continue  # a source no longer expected (stopped): its tables count again when it is back
             s = m.pending.schema_after if k in use_pending and m.pending is not None else m.schema
             out[label(k)] = s
         # A source that has not reported has run no DDL on the target since the lock was made:
@@ -223,6 +257,28 @@ class Lock(LockBase):
         }
 
     # ---- transitions -----------------------------------------------------------------------------
+    def seed(self, initial: TableSchema, members: dict[Key, TableSchema]) -> None:
+        """The full phase's snapshot: the target's schema and each member table's own, as
+        upstream had it then (DM: each table's schema as its source's schema tracker holds it
+        when the task starts), so shards of different shapes merge (DM's DIFFERENT_SCHEMA
+        cases). Members the lock knows already keep theirs."""
+        if self.initial is None:
+            self.initial = self.joined = initial
+        for k, sch in members.items():
+            self.members.setdefault(tuple(k), Member(sch))
+
+    def remove_member(self, key: Key) -> bool:
+        """A shard dropped upstream leaves the lock (DM's TryRemoveTable): its columns stop
+        counting in the join, so a column only it still had leaves the merged table at the
+        next DDL that changes the join, as in DM. A member whose DDL is being carried out
+        stays. Returns whether it left."""
+        m = self.members.get(tuple(key))
+        if m is None or (m.pending is not None and m.pending.op_step is not None):
+            return False
+        del self.members[tuple(key)]
+        self.settle()
+        return True
+
     def report(self, info: Info) -> Operation:
         if info.lock_id != self.lock_id:
             raise ShardDDLLockError(f"info for {info.lock_id} given to lock {self.lock_id}")
@@ -275,10 +331,15 @@ class Lock(LockBase):
                     conflict = f"`{'; '.join(ddls)}` does not fit the tracked schema of {label(key)}: {e}"
             conflict = conflict or self._not_fully_dropped(key, changes, ddls)
         if conflict:
-            conflict = f"shard DDL conflict in lock {self.lock_id}: {label(key)}: {conflict}"
+            conflict = self._conflict_text(key, ddls, conflict)
         m.pending = Pending(ddls, changes, after, pos, self.seq, conflict, bool(conflict))
         self.settle()
         return self.operation_for(info.source, info.table)
+
+    def _conflict_text(self, key: Key, ddls, why: str) -> str:
+        """What the source pauses with: DM's ErrSyncerShardDDLConflict wording, then ours."""
+        return (f"fail to handle shard ddl {list(ddls)} in optimistic mode, because schema conflict detected, "
+                f"conflict error: shard DDL conflict in lock {self.lock_id}: {label(key)}: {why}")
 
     def settle(self) -> None:
         if not self.sources:
@@ -308,7 +369,7 @@ class Lock(LockBase):
                 msg = "waits for the other shards' DDLs"
             except JoinConflict as e:
                 msg = str(e)
-            self.members[k].pending.conflict = f"shard DDL conflict in lock {self.lock_id}: {label(k)}: {msg}"
+            self.members[k].pending.conflict = self._conflict_text(k, self.members[k].pending.ddls, msg)
         if not accepted:
             return
         new_join = join_schemas(self.schemas(set(accepted)))
@@ -316,7 +377,7 @@ class Lock(LockBase):
         diff = diff_schemas(self.target[0], self.target[1], self.joined, downstream)
         own = [ch for k in accepted for ch in self.members[k].pending.changes]
         stmts = []
-        for ch in diff:
+        for ch in diff + [o for o in own if table_option(o)]:
             mine = next((o for o in own if same_change(o, ch) and o.sql), None)
             s = mine.sql if mine is not None else ch.sql
             if s not in stmts:
@@ -324,6 +385,9 @@ class Lock(LockBase):
         # partition maintenance leaves every schema as it was and runs as written (DM: a DDL
         # whose table is the same before and after is executed directly), by the owner
         stmts += [ch.sql for ch in own if ch.op == "partition" and ch.sql not in stmts]
+        for o in own:
+            if o.op in PASS_THROUGH and o.sql not in stmts:
+                stmts.append(o.sql)
         self.joined = downstream
         owner = accepted[0]
         for k in accepted:
@@ -378,10 +442,12 @@ class Lock(LockBase):
         self.settle()
         return op.view()
 
-    def unlock(self, owner: str | None = None, action: str = EXEC, force_remove: bool = False) -> None:
+    def unlock(self, owner: str | None = None, action: str = EXEC, force_remove: bool = False,
+               table: tuple[str, str] | None = None) -> None:
         """The operator settles the lock (`dmctl shard-ddl-lock unlock`).
 
-        * members in conflict (all, or those of source ``owner``) get ``action``:
+        * members in conflict (all, or those of source ``owner``, or of upstream ``table``,
+          DM's ``-s SOURCE -d DB -t TABLE``) get ``action``:
           ``skip`` — the operator made the downstream right by hand (or it needs nothing):
           the member's new schema is accepted, nothing runs; ``exec`` — the member runs its
           own statements downstream as they are;
@@ -406,11 +472,13 @@ class Lock(LockBase):
                     m.done_pos, m.pending = m.pending.position, None
         else:
             stuck = sorted((k for k, m in self.members.items() if m.pending is not None and m.pending.conflict
-                            and m.pending.op_step is None and (owner is None or k[0] == owner)),
+                            and m.pending.op_step is None and (owner is None or k[0] == owner)
+                            and (table is None or (k[1], k[2]) == tuple(table))),
                            key=lambda k: self.members[k].pending.seq)
             if not stuck:
                 raise ShardDDLLockError(f"lock {self.lock_id} has no conflicting DDL"
-                                        + (f" of source {owner}" if owner else ""))
+                                        + (f" of source {owner}" if owner else "")
+                                        + (f" of table `{table[0]}`.`{table[1]}`" if table else ""))
             for k in stuck:
                 m = self.members[k]
                 if m.pending.schema_after is not None:
@@ -429,8 +497,18 @@ class Lock(LockBase):
 
     # ---- helpers --------------------------------------------------------------------------------
     def _not_fully_dropped(self, key: Key, changes: list[Change], ddls: tuple[str, ...]) -> str:
+        """DM's ErrShardDDLOptimismAddNotFullyDroppedColumn: the member adds back a column it
+        dropped (earlier, or in this same statement) while the downstream kept it for the other
+        shards, whose column still holds the values the member's rows had before the drop."""
+        dropped_here = set()
         for ch in changes:
-            if ch.op == "add_column" and ch.column is not None and key in self.dropped.get(ch.column.key, ()):
+            if ch.op == "drop_column":
+                dropped_here.add(ch.name.lower())
+            readded = ch.op == "add_column" and ch.column is not None and (
+                key in self.dropped.get(ch.column.key, ())
+                or (ch.column.key in dropped_here and self.joined is not None
+                    and self.joined.column(ch.column.key) is not None))
+            if readded:
                 return (f"`{'; '.join(ddls)}` cannot be applied because schema conflict detected: add column "
                         f"{ch.column.name} that wasn't fully dropped in downstream (this table dropped it, and the "
                         f"downstream still has it with the values its rows had)")

@@ -189,14 +189,14 @@ class Lock(LockBase):
         if m.forced and m.forced[0][0] == step:
             f_step, f_ddls = m.forced[0]
             self.seq += 1
-            if _keys(f_ddls) != _keys(ddls):
-                msg = self._inconsistent(info, f_ddls, f"the DDL unlocked by the operator at step {f_step}")
-                m.report = Report(ddls, pos, step, self.seq, msg)
-                raise ShardDDLInconsistent(msg)
+            # DM's unlock: the owner's statement is the step's; every other source skips its own
+            # DDL of that step, also one that differed (the operator unlocked it knowing so)
+            note = "" if _keys(f_ddls) == _keys(ddls) else (
+                f"; its own DDL `{'; '.join(ddls)}` differed from the unlocked `{'; '.join(f_ddls)}` and is skipped")
             m.report = Report(ddls, pos, step, self.seq)
             self.ops[(info.source, step)] = Operation(self.lock_id, self.task, info.source, step, SKIP, f_ddls,
                                                       owner=self.owner or "", forced=True,
-                                                      message=f"step {step} was unlocked by the operator")
+                                                      message=f"step {step} was unlocked by the operator{note}")
             return self.operation_for(info.source)
         if step < self.step or step > self.step + 1 or (step == self.step and self.ddls is None):
             raise ShardDDLLockError(f"source {info.source} reports DDL step {step} but lock {self.lock_id} is at "
@@ -310,8 +310,9 @@ class Lock(LockBase):
 
         * not ready (sources missing): ``owner`` (default: the lock's owner, who must have
           reported) gets ``action`` (``exec``: run the DDL; ``skip``: the operator already
-          did), every other reported source ``skip``; sources that did not report are
-          released: when they reach the DDL later they get ``skip``;
+          did), every other reported source ``skip``; sources that did not report, or reported
+          a different DDL, are released: when they reach (or read again) their DDL of that step
+          they get ``skip``, as DM's unlock has the non-owners skip theirs;
         * ready: re-assign the exec op to ``owner`` or turn it into ``skip`` (refused while
           the current owner's statement is in flight or partly done);
         * ``force_remove``: nobody executes anything: every op of the step is done now,
@@ -368,7 +369,7 @@ class Lock(LockBase):
                 continue
             m = self.members.setdefault(s, SourceMember(s, done_step=step - 1))
             if m.report is not None and m.report.step == step:
-                m.report = None  # a conflicting report: the source must re-report the unlocked DDL
+                m.report = None  # a conflicting report: the source reports again and skips its DDL (report)
             if all(f[0] != step for f in m.forced):
                 m.forced = m.forced + ((step, self.ddls),)
 
