@@ -74,8 +74,9 @@ def _sources(a, task, states: dict) -> list[str]:
         return ids
     paused = [sid for sid in ids if _erred(states.get(sid))]
     if not paused:
-        raise ErrorCode.CONFIG_INVALID.error(
-            f"task {task.name}: no source is paused on an error; nothing to {a.op}",
+        raise ErrorCode.CONFIG_INVALID.error(   # DM's words per source: "source '...' has no error"
+            f"task {task.name}: " + ", ".join(f"source '{sid}' has no error" for sid in ids)
+            + f" (none is paused on one); nothing to {a.op}",
             workaround="Give the event's position with `-b FILE:POS -s SOURCE` to act on it ahead of time.")
     return paused
 
@@ -123,7 +124,8 @@ def run(a, store_factory, load_task, task_name) -> int:
             if pos is None:
                 if not _paused(st):
                     why = ("its error names no binlog event (it was raised after the checkpoint "
-                           f"({st['binlog_file']}, {st['binlog_pos']}))" if _erred(st) else "it is not paused on an error")
+                           f"({st['binlog_file']}, {st['binlog_pos']}))" if _erred(st)
+                           else f"source '{sid}' has no error (it is not paused on one)")
                     print(f"task {name}: source {sid}: {why}; give `-b FILE:POS` of the event (SHOW BINLOG EVENTS "
                           f"on the upstream lists them)", file=sys.stderr)
                     failed += 1

@@ -45,7 +45,7 @@ def _load_task_from_store(store, name: str, *, credentials: bool = False):
 
     got = store.get_task(name)
     if got is None:
-        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} is not known")
+        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} does not exist")
     return parse_task(got[0], f"<task {name}>", expand_env=credentials), got[1]
 
 
@@ -181,7 +181,7 @@ def _status(store, name: str, only: list[str] | None = None) -> dict:
 
     info = store.task_info(name)  # no credentials: status must show even if the file needs env it lacks
     if info is None:
-        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} is not known")
+        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} does not exist")
     view = _airflow_view(name, info["generation"])
     loaded = store.chunk_totals(name)
     rows = _source_rows(store, name, info)
