@@ -76,13 +76,18 @@ class Scene:
             self.sync.step()
         return self.states()
 
-    def until_paused(self, *sources: str, rounds: int = 30, where: str = "") -> dict:
-        """Steps until each of ``sources`` is paused on an error (whose statement holds ``where``)."""
+    def until_paused(self, *sources: str, rounds: int = 30, where: str = "", unless: str | None = None) -> dict:
+        """Steps until each of ``sources`` is paused on an error whose statement or message holds
+        ``where`` (and whose message does not hold ``unless``: an earlier error still shown)."""
+        def at(v: dict) -> bool:
+            text = f"{v['error_stmt'] or ''}\n{v['error'] or ''}"
+            return v["stage"] == "paused" and bool(v["error"]) and where in text and not (
+                unless and unless in v["error"])
+
         for _ in range(rounds):
             self.sync.step()
             st = self.states()
-            if all(st.get(s, {}).get("stage") == "paused" and where in (st[s]["error_stmt"] or st[s]["error"] or "")
-                   for s in sources):
+            if all(s in st and at(st[s]) for s in sources):
                 return st
         pytest.fail(f"never paused{' at ' + where if where else ''}: "
                     f"{ {s: (v['stage'], v['error']) for s, v in self.states().items()} }")
@@ -119,10 +124,20 @@ def ok(*args: str) -> str:
 
 
 def refused(*args: str) -> str:
-    """A dmctl command DM answers with "result": false: its message (out and err)."""
-    rc, out, err = dmctl(*args)
-    assert rc != 0, out + err
-    return out + err
+    """A dmctl command DM answers with "result": false (or its usage): the message, out and err."""
+    import contextlib
+    import io
+
+    from dm_core.cli.dmctl import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(list(args))
+        except SystemExit as e:    # argparse's answer to a command it cannot read
+            rc = e.code
+    assert rc != 0, out.getvalue() + err.getvalue()
+    return out.getvalue() + err.getvalue()
 
 
 def query_events(ep) -> list[tuple[str, int, str]]:
