@@ -40,7 +40,7 @@ import json
 import pytest
 import yaml
 
-from .harness import HERE, dm_case, dmctl, register_sources, run_sql, start_task, table_rows
+from .harness import HERE, dm_case, register_sources, run_sql, start_task, table_rows
 
 pytestmark = pytest.mark.integration
 

@@ -99,7 +99,7 @@ def test_4216_refused_add_column_replaced_at_the_position_query_status_gives(sha
     _init(sc, partitioned=False)
     sc.s1(f"ALTER TABLE {DB}.tb1 ADD COLUMN c int unique")
     sc.s2(f"ALTER TABLE {DB}.tb1 ADD COLUMN c int unique")
-    st = sc.until_paused(S1, S2, where="ADD COLUMN c int unique")
+    sc.until_paused(S1, S2, where="ADD COLUMN c int unique")
     where = {sid: sc.error_pos(sid) for sid in (S1, S2)}
     for sid in (S1, S2):     # the paused DDL is at (or, its event group's start, just before) that QUERY event
         q = pos_of(sc.up[sid], "ADD COLUMN c int unique")
