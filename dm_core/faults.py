@@ -47,6 +47,10 @@ Sync (``dm_core.sync``, ``dm_core.binlog``; in the order a window goes through t
 * ``sync.after_batch_apply`` — a batch committed downstream on every worker, the checkpoint not
   yet moved past it.
 
+Online DDL (``dm_core.sync.online_ddl``): ``online_ddl.after_record`` — a gh-ost / pt-osc shadow
+table's ALTER is recorded in the state store, the checkpoint still before it (DM's
+ExitAfterSaveOnlineDDL).
+
 Shard DDL (``dm_core.shardddl``, ``dm_core.sync.shard_sync``; the order a lock goes through):
 
 * ``shardddl.sync.after_record`` — a sharded table's DDL is in the source's first-level group

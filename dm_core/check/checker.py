@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from dm_core.check import connections, meta_position, privileges, server, sharding, table_schema
+from dm_core.check import connections, meta_position, online_ddl, privileges, server, sharding, table_schema
 from dm_core.check.context import DUMP, REPLICATION, CheckContext, failed, runs_dump, runs_replication
 from dm_core.check.result import FAIL, IGNORED_TAG, WARN, CheckReport, CheckResult
 from dm_core.db import Endpoint
@@ -38,6 +38,7 @@ CHECKS = (
     table_schema.table_schema,
     table_schema.extended_columns,
     meta_position.meta_position,
+    online_ddl.online_ddl,
     sharding.schema_of_shard_tables,
     sharding.auto_increment_ID,
     privileges.target_privilege,

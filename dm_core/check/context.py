@@ -80,7 +80,7 @@ class CheckContext:
     @classmethod
     def gather(cls, task, sources: dict[str, Endpoint], target: Endpoint) -> "CheckContext":
         """Probe every source and the target in parallel (one connection each)."""
-        jobs = {}
+        jobs, shadows = {}, {}
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(task.mysql_instances) + 1))) as ex:
             for inst in task.mysql_instances:
                 sid = inst.source_id
@@ -88,7 +88,10 @@ class CheckContext:
                 if ep is None:
                     continue
                 rules = task.rules_for(sid)
-                jobs[sid] = ex.submit(probe, sid, ep, allow_table=rules.block_allow.allow_table,
+                shadows[sid] = []
+                allow = _noting_shadows(task, rules.block_allow, shadows[sid]) if getattr(task, "online_ddl", False) \
+                    else rules.block_allow.allow_table
+                jobs[sid] = ex.submit(probe, sid, ep, allow_table=allow,
                                       want_binary_logs=_wants_binary_logs(task, inst),
                                       want_gtid=_wants_gtid(task, inst))
             tjob = ex.submit(probe, "target", target, downstream=True)
@@ -97,6 +100,7 @@ class CheckContext:
                 sid = inst.source_id
                 if sid in jobs:
                     facts[sid] = jobs[sid].result()
+                    facts[sid].shadow_tables = shadows[sid]
                 else:
                     facts[sid] = ServerFacts(label=sid, address="?", connect_error=(
                         f"no connection settings for source {sid!r}: register it with `dmctl operate-source create`"))
@@ -138,6 +142,21 @@ class CheckContext:
             for t in members:
                 seen.setdefault(t.target[0].lower(), t.target[0])
         return sorted(seen.values())
+
+
+def _noting_shadows(task, block_allow, found: list):
+    """The source's allow_table, noting on the way the online DDL tools' shadow tables whose real
+    table it selects (the ``online_ddl`` item: a tool is running, or left them behind)."""
+    from dm_core.sync.online_ddl import SHADOW, kinds_of
+
+    kinds, inner = kinds_of(task), getattr(block_allow, "inner", block_allow)
+
+    def allow(schema: str, table: str) -> bool:
+        if kinds.kind(table) == SHADOW and inner.allow_table(schema, kinds.real_name(table)):
+            found.append((schema, table, kinds.real_name(table)))
+        return block_allow.allow_table(schema, table)
+
+    return allow
 
 
 def _wants_binary_logs(task, inst) -> bool:

@@ -108,6 +108,9 @@ class ServerFacts:
     binary_logs: list[tuple[str, int]] | None = None
     gtid_start: object = None                   # Position the server resumes a GTID meta at (meta_position)
     errors: dict[str, str] = field(default_factory=dict)   # fact -> why it could not be read
+    # online-ddl: (schema, shadow table, real table) of gh-ost / pt-osc shadow tables whose real
+    # table the block-allow list selects (sources only; filled by CheckContext.gather)
+    shadow_tables: list[tuple[str, str, str]] = field(default_factory=list)
 
     def var(self, name: str) -> str | None:
         return self.variables.get(name)

@@ -55,7 +55,7 @@ def options_first(argv: list[str]) -> list[str]:
     return ["binlog", *opts, *rest]
 
 
-def _sources(a, task, states: dict) -> list[str]:
+def _sources(a, task, states: dict, status: str = "running") -> list[str]:
     named = [x.strip() for arg in (a.source or []) for x in arg.split(",") if x.strip()]
     ids = [inst.source_id for inst in task.mysql_instances]
     for sid in named:
@@ -73,9 +73,15 @@ def _sources(a, task, states: dict) -> list[str]:
                 f"{len(ids)} sources", workaround="Add `-s SOURCE` for the source whose binlog it is.")
         return ids
     paused = [sid for sid in ids if _erred(states.get(sid))]
-    if not paused:
+    if not paused and status == "stopped":   # DM: a stopped task "not exist"s; here it keeps its checkpoints
         raise ErrorCode.CONFIG_INVALID.error(
-            f"task {task.name}: no source is paused on an error; nothing to {a.op}",
+            f"task {task.name} is stopped and no source of it is paused on an error; nothing to {a.op}",
+            workaround="`dmctl start-task FILE` starts it from its checkpoints; `-b FILE:POS -s SOURCE` sets an "
+                       "operation ahead of time.")
+    if not paused:
+        raise ErrorCode.CONFIG_INVALID.error(   # DM's words per source: "source '...' has no error"
+            f"task {task.name}: " + ", ".join(f"source '{sid}' has no error" for sid in ids)
+            + f" (none is paused on one); nothing to {a.op}",
             workaround="Give the event's position with `-b FILE:POS -s SOURCE` to act on it ahead of time.")
     return paused
 
@@ -106,9 +112,9 @@ def run(a, store_factory, load_task, task_name) -> int:
     sqls = _statements(a) if a.op in ("replace", "inject") else []
     at = he.parse_binlog_pos(a.binlog_pos) if a.binlog_pos else None
     with store_factory() as store:
-        task, _ = load_task(store, name)
+        task, status = load_task(store, name)
         states = {s["source_id"]: s for s in store.all_source_states(name)}
-        sources = _sources(a, task, states)
+        sources = _sources(a, task, states, status)
         if not a.source and not a.binlog_pos and a.op != "list":
             for sid in (i.source_id for i in task.mysql_instances):   # DM answers for every source
                 if sid not in sources:
@@ -127,7 +133,8 @@ def run(a, store_factory, load_task, task_name) -> int:
             if pos is None:
                 if not _paused(st):
                     why = ("its error names no binlog event (it was raised after the checkpoint "
-                           f"({st['binlog_file']}, {st['binlog_pos']}))" if _erred(st) else "it is not paused on an error")
+                           f"({st['binlog_file']}, {st['binlog_pos']}))" if _erred(st)
+                           else f"source '{sid}' has no error (it is not paused on one)")
                     print(f"task {name}: source {sid}: {why}; give `-b FILE:POS` of the event (SHOW BINLOG EVENTS "
                           f"on the upstream lists them)", file=sys.stderr)
                     failed += 1
@@ -141,6 +148,13 @@ def run(a, store_factory, load_task, task_name) -> int:
             if a.op == "revert":
                 if store.revert_error_op(name, sid, pos):
                     print(f"task {name}: source {sid}: the operation at {pos} is reverted")
+                    if _paused(st) and pos.key() == he.parse_binlog_pos(st["error_pos"]).key():
+                        # DM resumes a paused subtask after every binlog operation: the event is
+                        # read again as the upstream wrote it (the report of the reverted one goes)
+                        store.request_sources(name, [sid], st["requested"] or "running",
+                                              all_sources=[i.source_id for i in task.mysql_instances],
+                                              clear_error=True)
+                        print(f"task {name}: source {sid}: it retries the event as the upstream wrote it")
                 else:
                     print(f"task {name}: source {sid}: no operation waits at {pos}", file=sys.stderr)
                     failed += 1

@@ -45,7 +45,7 @@ def _load_task_from_store(store, name: str, *, credentials: bool = False):
 
     got = store.get_task(name)
     if got is None:
-        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} is not known")
+        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} does not exist")
     return parse_task(got[0], f"<task {name}>", expand_env=credentials), got[1]
 
 
@@ -85,13 +85,18 @@ def cmd_operate_source(a) -> int:
             print(json.dumps({"result": True, "sources": rows}, indent=2))
             return 0
         if a.op == "stop":
+            rc = 0
             for f in a.files:
                 sid = f
-                if Path(f).exists():
+                if Path(f).exists():   # only its source-id is read: stopping needs no connection
                     sid = load_source_file(f).source_id
-                ok = store.disable_source(sid)
-                print(f"source {sid}: {'stopped' if ok else 'not registered'}")
-            return 0
+                if store.disable_source(sid):
+                    print(f"source {sid}: stopped")
+                else:                  # DM's words
+                    print(f"source config with ID {sid} not exists (not registered, or stopped already)",
+                          file=sys.stderr)
+                    rc = 1
+            return rc
     return 2
 
 
@@ -181,7 +186,7 @@ def _status(store, name: str, only: list[str] | None = None) -> dict:
 
     info = store.task_info(name)  # no credentials: status must show even if the file needs env it lacks
     if info is None:
-        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} is not known")
+        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} does not exist")
     view = _airflow_view(name, info["generation"])
     loaded = store.chunk_totals(name)
     rows = _source_rows(store, name, info)
@@ -201,8 +206,28 @@ def _status(store, name: str, only: list[str] | None = None) -> dict:
             "sources": sources, "ddl_locks": [coordinator.summary(lk) for lk in locks]}
 
 
+def _source_ids(given: list[str] | None) -> list[str] | None:
+    """``-s a -s b`` or ``-s a,b`` (DM takes both)."""
+    ids = [x.strip() for g in given or () for x in g.split(",") if x.strip()]
+    return ids or None
+
+
+def _unknown_sources(store, ids: list[str] | None) -> int:
+    """DM's refusal of sources never registered ("sources [x] haven't been added"): 1, printed."""
+    known = {r.get("source-id") or r.get("source_id") for r in store.list_sources()}
+    unknown = [s for s in ids or () if s not in known]
+    if unknown:
+        print(f"sources [{' '.join(unknown)}] haven't been added: `dmctl operate-source create SOURCE.yaml` "
+              f"registers a source (`dmctl operate-source show` lists them)", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_query_status(a) -> int:
+    a.source = _source_ids(a.source)
     with _store() as store:
+        if _unknown_sources(store, a.source):
+            return 1
         names = [_task_name(a.task)] if a.task else [n for n, _ in store.list_tasks()]
         if a.wait_synced is None:
             print(json.dumps({"result": True, "tasks": [_status(store, n, a.source) for n in names]}, indent=2,
@@ -270,19 +295,58 @@ def _wait_synced(store, name: str, timeout: float, only: list[str] | None = None
 
 
 # ---- lifecycle ------------------------------------------------------------------------------
+def _per_task(a, run_one) -> int:
+    """``CMD TASK [-s ...]``, or DM's batch form ``CMD -s SOURCE`` (no task): the command on that
+    source of every task that has it and is not stopped."""
+    import copy
+
+    a.source = _source_ids(a.source)
+    if a.task:
+        a.task = _task_name(a.task)
+        return run_one(a)
+    if not a.source or len(a.source) != 1:
+        print(f"usage: dmctl {a.cmd} [-s source ...] [task-name | task-file]: give the task, or exactly one "
+              f"source (`-s SOURCE`) to {a.cmd.split('-')[0]} it in every task", file=sys.stderr)
+        return 2
+    from dm_core.config.task import parse_task
+
+    sid = a.source[0]
+    with _store() as store:
+        if _unknown_sources(store, a.source):
+            return 1
+        names = []
+        for name, status in store.list_tasks():
+            info = store.task_info(name)
+            try:
+                ids = [i.source_id for i in parse_task(info["config_text"], f"<task {name}>",
+                                                       expand_env=False).mysql_instances]
+            except ShardflowError:
+                continue
+            states = {s["source_id"]: s for s in store.all_source_states(name)}
+            if status != "stopped" and sid in ids and (states.get(sid) or {}).get("requested") != "stopped":
+                names.append(name)
+    if not names:
+        print(f"source {sid}: no task that is not stopped has it", file=sys.stderr)
+        return 1
+    rc = 0
+    for name in names:
+        one = copy.copy(a)
+        one.task = name
+        rc = max(rc, run_one(one))
+    return rc
+
+
 def cmd_stop_task(a) -> int:
     from dm_core.cli.airflow_api import AirflowAPI
     from dm_core.cli.lifecycle import cmd_stop_task as stop
 
-    a.task = _task_name(a.task)
-    return stop(a, _store, AirflowAPI)
+    return _per_task(a, lambda one: stop(one, _store, AirflowAPI))
 
 
 def cmd_pause_resume(a, pause: bool) -> int:
     from dm_core.cli.lifecycle import cmd_pause_resume as pause_resume
 
-    a.task = _task_name(a.task)
-    return pause_resume(a, _store, pause)
+    return _per_task(a, lambda one: pause_resume(one, _store, pause))
 
 
 def cmd_shard_ddl_lock(a) -> int:
@@ -313,7 +377,8 @@ def cmd_shard_ddl_lock(a) -> int:
         names = [_task_name(args[0])] if args else [n for n, _ in store.list_tasks()]
         locks = [lk for n in names for lk in coordinator.list_locks(store, n, active_only=not a.all)]
         shown = locks if a.verbose else [coordinator.summary(lk) for lk in locks]
-        print(json.dumps({"result": True, "locks": shown}, indent=2, default=str))
+        print(json.dumps({"result": True, **({} if shown else {"msg": "no DDL lock exists"}), "locks": shown},
+                         indent=2, default=str))
     return 0
 
 
@@ -354,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_query_status)
     s = sub.add_parser("stop-task", help="end the task's runs (or -s sources' sensors) and wait until they ended; "
                                          "checkpoints are kept")
-    s.add_argument("task", help="task name or file")
+    s.add_argument("task", nargs="?", help="task name or file (none: `-s SOURCE` in every task)")
     s.add_argument("-s", "--source", action="append", help="only this source (repeatable)")
     s.add_argument("--no-wait", action="store_true", help="return at once; the runs end by themselves")
     s.add_argument("--timeout", type=float, default=120, help="seconds to wait for the runs to end")
@@ -362,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, pause in (("pause-task", True), ("resume-task", False)):
         s = sub.add_parser(name, help="pause replication (keeps everything)" if pause else
                            "resume replication (a source paused on an error retries its statement once)")
-        s.add_argument("task", help="task name or file")
+        s.add_argument("task", nargs="?", help="task name or file (none: `-s SOURCE` in every task)")
         s.add_argument("-s", "--source", action="append", help="only this source (repeatable)")
         s.set_defaults(fn=lambda a, p=pause: cmd_pause_resume(a, p))
     binlog_cmd.register(sub, _store, _load_task_from_store, _task_name)

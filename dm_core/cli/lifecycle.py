@@ -119,7 +119,7 @@ def _task(store, name: str):
 
     info = store.task_info(name)
     if info is None:
-        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} is not known")
+        raise ErrorCode.TASK_UNKNOWN.error(f"task {name!r} does not exist")
     return info, parse_task(info["config_text"], f"<task {name}>", expand_env=False)
 
 

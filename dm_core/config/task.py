@@ -292,6 +292,13 @@ def _build(raw: _RawTask, data: dict, problems: Problems, filename: str, expand_
     else:
         checks.check_choice(raw.task_mode, checks.TASK_MODES, "task-mode", problems)
     shard_mode = raw.shard_mode or ("pessimistic" if raw.is_sharding else None)
+    # DM's dmctl refuses files where the two keys say different things (is-sharding: false with a
+    # shard-mode, or an explicit empty shard-mode with is-sharding: true) rather than pick one
+    if ("is-sharding" in data and not raw.is_sharding and raw.shard_mode) or (
+            "shard-mode" in data and not raw.shard_mode and raw.is_sharding):
+        problems.add("is-sharding", f"is {str(raw.is_sharding).lower()} while shard-mode is "
+                     f"{raw.shard_mode or 'empty'}: the behaviour of `is-sharding` and `shard-mode` is conflicting",
+                     "`is-sharding` is deprecated, please use `shard-mode` only.")
     if raw.shard_mode:
         checks.check_choice(raw.shard_mode, checks.SHARD_MODES, "shard-mode", problems)
     if raw.strict_optimistic_shard_mode and shard_mode != "optimistic":

@@ -155,7 +155,8 @@ class MetaConfig:
 
 def check_meta(m: MetaConfig, path: str, problems: Problems) -> None:
     if not m.binlog_name and not m.binlog_gtid:
-        problems.add(path, "meta needs binlog-name (binlog-pos) or binlog-gtid",
+        problems.add(path, "meta needs binlog-name (binlog-pos) or binlog-gtid (DM: must specify `binlog-name` "
+                           "without GTID enabled for the source or specify `binlog-gtid` with GTID enabled for the source)",
                      "set binlog-name/binlog-pos (GTID off) or binlog-gtid (enable-gtid: true), or remove `meta`")
     if m.binlog_pos is not None and m.binlog_pos < 0:
         problems.add(join(path, "binlog-pos"), "must not be negative", "use the position from SHOW MASTER STATUS")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 
-_COMMENT = re.compile(r"/\*!\d*(.*?)\*/|/\*.*?\*/|--[^\n]*(?:\n|$)|#[^\n]*(?:\n|$)", re.S)
 _NAME = r"(?:`[^`]*`|[^\s`.]+)"
 _ALTER_TABLE = rf"ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_NAME}(?:\s*\.\s*{_NAME})?\s+"
 _PARTITION_OPS = {"ADD": "add table partition", "DROP": "drop table partition",
@@ -61,10 +60,23 @@ def strip_comments(sql: str) -> str:
     """One line of SQL without comments or a trailing semicolon; MySQL's executable comments
     (``/*!50100 ... */``) carry SQL, so their body stays.
 
+    Quoted strings and names are kept as written: a comment's spaces and line breaks, or a
+    ``#`` inside a DEFAULT, are the column's, not the statement's layout.
+
     >>> strip_comments("ALTER TABLE t /*!50100 ADD c int */ /* why */;")
     'ALTER TABLE t ADD c int'
+    >>> strip_comments("ALTER TABLE d.t\\n  ADD c int COMMENT '1  2\\n#3' -- note")
+    "ALTER TABLE d.t ADD c int COMMENT '1  2\\n#3'"
     """
-    return " ".join(_COMMENT.sub(lambda m: f" {m.group(1) or ''} ", sql).split()).rstrip(";").strip()
+    from dm_core.ddl.text import tokenize
+
+    out, end = [], None
+    for tok in tokenize(sql):
+        if end is not None and sql[end:tok.start]:
+            out.append(" ")    # spaces or comments between two tokens: one space
+        out.append(sql[tok.start:tok.end])
+        end = tok.end
+    return "".join(out).rstrip(";").strip()
 
 
 def _sqlglot_kind(sql: str) -> str | None:

@@ -122,8 +122,9 @@ class StateStore:
 
     def disable_source(self, source_id: str) -> bool:
         with self.tx() as cur:
-            cur.execute(f"UPDATE {SCHEMA}.source SET enabled = false, updated_at = now() WHERE source_id = %s", (source_id,))
-            return cur.rowcount > 0
+            cur.execute(f"UPDATE {SCHEMA}.source SET enabled = false, updated_at = now() WHERE source_id = %s "
+                        "AND enabled", (source_id,))
+            return cur.rowcount > 0   # False: not registered, or stopped already
 
     # ---- tasks ---------------------------------------------------------------------
     def put_task(self, name: str, config_text: str, status: str = "running") -> None:

@@ -44,6 +44,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 
+from dm_core import faults
 from dm_core.db import qt
 from dm_core.errors import ErrorCode
 from dm_core.ddl.kind import ddl_event_type
@@ -200,6 +201,7 @@ class OnlineDDL:
                 "shadow_table) DO UPDATE SET ddls = EXCLUDED.ddls, updated_at = now()",
                 (self.task.name, self.source_id, schema, shadow, schema, self.kinds.real_name(shadow),
                  json.dumps(ddls)))
+        faults.hit("online_ddl.after_record")
         return True
 
     def recorded(self, schema: str, shadow: str) -> list[str]:

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 
 ALL_ITEMS = [fn.item for fn in CHECKS]
 NOT_ALL_MODE = {"meta_position"}            # task-mode incremental only
+ONLINE_DDL_ONLY = {"online_ddl"}             # tasks with online-ddl: true only (test_online_ddl's cases)
 REPLICATION_ITEMS = {"server_id", "binlog_enable", "binlog_format", "binlog_row_image", "binlog_row_metadata",
                      "replication_privilege", "meta_position"}
 SECRET = "Sup3r-s3cret!pw"
@@ -129,7 +130,7 @@ def expect(report: CheckReport, source: str, *, mode: str = "all", sharding: boo
     """Every item that applies is present, ``odd`` items have the given state, the rest pass."""
     want = {}
     for it in ALL_ITEMS:
-        if it in NOT_ALL_MODE and mode != "incremental":
+        if (it in NOT_ALL_MODE and mode != "incremental") or it in ONLINE_DDL_ONLY:
             continue
         if mode == "full" and it in REPLICATION_ITEMS:
             continue
@@ -236,10 +237,9 @@ def test_source_privileges(servers, user, password, odd, needle):
 def test_target_privilege(servers):
     report = check(servers, {"mysql-01": servers["good"].endpoint()},
                    target=servers["tgt"].endpoint("reader", "reader-pw"))
-    expect(report, "mysql-01", target_privilege="fail")
+    expect(report, "mysql-01", target_privilege="warn")   # DM warns: which tables get written is not known
     (r,) = report.find("target_privilege", "target")
     assert "`shop`" in r.message and "CREATE" in r.message and "GRANT" in r.fix
-    assert not report.ok
 
 
 # ---- tables -------------------------------------------------------------------------------

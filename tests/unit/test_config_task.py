@@ -203,7 +203,9 @@ BROKEN = [
            ("routes.r1.target-schema", "must not be empty"),
            ("mysql-instances[0].route-rules[1]", "no route named 'r9' in `routes`"),
            ("mysql-instances[1].source-id", "source-id 's1' is already used by mysql-instances[0]"),
-           ("mysql-instances[1].meta", "meta needs binlog-name (binlog-pos) or binlog-gtid")]),
+           ("mysql-instances[1].meta", "meta needs binlog-name (binlog-pos) or binlog-gtid (DM: must specify "
+                                       "`binlog-name` without GTID enabled for the source or specify `binlog-gtid` "
+                                       "with GTID enabled for the source)")]),
     ("""\
         name: t
         task-mode: all

@@ -114,9 +114,13 @@ def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
     for ch in changes:
         if ch.op == "add_column" and ch.column is not None and (
                 ch.column.auto_increment or "UNIQUE" in ch.column.extra.upper()):
-            what = "AUTO_INCREMENT" if ch.column.auto_increment else "UNIQUE"
+            if not ch.column.auto_increment:
+                # DM's lock lets a UNIQUE column through and TiDB refuses it downstream, on every
+                # shard (handle_error_2's 4215): say it as TiDB does, where DM users look for it
+                return (f"unsupported add column '{ch.column.name}' constraint UNIQUE KEY when altering a "
+                        f"sharded table: `{ch.sql}` (each shard fills it with its own values)")
             return (f"there will be conflicts if `{ch.sql}` is applied to the downstream: column "
-                    f"`{ch.column.name}` is {what}, and each shard fills it with its own values")
+                    f"`{ch.column.name}` is AUTO_INCREMENT, and each shard fills it with its own values")
         if ch.op == "rename_column" or (ch.op == "modify_column" and ch.new_name):
             return f"renaming column `{ch.name}` to `{ch.new_name or ch.column.name}` (`{ch.sql}`)"
         if ch.op == "modify_column":
