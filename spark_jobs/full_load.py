@@ -171,31 +171,13 @@ def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chun
     def write(chunk_ids):
         for _ in chunk_ids:  # read to the end: a Python worker that leaves input unread exits after the task
             pass             # instead of serving the next one (a new process and imports per chunk, ~0.2 s)
-        import MySQLdb.cursors
-
         from dm_core.db import connect_native
+        from dm_core.full import text_rows
 
         up = connect_native(up_ep, downstream=False)
         try:
-            cur = up.cursor(MySQLdb.cursors.SSCursor)
-            cur.execute(query)
-
-            def blocks():
-                while True:
-                    rows = cur.fetchmany(10_000)
-                    if not rows:
-                        return
-                    yield rows
-
-            def lines(rows):
-                # one allocation per block: `join(...) + b"\n"` copied each ~1 MB block again, and
-                # the page faults of that second buffer cost as much system time as the join
-                out = [r[0] for r in rows]
-                out.append(b"")
-                return b"\n".join(out), len(rows)
-
             yield _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
-                               blocks(), lines, turn=turn, enclosed=True)
+                               text_rows.read_lines(up, query), text_rows.as_text, turn=turn, enclosed=True)
         finally:
             up.close()
 

@@ -193,8 +193,6 @@ def copy_specs(target_ep: Endpoint):
     def run(specs):
         import time
 
-        import MySQLdb.cursors
-
         from dm_core.db import connect_native
         from dm_core.full import load_data
         from dm_core.full.extract import lenient
@@ -211,11 +209,6 @@ def copy_specs(target_ep: Endpoint):
                 downs[drifted] = c
             return downs[drifted]
 
-        def lines(rows):
-            out = [r[0] for r in rows]
-            out.append(b"")
-            return b"\n".join(out), len(rows)
-
         try:
             for s in specs:
                 t0 = time.monotonic()
@@ -224,16 +217,6 @@ def copy_specs(target_ep: Endpoint):
                     faults.hit("full.small_table")
                     if key not in ups:
                         ups[key] = connect_native(s.up_ep, downstream=False)
-                    cur = ups[key].cursor(MySQLdb.cursors.SSCursor)
-                    cur.execute(s.query)
-
-                    def blocks():
-                        while True:
-                            rows = cur.fetchmany(10_000)
-                            if not rows:
-                                return
-                            yield rows
-
                     conn = down_conn(s.drifted)
 
                     def marker(rows):
@@ -242,7 +225,8 @@ def copy_specs(target_ep: Endpoint):
                             c.execute(chunk_writer.marker_sql(s.meta),
                                       (s.plan_id, 0, s.task, s.source_id, f"{s.schema}.{s.table}", rows))
 
-                    stats = load_data.load_chunk(conn, s.sql, blocks(), marker, encoder=lines,
+                    stats = load_data.load_chunk(conn, s.sql, text_rows.read_lines(ups[key], s.query), marker,
+                                                 encoder=text_rows.as_text,
                                                  duplicates_fail=s.duplicates_fail, turn=s.turn)
                     yield {"name": s.name, "rows": stats.rows, "seconds": time.monotonic() - t0, "error": None}
                 except Exception as e:  # this table goes back to the per-table path; the others go on
