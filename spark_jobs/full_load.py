@@ -115,10 +115,10 @@ def _rows_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
 
 
 def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, items,
-                 encoder=None, turn=None, enclosed=False):
+                 encoder=None, turn=None, enclosed=False, charset="utf8mb4"):
     """On an executor: ``items`` through one LOAD DATA into the target plus the chunk's marker,
     one transaction (dm_core/full/load_data.py). ``enclosed``: the text path's lines (quoted
-    strings). Returns the stage timings as a dict."""
+    strings); ``charset``: how LOAD DATA reads them (load_data.statement). Returns the stage timings as a dict."""
     from dm_core.db import connect_native
     from dm_core import faults
     from dm_core.full import chunk_writer, load_data
@@ -136,7 +136,8 @@ def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
                 cur.execute(chunk_writer.marker_sql(meta),
                             (plan_id, chunk_id, task_name, st.source_id, f"{st.schema}.{st.table}", rows))
 
-        sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types, enclosed=enclosed)
+        sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types, enclosed=enclosed,
+                                  charset=charset)
         try:
             stats = load_data.load_chunk(conn, sql, items, marker, encoder=encoder, duplicates_fail=verb == "INSERT",
                                          turn=turn)
@@ -164,7 +165,7 @@ def _arrow_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_na
 
 
 def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
-                 turn):
+                 turn, same_bytes=False):
     """mapPartitions function (the text path): the executor reads the chunk's ready lines from
     the upstream (dm_core/full/text_rows.py) and pipes them into LOAD DATA untouched."""
 
@@ -177,7 +178,8 @@ def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chun
         up = connect_native(up_ep, downstream=False)
         try:
             yield _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
-                               text_rows.read_lines(up, query), text_rows.as_text, turn=turn, enclosed=True)
+                               text_rows.read_lines(up, query), text_rows.as_text, turn=turn, enclosed=True,
+                               charset="binary" if same_bytes else "utf8mb4")
         finally:
             up.close()
 
@@ -315,12 +317,12 @@ def _lander(spark, task, st, up_ep, target_ep, args):
         finally:
             up.close()
 
-    def _report(chunk, t0, got):
+    def _report(chunk, t0, got, how=""):
         stages.add(got)
         log.info("%s chunk %d: %d rows loaded in %.2fs (executor: read %.2fs, encode %.2fs, write %.2fs, "
-                 "wait for the table's turn %.2fs, load %.2fs, commit %.2fs)%s", st.name, chunk.chunk_id, got["rows"],
+                 "wait for the table's turn %.2fs, load %.2fs, commit %.2fs)%s%s", st.name, chunk.chunk_id, got["rows"],
                  time.monotonic() - t0, got["read"], got["encode"], got["write"], got["wait"], got["load"],
-                 got["finish"], ", spooled while another chunk loaded" if got.get("spooled") else "")
+                 got["finish"], ", spooled while another chunk loaded" if got.get("spooled") else "", how)
         return got["rows"]
 
     def _land(plan_id, chunk, shape):
@@ -332,9 +334,10 @@ def _lander(spark, task, st, up_ep, target_ep, args):
         if query is not None:
             t0 = time.monotonic()
             fn = _text_writer(up_ep, query, target_ep, meta, st, text_rows.columns_of(now), verb, plan_id,
-                              chunk.chunk_id, task.name, shape.drifted, types, turn)
+                              chunk.chunk_id, task.name, shape.drifted, types, turn, shape.same_bytes)
             (got,) = spark.sparkContext.parallelize([chunk.chunk_id], 1).mapPartitions(fn).collect()
-            return _report(chunk, t0, got)
+            return _report(chunk, t0, got, "; text read as binary (already in the columns' character sets)"
+                           if shape.same_bytes else "; text read as utf8mb4")
         df = spark.session.read.jdbc(_jdbc_url(up_ep), chunk_query(now, chunk.where, dump_where),
                              properties=_props(up_ep, fetchsize="10000"))
         df = _transformed(df, now, task)

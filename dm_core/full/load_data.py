@@ -118,12 +118,14 @@ def _values(arr):
 
 
 def statement(target_schema: str, target_table: str, columns: list[str], sql_verb: str,
-              types: dict[str, str] | None = None, *, enclosed: bool = False) -> str:
+              types: dict[str, str] | None = None, *, enclosed: bool = False, charset: str = "utf8mb4") -> str:
     """The LOAD DATA statement; the pipe's path is its only parameter. ``types``: upstream
     data types by column; a BIT column arrives as its unsigned value (extract.py) and is
     assigned through a variable, since LOAD DATA would store the digits' bytes. ``enclosed``:
     fields may be enclosed in single quotes (the text path's ``QUOTE()`` format, text_rows.py);
-    :func:`encode`'s text has no enclosure (its values may begin with a quote).
+    :func:`encode`'s text has no enclosure (its values may begin with a quote). ``charset``:
+    how the server reads the text: ``binary`` when every value is already in its column's
+    character set (extract.ChunkShape.same_bytes).
 
     >>> statement("db", "t", ["id", "v"], "REPLACE")[:60]
     'LOAD DATA LOCAL INFILE %s REPLACE INTO TABLE `db`.`t` CHARAC'
@@ -143,7 +145,7 @@ def statement(target_schema: str, target_table: str, columns: list[str], sql_ver
         else:
             fields.append(qi(c))
     return (f"LOAD DATA LOCAL INFILE %s {word + ' ' if word else ''}INTO TABLE {qt(target_schema, target_table)} "
-            "CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\\t' " + ("ENCLOSED BY '''' " if enclosed else "")
+            f"CHARACTER SET {qi(charset)} FIELDS TERMINATED BY '\\t' " + ("ENCLOSED BY '''' " if enclosed else "")
             + "ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' "
             f"({', '.join(fields)})" + (f" SET {', '.join(sets)}" if sets else ""))
 

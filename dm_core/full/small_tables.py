@@ -163,7 +163,8 @@ def specs(task, todo, target_ep, *, verb: str, turn_of) -> tuple[list, list]:
                 continue
             columns = text_rows.columns_of(now)
             types = dict(zip(now.columns, now.column_types or []))
-            sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types, enclosed=True)
+            sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types, enclosed=True,
+                                      charset="binary" if shape.same_bytes else "utf8mb4")
             out.append(Spec(st.name, st.source_id, st.schema, st.table, ep, query, sql, plan_id, task.name,
                             task.meta_schema, shape.drifted, verb == "INSERT", turn_of(st.target_schema, st.target_table)))
     finally:

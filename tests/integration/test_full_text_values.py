@@ -36,19 +36,24 @@ def _latin1(v: str) -> str:
     return v.encode("latin1", "replace").decode("latin1")
 
 
-def test_text_path_carries_every_value_exactly(stack, uniq, tmp_path):
+@pytest.mark.parametrize("l_charset", ["latin1", "utf8mb4"])
+def test_text_path_carries_every_value_exactly(stack, uniq, tmp_path, l_charset):
+    """``l_charset``: with a latin1 column LOAD DATA reads the lines as utf8mb4 and converts
+    them; with utf8mb4 columns only, every value is already in its column's character set and
+    LOAD DATA reads them as binary (extract.ChunkShape.same_bytes)."""
     schema, tdb, name, sid = f"tv{uniq}", f"tvt{uniq}", f"tv{uniq}", f"tv-{uniq}"
+    expect = _latin1 if l_charset == "latin1" else (lambda v: v)
     up, down = stack["up1"], stack["down"]
     # no FLOAT/DOUBLE column: the table takes the text path (text_rows.py)
     execute(up, f"CREATE DATABASE {schema}",
             f"CREATE TABLE {schema}.t (id int NOT NULL PRIMARY KEY, s varchar(64) NULL, "
             "b varbinary(300) NULL, c char(20) NULL, nn varchar(64) NOT NULL, j json NULL, "
-            "e enum('x','y\"z', 'q''t') NULL, l varchar(64) CHARACTER SET latin1 NULL, "
+            f"e enum('x','y\"z', 'q''t') NULL, l varchar(64) CHARACTER SET {l_charset} NULL, "
             "ub varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL)")
     for i, v in VALUES:
         execute(up, f"INSERT INTO {schema}.t VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 args=(i, v, v.encode(), v[:20], v, None, ("y\"z", "q't")[i % 3 == 0] if i % 2 else None,
-                      _latin1(v), v))
+                      expect(v), v))
     execute(up, f"INSERT INTO {schema}.t VALUES (100, NULL, %s, NULL, '', %s, NULL, NULL, NULL)",
             args=(ALL_BYTES, '{"k": "a\\"b\\tc"}'))
     text = task_yaml(name, down, [(sid, schema)], tdb)
@@ -59,6 +64,8 @@ def test_text_path_carries_every_value_exactly(stack, uniq, tmp_path):
         report = tmp_path / "report.json"
         r = run_load(name, "--chunk-rows", "7", "--report", str(report))
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+        how = "text read as utf8mb4" if l_charset == "latin1" else "text read as binary"
+        assert how in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
         assert read_report(report)["rows"] == len(VALUES) + 1
         got = {row[0]: row[1:] for row in execute(down, f"SELECT id, s, b, c, nn, j, e, l, ub FROM {tdb}.t")}
         for i, v in VALUES:
@@ -66,7 +73,7 @@ def test_text_path_carries_every_value_exactly(stack, uniq, tmp_path):
             assert (s, bytes(b), nn, ub) == (v, v.encode(), v, v), f"row {i}: {v!r} arrived as {(s, b, nn, ub)!r}"
             assert c == v[:20].rstrip(" "), f"row {i} CHAR: {v!r} arrived as {c!r}"
             assert e == (("y\"z", "q't")[i % 3 == 0] if i % 2 else None), f"row {i} ENUM"
-            assert lat == _latin1(v), f"row {i} latin1: {_latin1(v)!r} arrived as {lat!r}"
+            assert lat == expect(v), f"row {i} {l_charset}: {expect(v)!r} arrived as {lat!r}"
         s, b, c, nn, j, e, lat, ub = got[100]
         assert s is None and c is None and e is None and lat is None and ub is None, "real NULLs must stay NULL"
         assert nn == "" and bytes(b) == ALL_BYTES
