@@ -202,6 +202,9 @@ def _defaults_file(path: Path, ep: Endpoint) -> Path:
     return path
 
 
+DUMP_TIMEOUT_S = 600   # a 10M-row dump takes ~10 s here
+
+
 def run_mydumper(stack: Stack, rows: int, nbytes: int) -> dict:
     tools = {t: shutil.which(t) for t in ("mydumper", "myloader")}
     missing = [t for t, p in tools.items() if not p]
@@ -218,12 +221,27 @@ def run_mydumper(stack: Stack, rows: int, nbytes: int) -> dict:
     try:
         with TreeRSS() as rss, _servers(stack) as servers:
             t0 = time.monotonic()
-            dumps = [run_logged([tools["mydumper"], f"--defaults-file={cnf}", "-h", ep.host, "-P", str(ep.port),
-                                 "-t", str(THREADS), "-r", "100000", "--trx-consistency-only",
-                                 "-x", rf"^{PREFIX}_[0-9]+\.", "-o", str(out), "-v", "1"], logf, rss=rss)
-                     for ep, cnf, out in ups]
-            for p in dumps:
-                finish(p, "mydumper")
+            for attempt in (1, 2):
+                dumps = [run_logged([tools["mydumper"], f"--defaults-file={cnf}", "-h", ep.host, "-P", str(ep.port),
+                                     "-t", str(THREADS), "-r", "100000", "--trx-consistency-only",
+                                     "-x", rf"^{PREFIX}_[0-9]+\.", "-o", str(out), "-v", "1"], logf, rss=rss,
+                                    timeout=DUMP_TIMEOUT_S)
+                         for ep, cnf, out in ups]
+                try:
+                    for p in dumps:
+                        finish(p, "mydumper")
+                    break
+                except RuntimeError as e:
+                    # mydumper 0.10 now and then hangs for good on a futex with its connection idle
+                    # (seen 2026-11-26): the baseline runs again once rather than the bench waiting an hour
+                    for p in dumps:
+                        p.kill()
+                    if attempt == 2 or "timed out" not in str(e):
+                        raise
+                    log.warning("mydumper hung; dumping again from the start: %s", e)
+                    for _, _, out in ups:
+                        shutil.rmtree(out, ignore_errors=True)
+                    t0 = time.monotonic()
             t_dump = time.monotonic() - t0
             loads = [run_logged([tools["myloader"], f"--defaults-file={down_cnf}", "-h", stack.down.host,
                                  "-P", str(stack.down.port), "-t", str(THREADS), "-o", "-d", str(out), "-v", "1"],

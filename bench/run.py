@@ -43,6 +43,8 @@ def _row(name: str, r: dict, cols: list[str]) -> list:
     if r.get("error"):
         return [name] + ["-"] * (len(cols) - 1) + ["n/a: " + r["error"].splitlines()[0][:90]]
     note = "" if r.get("rows_ok", True) else "ROW CHECK FAILED"
+    if r.get("rounds_seconds"):
+        note = " ".join(filter(None, [note, "median of " + " / ".join(fmt(x, 2) for x in r["rounds_seconds"]) + " s"]))
     return [name] + [r.get(c) for c in cols[:-1]] + [note]
 
 

@@ -38,7 +38,7 @@ time.tzset()
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PROJECT_ROOT)
 
-from spark_jobs.spark_session import create_session  # noqa: E402 (after the path above)
+from spark_jobs.spark_session import create_session, stop_quickly  # noqa: E402 (after the path above)
 log = logging.getLogger("shardflow.validate")
 _MASK = (1 << 64) - 1
 
@@ -212,7 +212,7 @@ def _run(args) -> int:
                 if time.monotonic() - last_flush >= settings.meta_flush_interval:
                     store.put_validation(task.name, args.run_id, "running", res.to_dict(), finished=False)
                     last_flush = time.monotonic()
-        spark.stop()
+        stop_quickly(spark)
     except Exception as e:
         log.exception("validation of %s failed", task.name)
         res.error = f"{type(e).__name__}: {e}"
