@@ -28,6 +28,7 @@ user-made downstream index rejects a row (1062 on a DML). Each scenario of DM's 
 
 import pytest
 
+from .handle_error_lib import query_events
 from .harness import Sync, dm_case, dmctl, register_sources, run_sql, start, table_rows
 
 pytestmark = pytest.mark.integration
@@ -73,32 +74,8 @@ def _ok(*args) -> str:
     return out
 
 
-def _query_events(ep) -> list[tuple[str, int, str]]:
-    """(file, position, statement) of every DDL in the upstream's binlog: what DM's run.sh reads
-    with SHOW BINLOG EVENTS to give `-b` (read as bytes: other tests leave binary rows there)."""
-    import pymysql
-
-    conn = pymysql.connect(host=ep.host, port=ep.port, user=ep.user, password=ep.password, use_unicode=False)
-    out = []
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SHOW BINARY LOGS")
-            for log in [r[0] for r in cur.fetchall()]:
-                try:
-                    cur.execute("SHOW BINLOG EVENTS IN %s", (log,))
-                except pymysql.err.OperationalError:
-                    continue   # a file an earlier server crash cut short (1220): not this test's
-                for row in cur.fetchall():
-                    info = row[5].decode("utf-8", "replace")
-                    if row[2] == b"Query" and not info.upper().startswith(("BEGIN", "COMMIT")):
-                        out.append((row[0].decode(), int(row[1]), info))
-    finally:
-        conn.close()
-    return out
-
-
 def _pos_of(ep, fragment: str) -> str:
-    hits = [f"{f}:{p}" for f, p, sql in _query_events(ep) if fragment in sql]
+    hits = [f"{f}:{p}" for f, p, sql in query_events(ep) if fragment in sql]
     assert hits, f"no DDL with {fragment!r} in the binlog"
     return hits[-1]
 
