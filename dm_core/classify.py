@@ -22,6 +22,7 @@ TRANSIENT_ERRNOS = {
     1040: "too many connections",
     1053: "server shutdown in progress",
     1077: "normal shutdown",
+    1152: "aborted connection",
     1158: "error reading communication packets",
     1159: "timeout reading communication packets",
     1160: "error writing communication packets",

@@ -7,9 +7,12 @@ everywhere, and a password can never leak into an error message.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass, field
 
+from dm_core import faults
+from dm_core.classify import TRANSIENT, TRANSIENT_ERRNOS, classify
 from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.tls import TLS, mysqlclient_ssl, pymysql_ssl
 
@@ -174,6 +177,20 @@ def qt(schema: str, table: str) -> str:
     return f"{qi(schema)}.{qi(table)}"
 
 
+@functools.lru_cache(maxsize=1)
+def database_errors() -> tuple[type[BaseException], ...]:
+    """The client libraries' own error classes (those installed): a database's failure, as
+    distinct from a shardflow bug. A function, so importing dm_core.db imports no client
+    library: an ``except database_errors()`` clause is evaluated only when something raised."""
+    out = []
+    for mod, attr in (("pymysql.err", "MySQLError"), ("MySQLdb", "MySQLError"), ("psycopg2", "Error")):
+        try:
+            out.append(getattr(__import__(mod, fromlist=[attr]), attr))
+        except ImportError:
+            continue
+    return tuple(out)
+
+
 def _errno(e: BaseException) -> int | None:
     args = getattr(e, "args", None)
     return args[0] if args and isinstance(args[0], int) else None
@@ -183,11 +200,16 @@ def master_position(conn) -> tuple[str, int, str | None]:
     """(file, pos, gtid) the server has written up to now."""
     with conn.cursor() as cur:
         try:
+            faults.hit("upstream.master_status")
             cur.execute("SHOW MASTER STATUS")
-        except Exception as e:  # noqa: BLE001 - only the missing privilege is said otherwise
+        except Exception as e:  # noqa: BLE001 - a missing privilege and a lost connection are said
             if _errno(e) in (1227, 1044, 1045):
                 raise ErrorCode.BINLOG_PRIVILEGE.error(
                     f"cannot read the upstream's binlog position (SHOW MASTER STATUS): {e.args[-1]}") from None
+            if _errno(e) is not None and classify(_errno(e)) == TRANSIENT:   # retried by the source, then said
+                raise ErrorCode.UPSTREAM_UNREACHABLE.error(
+                    f"cannot read the upstream's binlog position (SHOW MASTER STATUS): server error "
+                    f"{_errno(e)} ({TRANSIENT_ERRNOS[_errno(e)]}): {e.args[-1]}") from e
             raise
         row = cur.fetchone()
         if not row:

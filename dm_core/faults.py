@@ -37,6 +37,10 @@ DDL outside sharding groups (``dm_core.sync.syncer``; DM's FlushCheckpointStage 
 
 Sync (``dm_core.sync``, ``dm_core.binlog``; in the order a window goes through them):
 
+* ``sync.load_checkpoint`` — a window is about to read the source's checkpoint and stage
+  (DM's LoadCheckpointFailed);
+* ``upstream.master_status`` — a window is about to ask the upstream where its binlog ends
+  (SHOW MASTER STATUS; DM's GetMasterStatusFailed);
 * ``sync.after_open`` — a window fixed its start (the checkpoint) and loaded the safe-mode exit
   point; nothing read yet;
 * ``binlog.in_transaction`` — a row event of a transaction was read, the transaction not yet

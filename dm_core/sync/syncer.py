@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from dm_core import faults
 from dm_core.classify import ddl_error
-from dm_core.db import connect, connect_native, master_position, qi
+from dm_core.db import connect, connect_native, database_errors, master_position, qi
 from dm_core.errors import ErrorCode, ShardflowError, Terminal
 from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
@@ -242,8 +242,13 @@ class Syncer:
     def _open(self) -> "_Window | WindowResult":
         """Gate the window on the task's lifecycle and a paused source's operator command,
         then fix [start, until) and the safe-mode exit point and open the connections."""
-        st = self.store.source_state(self.task.name, self.source_id)
-        info = self.store.task_info(self.task.name)
+        try:
+            faults.hit("sync.load_checkpoint")
+            st = self.store.source_state(self.task.name, self.source_id)
+            info = self.store.task_info(self.task.name)
+        except database_errors() as e:   # retried by the session, then the source pauses naming it
+            raise ErrorCode.STATE_STORE_UNREACHABLE.error(
+                f"source {self.source_id}: cannot read its checkpoint and stage from the state store: {e}") from e
         gate = lifecycle.gate(info, st, self.generation) if info is not None else lifecycle.Gate(lifecycle.RUNNING)
         if gate.state != lifecycle.RUNNING:  # a stop or a pause wins over a pause on an error
             self._started = False            # what runs next is a new start (safe_mode.py)
