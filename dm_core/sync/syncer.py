@@ -87,9 +87,11 @@ class WindowResult:
         return self.end == self.until and not self.stopped_early and not self.waiting and not self.paused
 
     def summary(self) -> str:
+        rate = f" ({self.rows / self.seconds:,.0f} rows/s)" if self.rows and self.seconds > 0 else ""
+        lag = f", lag {self.lag_seconds:.1f}s" if self.lag_seconds is not None else ""
         s = (f"source {self.source_id}: {self.rows} rows in {self.txns} transactions, "
              f"{self.start} → {self.end} (upstream at {self.until}), safe mode {'on' if self.safe_mode else 'off'}, "
-             f"{self.seconds:.1f}s")
+             f"{self.seconds:.1f}s{rate}{lag}")
         if self.ddls:
             s += f", DDL: {'; '.join(self.ddls)}"
         for line in self.shard:

@@ -185,6 +185,7 @@ class Sync:
 
     def __init__(self, task, store):
         self.task, self.store = task, store
+        self.said: list[str] = []
         self.restart()
 
     def restart(self, *sources: str) -> None:
@@ -199,7 +200,11 @@ class Sync:
     def step(self) -> dict[str, str]:
         from dm_core.shardddl.coordinator import coordinate
 
-        states = {sid: s.step().state for sid, s in self.sessions.items()}
+        states = {}
+        for sid, s in self.sessions.items():
+            out = s.step()
+            states[sid] = out.state
+            self.said.extend(text for _, text in out.messages)   # what the sensor's task log shows
         coordinate(self.task, self.store)
         return states
 
