@@ -81,7 +81,7 @@ KEYS: dict[tuple[str, str], Key] = {
         "collation_compatible": Key(WORKS),  # strict: dm_core/ddl/collation.py
         "enable-heartbeat": _deprecated(), "heartbeat-update-interval": _deprecated(),
         "heartbeat-report-interval": _deprecated(), "ansi-quotes": _deprecated(), "remove-meta": _deprecated(
-            "remove it; `dmctl start-task --remove-meta` clears the checkpoints"),
+            "remove it; please use `start-task ... --remove-meta` instead, which clears the checkpoints"),
     }.items()},
     ("_Experimental", "async-checkpoint-flush"): _warn(
         "is not used: a checkpoint is written after each batch's rows are committed downstream", when=_true),

@@ -120,6 +120,11 @@ def parse_source(text: str, filename: str = "<source>") -> SourceConfig:
         problems.add("source-id", "missing", "add `source-id: NAME`, unique among your sources")
     elif len(raw.source_id) > MAX_SOURCE_ID_LENGTH:
         problems.add("source-id", f"longer than {MAX_SOURCE_ID_LENGTH} characters", "use a shorter source id")
+    ck = raw.checker
+    if ck is not None and ck.backoff_max < ck.backoff_min:   # DM refuses it too (ErrConfigCheckerMaxTooSmall)
+        problems.add("checker.backoff-max", f"`backoff-max` value {ck.backoff_max:g}s is less than `backoff-min` "
+                                            f"value {ck.backoff_min:g}s",
+                     "Please increase `backoff-max` (or remove the checker block: shardflow does not use it)")
     db = raw.from_
     if db is None:
         if "from" not in data or data.get("from") is None:
