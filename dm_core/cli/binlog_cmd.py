@@ -38,6 +38,8 @@ def options_first(argv: list[str]) -> list[str]:
     >>> options_first(["binlog", "inject", "t", "-s", "a", "alter", "table", "d.t", "add", "c", "int"])
     ['binlog', '-s', 'a', 'inject', 't', 'alter', 'table', 'd.t', 'add', 'c', 'int']
     """
+    if argv and argv[0] == "handle-error":
+        return _from_handle_error(argv)
     if not argv or argv[0] != "binlog":
         return argv
     opts, rest, i = [], [], 1
@@ -53,6 +55,31 @@ def options_first(argv: list[str]) -> list[str]:
             rest.append(word)
         i += 1
     return ["binlog", *opts, *rest]
+
+
+HANDLE_ERROR_USAGE = ("dmctl handle-error <task-name | task-file> [-s source ...] [-b binlog-pos] "
+                      "<skip/replace/revert> [replace-sql1;replace-sql2;]")
+HANDLE_ERROR_OPS = ("skip", "replace", "revert")
+
+
+def _from_handle_error(argv: list[str]) -> list[str]:
+    """DM's older ``handle-error TASK [-s S] [-b POS] OP [SQL]`` (still in DM's dmctl) as
+    ``binlog OP TASK ...``; a wrong form is refused with DM's usage or words.
+
+    >>> _from_handle_error(["handle-error", "t", "-b", "mysql-bin.000001:4", "replace", "alter", "table", "d.t", "add", "c", "int"])
+    ['binlog', '-b', 'mysql-bin.000001:4', 'replace', 't', 'alter', 'table', 'd.t', 'add', 'c', 'int']
+    """
+    moved = options_first(["binlog", *argv[1:]])[1:]
+    opts = []
+    while moved and moved[0].startswith("-"):
+        opts += moved[:1] if "=" in moved[0] else moved[:2]
+        moved = moved[1:] if "=" in moved[0] else moved[2:]
+    if len(moved) < 2:
+        raise SystemExit(f"usage: {HANDLE_ERROR_USAGE}\n(handle-error is DM's older name for `dmctl binlog`)")
+    task, op, *sql = moved
+    if op not in HANDLE_ERROR_OPS:
+        raise SystemExit(f"invalid operation '{op}': {HANDLE_ERROR_USAGE}")
+    return ["binlog", *opts, op, task, *sql]
 
 
 def _sources(a, task, states: dict, status: str = "running") -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -460,11 +461,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--wait-result", type=float, metavar="SECONDS",
                    help="start: wait for the run and print its result (exit 0 equal, 1 differences, 2 failed)")
     s.set_defaults(fn=cmd_validate)
+    s = sub.add_parser("binlog-schema", help="DM's schema tracker commands: shardflow has no tracker (see the message)")
+    s.add_argument("words", nargs=argparse.REMAINDER)
+    s.set_defaults(fn=cmd_binlog_schema)
     secret_cmds.register(sub)
     return p
 
 
+def cmd_binlog_schema(a) -> int:
+    """DM's ``binlog-schema list|update|delete``: DM keeps a schema per upstream table to decode
+    rows with, which a user repairs with these; shardflow has none to repair."""
+    print("binlog-schema: shardflow keeps no schema tracker: rows are decoded by the column names the binlog "
+          "carries (binlog_row_metadata=FULL), and the target's own definition is read from the downstream. "
+          "Nothing to list, update or delete: fix a table's definition downstream (or upstream) instead, then "
+          "`dmctl resume-task TASK`.", file=sys.stderr)
+    return 2
+
+
 def main(argv=None) -> int:
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)   # its parser's fallbacks are no news to a dmctl user
     a = build_parser().parse_args(binlog_cmd.options_first(list(sys.argv[1:] if argv is None else argv)))
     try:
         return a.fn(a)
