@@ -32,6 +32,25 @@ def _size(v) -> int:
 DURATION = {"convert": go_duration, "fix": "write a Go duration such as \"30s\", \"5m\" or \"1m30s\""}
 
 
+def pem_bytes(v) -> str:
+    """``ssl-*-bytes``: PEM text, or what DM's Go []byte field takes in YAML, a list of byte
+    values (``[]`` in DM's files for none).
+
+    >>> pem_bytes([]), pem_bytes([45, 45]), pem_bytes("-----BEGIN")
+    ('', '--', '-----BEGIN')
+    """
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list) and all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256 for b in v):
+        return bytes(v).decode("utf-8", "replace")
+    raise ValueError(f"expected PEM text or a list of byte values, got {v!r}")
+
+
+BYTES = {"convert": pem_bytes, "fix": "write the certificate's PEM text (or use the ssl-* path or -base64 key)"}
+
+
 @dataclass
 class SecurityConfig:
     """TLS to a database (``security:``); each of CA, cert and key as a path, PEM text or base64."""
@@ -40,9 +59,9 @@ class SecurityConfig:
     ssl_cert: str = ""
     ssl_key: str = ""
     cert_allowed_cn: list[str] = field(default_factory=list)
-    ssl_ca_bytes: str = field(default="", repr=False)
-    ssl_key_bytes: str = field(default="", repr=False)
-    ssl_cert_bytes: str = field(default="", repr=False)
+    ssl_ca_bytes: str = field(default="", repr=False, metadata=BYTES)
+    ssl_key_bytes: str = field(default="", repr=False, metadata=BYTES)
+    ssl_cert_bytes: str = field(default="", repr=False, metadata=BYTES)
     ssl_ca_base64: str = field(default="", repr=False)
     ssl_key_base64: str = field(default="", repr=False)
     ssl_cert_base64: str = field(default="", repr=False)
