@@ -140,6 +140,9 @@ class _Window:
     resumed_at: Position | None = None  # the event an operation let the source go on from (operator_step)
     pending: Batch | None = None
     checkpoint: Position | None = None  # the last position handed to the applier (durable after barrier())
+    # keys the per-transaction checks compare with, dropped once passed (transactions come in order)
+    safe_until: tuple | None = None     # the safe-mode exit point's key
+    catch_up_until: tuple | None = None  # the full phase's high watermark's key (row_path: lenient rows)
     unrecorded: bool = False       # the first window records its start even if idle
 
     def flush(self, upto: Position, force: bool = False) -> None:
@@ -292,9 +295,12 @@ class Syncer:
         except BaseException:
             dconn.close()   # the window never started: nothing else to undo
             raise
+        high = Position(st["high_file"], int(st["high_pos"])) if st.get("high_file") else None
         return _Window(st, res, until, safe_exit, binlog, dconn, applier, [dconn, *closers],
                        ops=ops, held=held, pending=Batch(start), checkpoint=start,
-                       unrecorded=not st["binlog_file"])
+                       unrecorded=not st["binlog_file"],
+                       safe_until=safe_exit.key() if safe_exit is not None else None,
+                       catch_up_until=high.key() if high is not None else None)
 
     def _start_applier(self, st: dict, res: WindowResult, until: Position):
         """The background apply thread with its own downstream and state-store connections."""
@@ -353,10 +359,16 @@ class Syncer:
     def _take(self, w: _Window, txn: Txn) -> bool:
         """One transaction of the window; False ends the window (a pause, a shard DDL wait or
         rewind). Rows go into the pending batch, which is sent every `batch` rows x workers."""
-        safe = (self.syncer_cfg.safe_mode or (w.safe_exit is not None and txn.end.key() <= w.safe_exit.key())
+        end_key = txn.end.key() if w.safe_until is not None or w.catch_up_until is not None else None
+        if w.safe_until is not None and end_key > w.safe_until:
+            w.safe_until = None        # past the exit point: so is every later transaction
+        safe = (self.syncer_cfg.safe_mode or w.safe_until is not None
                 or (self._timed_safe_until is not None and self._clock() < self._timed_safe_until))
         w.res.safe_mode = w.res.safe_mode or safe
-        op = operator_step.held(self, w, txn)      # `dmctl binlog` (operator_step.py)
+        if w.catch_up_until is not None and end_key > w.catch_up_until:
+            w.catch_up_until = None
+        # `dmctl binlog` (operator_step.py); nothing to look up while no operation waits and nothing holds
+        op = operator_step.held(self, w, txn) if w.ops or w.held is not None else None
         if op is operator_step.HOLD:
             w.res.paused, w.res.stopped_early = w.st["error"], True
             return False               # still paused: no operation for the event it stopped at
@@ -381,7 +393,7 @@ class Syncer:
                 f"this change)"), w.res)
             return False
         try:
-            jobs = self.rows.jobs(txn, safe, self._row_gate(txn), lenient=self._catching_up(w.st, txn))
+            jobs = self.rows.jobs(txn, safe, self._row_gate(txn), lenient=w.catch_up_until is not None)
         except Terminal as e:  # the rows before are durable; the pause names this transaction
             w.settle(txn.start)
             e.position = e.position or txn.start
@@ -453,12 +465,6 @@ class Syncer:
         if res.paused:
             res.state = "paused"
         return res
-
-    @staticmethod
-    def _catching_up(st: dict, txn: Txn) -> bool:
-        """Within the full phase's catch-up (up to its high watermark), where rows may be older
-        than their target's definition (row_path.jobs)."""
-        return bool(st.get("high_file")) and txn.end.key() <= Position(st["high_file"], int(st["high_pos"])).key()
 
     def _row_gate(self, txn: Txn):
         """Rows of tables a shard DDL rewind already applied are skipped (shard_sync.py)."""
