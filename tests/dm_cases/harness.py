@@ -166,6 +166,22 @@ def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = Tr
     return task, sync
 
 
+def checked_prepare(files: DMFiles, store):
+    """check-task, the task started in the state store and its full phase prepared (low
+    watermarks, targets): what dm_<task>_full does before its Spark job, for a case that runs
+    the job itself (to read its log, or with a fault point). Returns the task."""
+    from dm_core.config.task import load_task_file
+    from dm_core.full.phase import forget, prepare
+
+    rc, out, err = dmctl("check-task", str(files.task_file))
+    assert rc == 0, out + err
+    task = load_task_file(str(files.task_file))
+    store.start_task(task.name, files.task_file.read_text())
+    forget(task, store)
+    prepare(task, store)
+    return task
+
+
 def full_phase(task, store, *, fresh: bool = True) -> None:
     """What dm_<task>_full does: low watermarks + targets, the Spark load, high watermarks
     (``fresh``: a new snapshot; else the chunks an earlier run loaded are kept)."""

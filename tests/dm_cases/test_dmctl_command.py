@@ -23,7 +23,7 @@ max_connections checks of TiDB Lightning.
 import pytest
 import yaml
 
-from .harness import DMFiles, dm_case, dmctl, register_sources, run_sql, start_task, table_rows
+from .harness import dm_case, dmctl, register_sources, run_sql, start_task, table_rows
 
 pytestmark = pytest.mark.integration
 

@@ -187,22 +187,16 @@ def test_foreign_keys_checked_downstream_while_the_full_phase_loads(fk_case, sta
     watermark in safe mode, where an UPDATE is DELETE + REPLACE and an INSERT a REPLACE. With
     foreign key checks on, a REPLACE or DELETE of a parent row cascades to its children downstream:
     DM runs safe-mode INSERT and UPDATE with the checks off, so replay never deletes a child."""
-    from dm_core.config.task import load_task_file
-    from dm_core.full.phase import finish, forget, prepare
+    from dm_core.full.phase import finish
     from tests.integration.test_full_support import run_load
 
-    from .harness import Sync
+    from .harness import Sync, checked_prepare
 
     files, store = fk_case
     up, down = stack["up1"], stack["down"]
     _chain_tables(up)
     register_sources(files)
-    rc, out, err = dmctl("check-task", str(files.task_file))
-    assert rc == 0, out + err
-    task = load_task_file(str(files.task_file))
-    store.start_task(task.name, files.task_file.read_text())
-    forget(task, store)
-    prepare(task, store)                                   # the low watermark
+    task = checked_prepare(files, store)                      # the low watermark
     run_sql(up, f"USE {FK}", "SET SESSION foreign_key_checks = 1", *CHAIN_CHANGES,
             "UPDATE grandparent SET note = 'gp1_renamed' WHERE gp_id = 1",   # parents and children under it
             "UPDATE parent SET info = 'p10_updated' WHERE parent_id = 10")   # stay as they are

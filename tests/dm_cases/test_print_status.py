@@ -27,7 +27,7 @@ import re
 
 import pytest
 
-from .harness import dm_case, dmctl, register_sources, run_sql, table_rows
+from .harness import Sync, checked_prepare, dm_case, register_sources, run_sql, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -48,11 +48,8 @@ def _row(i: int) -> str:
 
 
 def test_dm_print_status_case(case, stack):
-    from dm_core.config.task import load_task_file
-    from dm_core.full.phase import finish, forget, prepare
+    from dm_core.full.phase import finish
     from tests.integration.test_full_support import run_load
-
-    from .harness import Sync
 
     files, store = case
     up, down = stack["up1"], stack["down"]
@@ -66,12 +63,7 @@ def test_dm_print_status_case(case, stack):
             *[f"INSERT INTO {DB}.t_1 (id, c1, c2, c3, c4, c5, c6, c7, c8, c10, c12, c13, c14) VALUES "
               + ", ".join(_row(i) for i in range(k, k + 50)) for k in range(1, 301, 50)])
     register_sources(files)
-    rc, out, err = dmctl("check-task", str(files.task_file))
-    assert rc == 0, out + err
-    task = load_task_file(str(files.task_file))
-    store.start_task(task.name, files.task_file.read_text())
-    forget(task, store)
-    prepare(task, store)
+    task = checked_prepare(files, store)
     r = run_load(task.name)
     log = r.stdout + r.stderr
     assert r.returncode == 0, log[-4000:]

@@ -36,9 +36,9 @@ import time
 
 import pytest
 
-from dm_core import faults
 
-from .harness import (dm_case, dmctl, register_sources, run_sql, start_task, stop_task, table_rows)
+from .harness import (checked_prepare, dm_case, dmctl, register_sources, run_sql, start_task, stop_task,
+                      table_rows)
 
 pytestmark = pytest.mark.integration
 
@@ -79,19 +79,12 @@ def _status(name: str) -> dict:
 
 def test_full_phase_error_that_stays_fails_the_load_naming_it(case, stack, tmp_path):
     """Part 1: the load's commits fail with 1213 every time."""
-    from dm_core.config.task import load_task_file
-    from dm_core.full.phase import forget, prepare
     from tests.integration.test_full_support import run_load
 
     files, store = case
     _prepare(stack)
     register_sources(files)
-    rc, out, err = dmctl("check-task", str(files.task_file))
-    assert rc == 0, out + err
-    task = load_task_file(str(files.task_file))
-    store.start_task(task.name, files.task_file.read_text())
-    forget(task, store)
-    prepare(task, store)
+    task = checked_prepare(files, store)
     r = run_load(task.name, env={"SHARDFLOW_FAULTS": "full.before_chunk_merge=errno:1213"})
     log = r.stdout + r.stderr
     assert r.returncode != 0, log[-3000:]
