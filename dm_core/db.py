@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 
 from dm_core import faults
-from dm_core.classify import TRANSIENT, TRANSIENT_ERRNOS, classify
+from dm_core.classify import TRANSIENT, TRANSIENT_ERRNOS, classify, errno_of
 from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.tls import TLS, mysqlclient_ssl, pymysql_ssl
 
@@ -191,11 +191,6 @@ def database_errors() -> tuple[type[BaseException], ...]:
     return tuple(out)
 
 
-def _errno(e: BaseException) -> int | None:
-    args = getattr(e, "args", None)
-    return args[0] if args and isinstance(args[0], int) else None
-
-
 def master_position(conn) -> tuple[str, int, str | None]:
     """(file, pos, gtid) the server has written up to now."""
     with conn.cursor() as cur:
@@ -203,13 +198,14 @@ def master_position(conn) -> tuple[str, int, str | None]:
             faults.hit("upstream.master_status")
             cur.execute("SHOW MASTER STATUS")
         except Exception as e:  # noqa: BLE001 - a missing privilege and a lost connection are said
-            if _errno(e) in (1227, 1044, 1045):
+            n = errno_of(e)
+            if n in (1227, 1044, 1045):
                 raise ErrorCode.BINLOG_PRIVILEGE.error(
                     f"cannot read the upstream's binlog position (SHOW MASTER STATUS): {e.args[-1]}") from None
-            if _errno(e) is not None and classify(_errno(e)) == TRANSIENT:   # retried by the source, then said
+            if n is not None and classify(n) == TRANSIENT:   # retried by the source, then said
                 raise ErrorCode.UPSTREAM_UNREACHABLE.error(
                     f"cannot read the upstream's binlog position (SHOW MASTER STATUS): server error "
-                    f"{_errno(e)} ({TRANSIENT_ERRNOS[_errno(e)]}): {e.args[-1]}") from e
+                    f"{n} ({TRANSIENT_ERRNOS[n]}): {e.args[-1]}") from e
             raise
         row = cur.fetchone()
         if not row:

@@ -278,7 +278,8 @@ def _one_line(e: BaseException) -> str:
 def _is_store_outage(e: BaseException) -> bool:
     """The state store (Postgres) cannot be reached: psycopg's OperationalError, also where
     the syncer said so (STATE_STORE_UNREACHABLE, raised from it)."""
-    if getattr(e, "code", None) is not None and getattr(e.code, "name", "") == "STATE_STORE_UNREACHABLE" \
-            and e.__cause__ is not None:
+    from dm_core.errors import ErrorCode
+
+    if getattr(e, "code", None) is ErrorCode.STATE_STORE_UNREACHABLE and e.__cause__ is not None:
         e = e.__cause__
     return type(e).__module__.startswith("psycopg") and type(e).__name__ == "OperationalError"

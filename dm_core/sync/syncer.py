@@ -130,7 +130,6 @@ class _Window:
     st: dict                       # the source's state row when the window began
     res: WindowResult
     until: Position
-    safe_exit: Position | None
     binlog: BinlogWindow
     dconn: object
     applier: ApplyQueue
@@ -296,7 +295,7 @@ class Syncer:
             dconn.close()   # the window never started: nothing else to undo
             raise
         high = Position(st["high_file"], int(st["high_pos"])) if st.get("high_file") else None
-        return _Window(st, res, until, safe_exit, binlog, dconn, applier, [dconn, *closers],
+        return _Window(st, res, until, binlog, dconn, applier, [dconn, *closers],
                        ops=ops, held=held, pending=Batch(start), checkpoint=start,
                        unrecorded=not st["binlog_file"],
                        safe_until=safe_exit.key() if safe_exit is not None else None,
