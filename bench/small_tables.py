@@ -29,7 +29,7 @@ from bench.common import (
     python_env, query, ratio, run_logged, work_dir,
 )
 from dm_core.db import connect, qt
-from spark_jobs.spark_session import DRIVER_JAVA_OPTIONS
+from dm_core.spark_options import driver_java_options
 
 log = logging.getLogger("bench.small")
 
@@ -148,7 +148,7 @@ def run_shardflow(stack: Stack, count: int, rows: int) -> dict:
     env = python_env()
     cmd = [str(VENV_BIN / "spark-submit"), "--master", os.environ.get("SHARDFLOW_BENCH_MASTER", "local[2]"),
            "--jars", JDBC_JAR, "--conf", "spark.ui.enabled=false",
-           "--conf", f"spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}",
+           "--conf", f"spark.driver.extraJavaOptions={driver_java_options()}",
            "--conf", f"spark.pyspark.python={env['PYSPARK_PYTHON']}",
            "--conf", f"spark.pyspark.driver.python={env['PYSPARK_DRIVER_PYTHON']}",
            str(ROOT / "spark_jobs" / "full_load.py"), "--task", TASK_NAME, "--report", str(report)]

@@ -8,14 +8,9 @@ import os
 import tempfile
 import threading
 
-JDBC_JAR = os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
+from dm_core.spark_options import DRIVER_JAVA_OPTIONS
 
-# The driver JVM compiles with C1 only: its own work is scheduling and moving small results
-# (the text path reads no row in the JVM), and C2's compiler threads took 9 of its 18
-# CPU-seconds in a 10M-row load on 2 cores; the JDBC path, which does read rows in the JVM
-# in local mode, measured 3% slower with C1 only. Set at submit time (a running JVM ignores
-# it): plugins/shardflow_airflow/runtime.submit_conf and the bench pass it.
-DRIVER_JAVA_OPTIONS = "-Duser.timezone=UTC -XX:TieredStopAtLevel=1"
+JDBC_JAR = os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
 
 
 def _conf(app: str):

@@ -49,11 +49,13 @@ def spark_submit_binary() -> str:
 
 
 def submit_conf(python: str) -> dict[str, str]:
-    """The ``--conf`` of every shardflow spark-submit. The driver JVM compiles with C1 only
-    (spark_jobs/spark_session.py's DRIVER_JAVA_OPTIONS says why); it must be given at submit
-    time, since a running JVM ignores it."""
+    """The ``--conf`` of every shardflow spark-submit. The driver JVM compiles with C1 only and
+    maps the class-data archive ``make setup`` built (spark_jobs/spark_session.py says why);
+    both must be given at submit time, since a running JVM ignores them."""
+    from dm_core.spark_options import driver_java_options
+
     return {"spark.ui.enabled": "false", "spark.pyspark.python": python, "spark.pyspark.driver.python": python,
-            "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:TieredStopAtLevel=1"}
+            "spark.driver.extraJavaOptions": driver_java_options()}
 
 
 def jdbc_jar() -> str:

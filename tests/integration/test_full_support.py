@@ -25,8 +25,11 @@ def spark_env(extra: dict | None = None) -> dict:
 
 
 def submit_cmd(task_name: str, *args: str, master: str = "local[2]") -> list[str]:
+    from dm_core.spark_options import driver_java_options
+
     return [str(ROOT / ".venv/bin/spark-submit"), "--master", master, "--jars", JAR,
-            "--conf", "spark.ui.enabled=false", str(ROOT / "spark_jobs/full_load.py"), "--task", task_name, *args]
+            "--conf", "spark.ui.enabled=false", "--conf", f"spark.driver.extraJavaOptions={driver_java_options()}",
+            str(ROOT / "spark_jobs/full_load.py"), "--task", task_name, *args]
 
 
 def run_load(task_name: str, *args: str, master: str = "local[2]", env: dict | None = None,
