@@ -7,10 +7,16 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import warnings
 
 from dm_core.spark_options import DRIVER_JAVA_OPTIONS
 
 JDBC_JAR = os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
+
+# PySpark checks the pandas version the first time it converts a py4j argument and warns about
+# pandas 3 in every job log; no shardflow job hands pandas objects to Spark (the Arrow path
+# uses pyarrow), so the warning says nothing a user can act on.
+warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 
 
 def _conf(app: str):
