@@ -146,6 +146,8 @@ def free_port(candidates) -> int:
 
     for p in candidates:
         with socket.socket() as s:
+            # as mariadbd binds: a port whose last connections are only in TIME_WAIT is free
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((HOST, p))
                 return p
