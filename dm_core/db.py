@@ -191,6 +191,14 @@ def database_errors() -> tuple[type[BaseException], ...]:
     return tuple(out)
 
 
+def server_identity(conn) -> str:
+    """Which server this is, as replication tells servers apart: its ``server_id`` (unique in a
+    replication topology, so a failover to a replica or a moved address gives another one)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.server_id")
+        return f"server_id={cur.fetchone()[0]}"
+
+
 def master_position(conn) -> tuple[str, int, str | None]:
     """(file, pos, gtid) the server has written up to now."""
     with conn.cursor() as cur:

@@ -101,6 +101,8 @@ ALTER TABLE {s}.task ADD COLUMN IF NOT EXISTS generation bigint NOT NULL DEFAULT
 ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS requested text NOT NULL DEFAULT 'running';
 -- `dmctl binlog ... -b FILE:POS` (dm_core/sync/handle_error.py): the event an operation is for
 ALTER TABLE {s}.operator_command ADD COLUMN IF NOT EXISTS binlog_pos text;
+-- which upstream server the checkpoint's file and position belong to (dm_core/sync/checkpoint.py)
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS binlog_server text;
 """
 
 
@@ -127,7 +129,7 @@ def apply_schema(cur, ddl: str, lock_key: int, *, newest: tuple[str, str]) -> No
 def migrate_state(cur) -> None:
     """The state store's own tables (``StateStore.migrate``); shard DDL, the full phase's
     plans and online DDL add theirs through ``apply_schema`` under their own lock keys."""
-    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("operator_command", "binlog_pos"))
+    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("source_state", "binlog_server"))
 
 
 @contextmanager

@@ -296,7 +296,7 @@ class StateStore:
             "stage", "binlog_file", "binlog_pos", "binlog_gtid", "safe_exit_file", "safe_exit_pos",
             "low_file", "low_pos", "low_gtid", "high_file", "high_pos", "high_gtid", "applied_rows",
             "applied_events", "last_event_ts", "lag_seconds", "rows_per_second", "error", "error_code",
-            "error_stmt", "error_pos", "shard_groups",
+            "error_stmt", "error_pos", "shard_groups", "binlog_server",
         }
         unknown = set(fields) - allowed
         if unknown:

@@ -36,12 +36,44 @@ class SourcePositions:
     def __init__(self, task, source_id: str, store):
         self.task, self.source_id, self.store = task, source_id, store
         self.exit_point: Position | None = None   # as last written by this window
+        self.server: str | None = None            # the upstream server this window reads (db.server_identity)
 
     # ---- where a window starts --------------------------------------------------------
-    def start(self, st: dict, now: Position, up) -> Position:
+    def start(self, st: dict, now: Position, up, server: str | None = None) -> Position:
         """The checkpoint, else the low watermark, else ``meta``, else ``now``; found by GTID
-        when its binlog file is gone (``up``: the upstream endpoint)."""
-        return self._resolve_gtid(up, self._recorded_start(st, now))
+        when its binlog file is gone or the checkpoint was written on another server than
+        ``server`` (``up``: the upstream endpoint).
+
+        Why the server: a failover to a replica (or an address moved to another server) keeps
+        the source's host but not its binlog. The new server has files of the same names
+        (mysql-bin.000001 ...) holding other events at other offsets, so a checkpoint's file
+        and position, read there, would start mid-event or at another transaction: rows lost
+        or applied twice. Checkpoints record the server they belong to (``binlog_server``); on
+        another server the start is found by the checkpoint's GTID state, as DM does whenever
+        `enable-gtid` is on, and without GTIDs the source pauses (UPSTREAM_SWITCHED)."""
+        self.server = None   # until the start is known to be on this server, checkpoints name none
+        start = self._recorded_start(st, now)
+        was = st.get("binlog_server")
+        if server and was and was != server and st["binlog_file"]:
+            start = self._switched(up, start, was, server)
+        else:
+            start = self._resolve_gtid(up, start)
+        self.server = server
+        return start
+
+    def _switched(self, up, start: Position, was: str, now: str) -> Position:
+        got = self.store.get_source(self.source_id)
+        if not (got and got[0].get("enable-gtid") and start.gtid):
+            raise ErrorCode.UPSTREAM_SWITCHED.error(
+                f"source {self.source_id}: {up} is another server ({now}) than the one its checkpoint "
+                f"{start} was written on ({was}), and the checkpoint has no GTID state to find its place there"
+                + ("" if got and got[0].get("enable-gtid") else " (enable-gtid is off)"))
+        from dm_core.binlog.gtid import position_of_gtid
+
+        found = position_of_gtid(up, start.gtid, server_id=replica_server_id(self.task.name, self.source_id))
+        log.warning("source %s: %s is another server (%s) than the checkpoint's (%s); resuming after GTID %s at %s",
+                    self.source_id, up, now, was, start.gtid, found)
+        return found
 
     def _recorded_start(self, st: dict, now: Position) -> Position:
         if st["binlog_file"]:
@@ -138,6 +170,8 @@ class SourcePositions:
         fields = dict(binlog_file=pos.file, binlog_pos=pos.pos, stage="sync")
         if pos.gtid:
             fields["binlog_gtid"] = pos.gtid
+        if self.server:
+            fields["binlog_server"] = self.server
         if last_ts:
             fields["last_event_ts"] = datetime.datetime.fromtimestamp(last_ts, datetime.timezone.utc)
         store.add_applied(self.task.name, self.source_id, rows, txns, **fields)
@@ -147,6 +181,8 @@ class SourcePositions:
         fields = dict(binlog_file=pos.file, binlog_pos=pos.pos)
         if pos.gtid:
             fields["binlog_gtid"] = pos.gtid
+        if self.server:
+            fields["binlog_server"] = self.server
         self.store.update_source_state(self.task.name, self.source_id, **fields)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from dm_core import faults
 from dm_core.classify import ddl_error
-from dm_core.db import connect, connect_native, database_errors, master_position, qi
+from dm_core.db import connect, connect_native, database_errors, master_position, qi, server_identity
 from dm_core.errors import ErrorCode, ShardflowError, Terminal
 from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
@@ -271,9 +271,13 @@ class Syncer:
         try:
             until = Position(*master_position(uconn))
             self._upstream_zone = upstream_time_zone(uconn)   # a DDL's clock when its event names no zone
+            server = server_identity(uconn)
         finally:
             uconn.close()
-        start = self.positions.start(st, until, up)
+        try:
+            start = self.positions.start(st, until, up, server)
+        except Terminal as e:   # no place to start from on this server (checkpoint.py says why)
+            return self._refuse_start(e, WindowResult(self.source_id, "-", "-", str(until)))
         self.shard.load(st)
         safe_exit = self.positions.load_exit_point(st)
         faults.hit("sync.after_open")
@@ -692,6 +696,8 @@ class Syncer:
             self.task.name, self.source_id, stage="paused", error=str(err), error_code=err.code.number if err.code else None,
             error_stmt=stmt, error_pos=str(pos) if pos and exact else None,
             **({"binlog_file": pos.file, "binlog_pos": pos.pos} if pos else {}),
+            **({"binlog_gtid": pos.gtid} if pos and pos.gtid else {}),
+            **({"binlog_server": self.positions.server} if pos and self.positions.server else {}),
         )
         res.paused = f"{err} (at binlog position {pos}{'; statement: ' + stmt if stmt else ''})"
         log.error("source %s paused: %s", self.source_id, res.paused)
