@@ -14,27 +14,18 @@ import signal
 
 import pytest
 
-from dm_core.config.task import parse_task
 from dm_core.db import connect, master_position, qi, qt
 from dm_core.errors import ErrorCode
-from dm_core.full.phase import finish, prepare
-from dm_core.reset import reset_task
-from dm_core.state import StateStore
 from dm_core.sync.session import SyncSession
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
 
-from .helpers import drop_schemas, target_database
-from .mariadb_fixture import free_port, private_port, start_mariadb
-from .test_mariadb_master_down_and_up import GTID_ARGS, _insert, _one, _replicated
+from .replication import insert_rows, master_and_replica, register_source, replicated
 
 pytestmark = pytest.mark.integration
 
-
-def _register(store, sid, db, gtid: bool) -> None:
-    ep = db.endpoint()
-    store.put_source(sid, {"source-id": sid, "host": ep.host, "port": ep.port, "user": ep.user,
-                           "enable-gtid": gtid}, ep.password)
+BEFORE = ["CREATE DATABASE before_replication", "CREATE TABLE before_replication.t (id int PRIMARY KEY)",
+          *[f"INSERT INTO before_replication.t VALUES ({i})" for i in range(30)]]
 
 
 def _sync(task, store, sid):
@@ -49,54 +40,33 @@ def _equal(task, store, rows: int) -> None:
 
 @pytest.mark.parametrize("gtid", [True, False], ids=["enable-gtid", "positions-only"])
 def test_source_moved_to_the_replica_resumes_at_the_same_transaction(stack, uniq, tmp_path, gtid):
-    master = start_mariadb(tmp_path, free_port(private_port(i) for i in range(8, 10)), 11, GTID_ARGS)
-    replica = start_mariadb(tmp_path, free_port(p for p in (private_port(9), private_port(8)) if p != master.port),
-                            12, GTID_ARGS)
-    schema, name, sid = f"us{uniq}", f"us{uniq}", f"us-{uniq}"
-    store = StateStore()
-    try:
-        # the master's binlog gets ahead before replication starts: same file names, other offsets
-        master.sql("CREATE DATABASE before_replication", "CREATE TABLE before_replication.t (id int PRIMARY KEY)",
-                   *[f"INSERT INTO before_replication.t VALUES ({i})" for i in range(30)])
-        file, pos = master_position(connect(master.endpoint()))[:2]
-        _one(replica, "SET GLOBAL gtid_slave_pos = %s",
-             (_one(master, "SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))[0],))
-        replica.sql(f"CHANGE MASTER TO master_host='127.0.0.1', master_port={master.port}, master_user='root', "
-                    "master_password='', master_use_gtid=slave_pos", "START SLAVE")
-        text = (f"name: {name}\ntask-mode: incremental\n"
-                f"target-database: {target_database(stack['down'])}\n"
-                f"mysql-instances:\n  - source-id: {sid}\n    block-allow-list: ba\n"
-                f"block-allow-list:\n  ba: {{do-dbs: [{schema}]}}\n")
-        task = parse_task(text, "task-pessimistic.yaml")
-        _register(store, sid, master, gtid)
-        reset_task(store, name)
-        store.put_task(name, text, "running")
-        prepare(task, store)
-        finish(task, store)
-
+    schema = f"us{uniq}"
+    # the master's binlog gets ahead before replication starts (BEFORE): same file names, other offsets
+    with master_and_replica(tmp_path, stack, f"us{uniq}", schema, source="master", gtid=gtid, master_id=11,
+                            replica_id=12, before=BEFORE) as (master, replica, task, store, sid):
         master.sql(f"CREATE DATABASE {qi(schema)} COLLATE latin1_bin",
                    f"CREATE TABLE {qt(schema, 'tb')} (id int PRIMARY KEY, a int)")
-        _insert(master, schema, range(1, 101))
-        _replicated(replica, schema, 100)
+        insert_rows(master, schema, range(1, 101))
+        replicated(replica, schema, 100)
         r = _sync(task, store, sid)
         assert r.caught_up and not r.paused, r
         _equal(task, store, 100)
-        before = store.source_state(name, sid)
+        before = store.source_state(task.name, sid)
         assert before["binlog_server"] == "server_id=11"
         assert before["binlog_file"] == master_position(connect(replica.endpoint()))[0]  # the same file name
 
         os.kill(master.proc.pid, signal.SIGSTOP)   # the master is gone; the address now reaches the replica
         try:
-            _register(store, sid, replica, gtid)
-            _insert(replica, schema, range(101, 151))
+            register_source(store, sid, replica, gtid)
+            insert_rows(replica, schema, range(101, 151))
             if gtid:
                 r = _sync(task, store, sid)
                 assert r.caught_up and not r.paused, r
                 _equal(task, store, 150)
-                assert store.source_state(name, sid)["binlog_server"] == "server_id=12"
+                assert store.source_state(task.name, sid)["binlog_server"] == "server_id=12"
             else:
                 out = SyncSession(task, sid, store, sleep=lambda s: None).step()   # as the sync sensor runs it
-                st = store.source_state(name, sid)
+                st = store.source_state(task.name, sid)
                 assert out.state == "paused" and st["stage"] == "paused", (out.state, st)
                 assert st["error_code"] == ErrorCode.UPSTREAM_SWITCHED.number, st
                 assert "server_id=11" in st["error"] and "server_id=12" in st["error"], st["error"]
@@ -108,9 +78,3 @@ def test_source_moved_to_the_replica_resumes_at_the_same_transaction(stack, uniq
                 down.close()
         finally:
             os.kill(master.proc.pid, signal.SIGCONT)
-    finally:
-        reset_task(store, name)
-        store.close()
-        replica.stop()
-        master.stop()
-        drop_schemas(stack["down"], [schema])
