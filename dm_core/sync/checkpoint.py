@@ -63,11 +63,13 @@ class SourcePositions:
 
     def _switched(self, up, start: Position, was: str, now: str) -> Position:
         got = self.store.get_source(self.source_id)
-        if not (got and got[0].get("enable-gtid") and start.gtid):
+        enabled = bool(got and got[0].get("enable-gtid"))
+        if not (enabled and start.gtid):
             raise ErrorCode.UPSTREAM_SWITCHED.error(
                 f"source {self.source_id}: {up} is another server ({now}) than the one its checkpoint "
-                f"{start} was written on ({was}), and the checkpoint has no GTID state to find its place there"
-                + ("" if got and got[0].get("enable-gtid") else " (enable-gtid is off)"))
+                f"{start} was written on ({was}), and "
+                + ("the source has enable-gtid off, so no GTID state finds the checkpoint's place there" if not enabled
+                   else "the checkpoint has no GTID state to find its place there"))
         from dm_core.binlog.gtid import position_of_gtid
 
         found = position_of_gtid(up, start.gtid, server_id=replica_server_id(self.task.name, self.source_id))
