@@ -205,6 +205,28 @@ def _defaults_file(path: Path, ep: Endpoint) -> Path:
 DUMP_TIMEOUT_S = 600   # a 10M-row dump takes ~10 s here
 
 
+def _once_more_if(error: str, start, what: str, before_again=lambda: None) -> tuple[float, bool]:
+    """Run the processes ``start()`` launches to their end; when one fails with ``error`` in its
+    message, kill them all and run them once more from the start (``before_again`` first).
+    Returns (seconds of the attempt that finished, whether it was the second)."""
+    for attempt in (1, 2):
+        t0 = time.monotonic()
+        procs = start()
+        try:
+            for p in procs:
+                finish(p, what)
+            return time.monotonic() - t0, attempt == 2
+        except RuntimeError as e:
+            for p in procs:
+                p.kill()
+                p.wait()
+            if attempt == 2 or error not in str(e):
+                raise
+            log.warning("%s failed (%s); running it again from the start: %s", what, error, e)
+            before_again()
+    raise AssertionError("unreachable")
+
+
 def run_mydumper(stack: Stack, rows: int, nbytes: int) -> dict:
     tools = {t: shutil.which(t) for t in ("mydumper", "myloader")}
     missing = [t for t, p in tools.items() if not p]
@@ -218,53 +240,26 @@ def run_mydumper(stack: Stack, rows: int, nbytes: int) -> dict:
     logf = wd / "mydumper.log"
     ups = [(ep, _defaults_file(wd / f"up{i}.cnf", ep), wd / f"dump{i}") for i, ep in enumerate(stack.ups, 1)]
     down_cnf = _defaults_file(wd / "down.cnf", stack.down)
-    retried = False
     try:
         with TreeRSS() as rss, _servers(stack) as servers:
-            t0 = time.monotonic()
-            for attempt in (1, 2):
-                dumps = [run_logged([tools["mydumper"], f"--defaults-file={cnf}", "-h", ep.host, "-P", str(ep.port),
-                                     "-t", str(THREADS), "-r", "100000", "--trx-consistency-only",
-                                     "-x", rf"^{PREFIX}_[0-9]+\.", "-o", str(out), "-v", "1"], logf, rss=rss,
-                                    timeout=DUMP_TIMEOUT_S)
-                         for ep, cnf, out in ups]
-                try:
-                    for p in dumps:
-                        finish(p, "mydumper")
-                    break
-                except RuntimeError as e:
-                    # mydumper 0.10 now and then hangs for good on a futex with its connection idle
-                    # (seen 2026-11-26): the baseline runs again once rather than the bench waiting an hour
-                    for p in dumps:
-                        p.kill()
-                    if attempt == 2 or "timed out" not in str(e):
-                        raise
-                    log.warning("mydumper hung; dumping again from the start: %s", e)
-                    for _, _, out in ups:
-                        shutil.rmtree(out, ignore_errors=True)
-                    t0 = time.monotonic()
-            t_dump = time.monotonic() - t0
-            for attempt in (1, 2):
-                t_load = time.monotonic()
-                loads = [run_logged([tools["myloader"], f"--defaults-file={down_cnf}", "-h", stack.down.host,
-                                     "-P", str(stack.down.port), "-t", str(THREADS), "-o", "-d", str(out), "-v", "1"],
-                                    logf, rss=rss)
-                         for _, _, out in ups]
-                try:
-                    for p in loads:
-                        finish(p, "myloader")
-                    break
-                except RuntimeError as e:
-                    # myloader 0.10 gives up on a deadlock between its own threads (seen
-                    # 2026-11-27): the load runs again once (-o drops what it wrote), timed alone
-                    for p in loads:
-                        p.kill()
-                        p.wait()
-                    if attempt == 2 or "Deadlock" not in str(e):
-                        raise
-                    log.warning("myloader hit a deadlock; loading again from the start: %s", e)
-                    retried = True
-            seconds = t_dump + time.monotonic() - t_load
+            # mydumper 0.10 now and then hangs for good on a futex with its connection idle (seen
+            # 2026-11-26): the dump runs again once rather than the bench waiting an hour
+            t_dump, _ = _once_more_if(
+                "timed out", lambda: [run_logged([tools["mydumper"], f"--defaults-file={cnf}", "-h", ep.host,
+                                                  "-P", str(ep.port), "-t", str(THREADS), "-r", "100000",
+                                                  "--trx-consistency-only", "-x", rf"^{PREFIX}_[0-9]+\.", "-o",
+                                                  str(out), "-v", "1"], logf, rss=rss, timeout=DUMP_TIMEOUT_S)
+                                      for ep, cnf, out in ups],
+                "mydumper", before_again=lambda: [shutil.rmtree(out, ignore_errors=True) for _, _, out in ups])
+            # myloader 0.10 gives up on a deadlock between its own threads (seen 2026-11-27): the
+            # load runs again once (-o drops what it wrote)
+            t_load, retried = _once_more_if(
+                "Deadlock", lambda: [run_logged([tools["myloader"], f"--defaults-file={down_cnf}", "-h",
+                                                 stack.down.host, "-P", str(stack.down.port), "-t", str(THREADS),
+                                                 "-o", "-d", str(out), "-v", "1"], logf, rss=rss)
+                                     for _, _, out in ups],
+                "myloader")
+            seconds = t_dump + t_load
         dump_bytes = sum(f.stat().st_size for _, _, out in ups for f in out.iterdir())
         got = _downstream_rows(stack, shards)
         return figures(got, nbytes, seconds, rss.peak, dump_seconds=round(t_dump, 3), cpu_seconds=_cpu(servers, rss),

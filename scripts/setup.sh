@@ -65,7 +65,7 @@ if [ ! -f "$cds" ] || [ "$(cat .venv/.spark-cds.sha 2>/dev/null)" != "$cds_want"
   rm -f "$cds" "$cds.tmp"
   if .venv/bin/spark-submit --master 'local[2]' --jars /usr/share/java/mariadb-java-client.jar \
        --conf spark.ui.enabled=false \
-       --conf "spark.driver.extraJavaOptions=-Duser.timezone=UTC -XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit=$PWD/$cds.tmp" \
+       --conf "spark.driver.extraJavaOptions=$(.venv/bin/python -c 'from dm_core.spark_options import DRIVER_JAVA_OPTIONS as o; print(o)') -XX:ArchiveClassesAtExit=$PWD/$cds.tmp" \
        --conf "spark.pyspark.python=$PWD/.venv/bin/python" --conf "spark.pyspark.driver.python=$PWD/.venv/bin/python" \
        spark_jobs/class_archive.py > .venv/spark-cds.log 2>&1 && [ -s "$cds.tmp" ]; then
     mv "$cds.tmp" "$cds" && echo "$cds_want" > .venv/.spark-cds.sha

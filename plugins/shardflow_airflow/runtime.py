@@ -50,7 +50,7 @@ def spark_submit_binary() -> str:
 
 def submit_conf(python: str) -> dict[str, str]:
     """The ``--conf`` of every shardflow spark-submit. The driver JVM compiles with C1 only and
-    maps the class-data archive ``make setup`` built (spark_jobs/spark_session.py says why);
+    maps the class-data archive ``make setup`` built (dm_core/spark_options.py says why);
     both must be given at submit time, since a running JVM ignores them."""
     from dm_core.spark_options import driver_java_options
 
