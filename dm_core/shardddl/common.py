@@ -18,6 +18,9 @@ from dataclasses import asdict, dataclass, replace
 from dm_core.position import Position
 
 EXEC, SKIP, WAIT = "exec", "skip", "wait"
+# optimistic: the DDL conflicts now but may not once the other shards run it too (DM's
+# ConflictSkipWaitRedirect): the source goes on without the table and replays it when released
+HOLD = "hold"
 PENDING, EXECUTING, DONE = "pending", "executing", "done"
 
 
@@ -56,7 +59,7 @@ class Operation:
     task: str
     source: str
     step: int                          # the lock's DDL step (pessimistic) / op number (optimistic)
-    action: str                        # exec | skip | wait
+    action: str                        # exec | skip | wait | hold
     ddls: tuple[str, ...] = ()
     state: str = PENDING               # pending | executing | done
     exec_index: int = 0                # statements of ``ddls`` known to be done downstream
@@ -99,7 +102,7 @@ class Operation:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-__all__ = ["EXEC", "SKIP", "WAIT", "PENDING", "EXECUTING", "DONE", "Operation", "Position", "lock_id_of",
+__all__ = ["EXEC", "SKIP", "WAIT", "HOLD", "PENDING", "EXECUTING", "DONE", "Operation", "Position", "lock_id_of",
            "pos_to_json", "pos_from_json", "pos_le", "fmt_tables"]
 
 

@@ -46,7 +46,10 @@ def coordinate(task, store) -> list[dict]:
     if pg.lock_ids(store, task.name):
         from dm_core.shardddl.membership import task_membership
 
-        ops_for(task.shard_mode).resolve(store, task.name, task_membership(task, store).sources_by_target())
+        membership = task_membership(task, store)
+        ops_for(task.shard_mode).resolve(store, task.name, membership.sources_by_target())
+        if task.shard_mode == "optimistic":
+            ops_for(task.shard_mode).prune(store, task.name, membership.by_target)
     return list_locks(store, task.name, active_only=True)
 
 

@@ -172,6 +172,20 @@ class OptimisticOps(LockOps):
         self._tx(store, lock_id_of(task, target), lambda lk: lk.seed(initial, members),
                  create={"task": task, "target_schema": target[0], "target_table": target[1]})
 
+    def prune(self, store, task: str, by_target: Mapping[tuple[str, str], Mapping[str, Iterable]]) -> list:
+        """Members whose table the task no longer replicates leave their locks (DM: a subtask
+        started with another block-allow list puts its source tables again, and the master
+        removes the tables that left). ``by_target``: ``Membership.by_target``; only the
+        sources named there for a target are judged (one that could not be asked keeps its
+        members). Returns the members removed."""
+        gone = []
+        for lock in self._read(store, task):
+            now = by_target.get(tuple(lock.target), {})
+            stale = [k for k in lock.members if k[0] in now and (k[1], k[2]) not in {tuple(t) for t in now[k[0]]}]
+            if stale:
+                gone += [k for k in stale if self._tx(store, lock.lock_id, lambda lk, k=k: lk.remove_member(k))]
+        return gone
+
     def remove_member(self, store, task: str, target: tuple[str, str], key: tuple[str, str, str]) -> bool:
         """A shard dropped upstream leaves the lock of ``target``, if there is one (``Lock.remove_member``)."""
         from dm_core.shardddl.common import lock_id_of

@@ -54,6 +54,9 @@ n.target, X, (n.sql,), txn.end, tables=<this source's tables of the target>,
 schema_before=downstream.read_table_schema(downstream_conn, *n.target)), sources=...)``;
 ``exec`` → ``run_operation``; ``skip`` → ``ack_done``; ``wait`` → stop the window at the DDL
 (``conflict`` → pause with ``op.error()``); when done the checkpoint moves past the DDL.
+``hold`` (a rename or conversion the other shards have not run yet) → ``HeldTables.hold``, persist,
+go on without the table (optimism/held.py); whenever the lock has released held tables (asked at
+the window's start and after each reported DDL) → ``rewind`` to where the first of them was held.
 A CREATE TABLE of a new shard is reported the same way (the lock learns its schema).
 
 The coordinator task: ``coordinator.coordinate(task, store)`` each run (``ops.resolve`` with
@@ -70,11 +73,12 @@ from dataclasses import dataclass, field
 from dm_core import faults
 from dm_core.position import Position
 from dm_core.shardddl import executor
-from dm_core.shardddl.common import EXEC, SKIP, WAIT, fmt_tables
+from dm_core.shardddl.common import EXEC, HOLD, SKIP, WAIT, fmt_tables
 from dm_core.shardddl.ddl_norm import CREATE, IGNORE, NormalizedDDL
 from dm_core.shardddl.downstream import read_table_schema
 from dm_core.shardddl.lock_ops import ops_for
 from dm_core.shardddl.membership import Membership, task_membership
+from dm_core.shardddl.optimism.held import HeldTables
 from dm_core.shardddl.source_group import DONE, RECORDED, REPORT, SourceGroup, SourceShardGroups
 
 log = logging.getLogger("shardflow.sync.shard")
@@ -98,7 +102,7 @@ class ShardSync:
         self.store = store
         self.mode = task.shard_mode
         self._membership: Membership | None = None
-        self.groups: SourceShardGroups | None = None
+        self.groups: SourceShardGroups | HeldTables | None = None
         self._saved: str | None = None
         self._idle: bool | None = None  # groups.idle, cached: asked per transaction, changed only here
         self._replay = False  # the DDL being handled lies in the safe-mode range
@@ -114,10 +118,24 @@ class ShardSync:
     def enabled(self) -> bool:
         return bool(self.mode)
 
-    def load(self, state: dict) -> None:
-        """Restore (or build) this source's first-level groups at the start of a window."""
+    def load(self, state: dict, start: Position | None = None) -> Position | None:
+        """Restore (or build) this source's first-level groups at the start of a window.
+        Optimistic mode: the held tables; returns where to read from instead of ``start`` when
+        the lock released some of them meanwhile (another source ran the change last)."""
+        if self.mode == "optimistic":
+            saved = state.get("shard_groups")
+            self.groups = HeldTables.from_json(saved)
+            self._saved = self.groups.to_json() if saved else None
+            self._idle = None
+            released = self._released()
+            if not released or start is None:
+                return None
+            rewind = self.groups.release(released, start)
+            log.info("source %s: lock released %s; replaying them from %s", self.source_id, fmt_tables(released),
+                     rewind)
+            return rewind
         if self.mode != "pessimistic":
-            return
+            return None
         saved = state.get("shard_groups")
         if saved:
             groups = SourceShardGroups.from_json(saved)
@@ -135,6 +153,20 @@ class ShardSync:
             # (added now, at the window's start, they would wait for DDLs they never run).
         self.groups = groups
         self._idle = None
+        return None
+
+    def _released(self) -> list[tuple[str, str]]:
+        """Held tables the lock no longer holds (the last shard ran the change, or the operator
+        unlocked them)."""
+        if not isinstance(self.groups, HeldTables) or not self.groups.held:
+            return []
+        ops = ops_for("optimistic")
+        out = []
+        for table, h in sorted(self.groups.held.items()):
+            op = ops.get_operation(self.store, self.task.name, self.source_id, h.lock_id, table=table)
+            if op is None or op.action != HOLD:
+                out.append(table)
+        return out
 
     def is_sharded(self, target: tuple[str, str]) -> bool:
         return self.enabled and self.membership.sharded(target)
@@ -149,7 +181,7 @@ class ShardSync:
     def row_gate(self, pos: Position) -> bool:
         """Whether rows of the transaction starting at ``pos`` need ``skip_row`` at all."""
         g = self.groups
-        if g is None or not g.groups:
+        if g is None or (isinstance(g, SourceShardGroups) and not g.groups):
             return False
         if self._idle is None:
             self._idle = g.idle
@@ -180,6 +212,8 @@ class ShardSync:
         """This source's groups that wait for DDLs (for the sensor's log and XCom)."""
         if self.groups is None:
             return []
+        if isinstance(self.groups, HeldTables):
+            return self.groups.describe()
         out = []
         for g in self.groups.groups.values():
             if not g.idle:
@@ -264,6 +298,10 @@ class ShardSync:
                     ops_for("optimistic").remove_member(self.store, self.task.name, tuple(route(*t)),
                                                         (self.source_id, t[0], t[1]))
             return ShardStep(GO, f"ignored on a sharded table: {n.reason}")
+        if self.groups is not None and self.groups.should_skip_dml(table, txn.start):
+            return ShardStep(GO, f"DDL of `{table[0]}`.`{table[1]}` skipped: "
+                                 + ("the table is held back" if tuple(table) in self.groups.held
+                                    else "it ran before the replay's start"))
         ops = ops_for("optimistic")
         ddls = (n.sql,) if n.action == CREATE else tuple(x.sql for x in n.split())
         mine = tuple(sorted(set(self.membership.tables_of(self.source_id).get(tuple(n.target), [])) | {table}))
@@ -271,9 +309,24 @@ class ShardSync:
                     schema_before=read_table_schema(dconn, *n.target), replay=self._replay)
         op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
         faults.hit("shardddl.sync.after_put_info")
+        if op.action == HOLD:
+            self.groups.hold(table, n.target, op.lock_id, txn.start)
+            self._idle = None
+            self.persist()   # before the checkpoint moves past the DDL
+            log.warning("source %s: `%s`.`%s` held back on lock %s: %s", self.source_id, table[0], table[1],
+                        op.lock_id, op.message)
+            return ShardStep(GO, f"hold on lock {op.lock_id}: `{table[0]}`.`{table[1]}`: {op.message}",
+                             lock={"lock_id": op.lock_id, "ddls": list(ddls), "action": HOLD})
         step = self._finish(op, ops, dconn)
         if step is not None:
             return step
+        released = self._released()
+        if released:   # this DDL was the last one the held tables waited for
+            rewind = self.groups.release(released, txn.end)
+            return ShardStep(REWIND, f"{op.action} on lock {op.lock_id}; {fmt_tables(released)} released: "
+                                     f"replaying from {rewind}", rewind_to=rewind,
+                             executed=list(op.ddls) if op.action == EXEC and not op.replayed else [],
+                             lock={"lock_id": op.lock_id, "ddls": list(ddls), "action": op.action})
         return ShardStep(GO, f"{op.action} on lock {op.lock_id}: {op.message}".rstrip(": "),
                          executed=list(op.ddls) if op.action == EXEC and not op.replayed else [],
                          lock={"lock_id": op.lock_id, "ddls": list(ddls), "action": op.action})

@@ -55,7 +55,7 @@ import pytest
 
 from .harness import dmctl, table_rows, union_rows
 from .shardddl_scene import count, scene_factory  # noqa: F401 (fixture)
-from .test_shardddl1 import SKIP_WAIT_REDIRECT
+from .test_shardddl1 import _goes_on
 from .test_shardddl4 import assert_same_indexes, down_indexes, no_waiting_members, rounds, three_shards
 
 pytestmark = pytest.mark.integration
@@ -63,13 +63,6 @@ pytestmark = pytest.mark.integration
 CASE = "shardddl4_1"
 TWO = [(1, "tb1"), (2, "tb1")]
 CONFLICT = "because schema conflict detected"
-
-
-def _xfail_if_paused(sc, what: str) -> None:
-    sc.settle(paused_ok=True)
-    errs = sc.errors()
-    if errs:
-        pytest.xfail(f"{SKIP_WAIT_REDIRECT}; paused on {what}: {errs}")
 
 
 def _binlog(*args: str) -> str:
@@ -99,7 +92,7 @@ def dm_table_checkpoint_backward(sc):
     sc.s1(*[f"insert into shardddl1.tb1(a,c) values({i},{i})" for i in range(3001, 3101)])
     sc.s2("alter table shardddl1.t_1 change b c int")
     sc.s1(*[f"insert into shardddl1.tb1(a,c) values({i},{i})" for i in range(3101, 3201)])
-    _xfail_if_paused(sc, "`change b c int`")
+    _goes_on(sc, "`change b c int`")
     sc.assert_synced()
     _down_has(sc, "t_1", [(1, "shardddl1", "t_1"), (2, "shardddl1", "t_1")])
 
@@ -113,7 +106,7 @@ def dm_resync_not_flushed(sc):
                     (0, "add column d int not null", (3, 2, 2, 2)), (1, "change b c int", (3, 2, 2, 2)),
                     (1, "add column d int not null", (3, 3, 2, 2)), (2, "change b c int", (3, 3, 2, 2)),
                     (2, "add column d int not null", (3, 3, 3, 2)), (3, "change b c int", (3, 3, 3, 2))], shards=four)
-    _xfail_if_paused(sc, "`change b c int`")    # DM: ReSyncExit ends both workers at the redirect
+    _goes_on(sc, "`change b c int`")    # DM: ReSyncExit ends both workers at the redirect
     rounds(sc, [(3, "add column d int not null", (3, 3, 3, 3))], first=n, shards=four)
     sc.assert_synced()
 
@@ -125,7 +118,7 @@ def dm_resync_txn_interrupt(sc):
     sc.s2("alter table shardddl1.tb2 change b c int", "begin",
           *[f"insert into shardddl1.tb2 values({i},{i})" for i in range(1, 11)], "commit")
     sc.s1("alter table shardddl1.tb1 change b c int")
-    _xfail_if_paused(sc, "`change b c int`")
+    _goes_on(sc, "`change b c int`")
     sc.assert_synced()
 
 
@@ -135,7 +128,7 @@ def dm_155(sc):
     sc.start()
     rounds(sc, [(None, None, (3,) * 3), (0, "change c b int", (3,) * 3), (0, "add column g int", (4, 3, 3)),
                 (0, "change d f int", (4, 3, 3)), (0, "add column e int not null after f", (5, 3, 3))])
-    _xfail_if_paused(sc, "`change c b int`")    # DM: restarts the master or a worker at random after each DDL
+    _goes_on(sc, "`change c b int`")    # DM: restarts the master or a worker at random after each DDL
     sc.assert_synced()
 
 
@@ -402,7 +395,7 @@ def dm_151(sc):
     if sc.task.shard_mode == "pessimistic":
         _lock_shows(sc, "ALTER TABLE `shardddl`.`tb` MODIFY COLUMN `a` DOUBLE")
     else:
-        _xfail_if_paused(sc, "`modify column a double`")   # DM: Running (the DDL skipped and redirected)
+        _goes_on(sc, "`modify column a double`")   # DM: Running (the DDL skipped and redirected)
     sc.s2("alter table shardddl1.tb1 modify column a double", "alter table shardddl1.tb2 modify column a double")
     rounds(sc, [(None, None, ("{n},{n}.0",) * 3)], first=7)
     sc.assert_synced()

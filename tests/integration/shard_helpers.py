@@ -195,6 +195,13 @@ def active_locks(task, store) -> list[dict]:
     return ops_for(task.shard_mode).list_locks(store, task.name, active_only=True)
 
 
+def only_holds(lock: dict) -> bool:
+    """An optimistic lock whose every pending member is held (nothing to run, nobody paused)."""
+    pending = [m for m in lock.get("members", []) if m.get("pending")]
+    return (lock.get("mode") == "optimistic" and not lock.get("conflict") and bool(pending)
+            and all(m.get("held") for m in pending) and all(o.get("state") == "done" for o in lock.get("operations", [])))
+
+
 def caught_up(r) -> bool:
     return r.caught_up
 

@@ -4,7 +4,7 @@ exec order, unlock. Scenarios run on one Lock and with a rows round-trip after e
 import pytest
 
 from dm_core.position import Position
-from dm_core.shardddl.common import DONE, EXEC, SKIP, WAIT
+from dm_core.shardddl.common import DONE, EXEC, HOLD, SKIP, WAIT
 from dm_core.shardddl.ddl_norm import normalize, schema_from_create
 from dm_core.shardddl.errors import ShardDDLConflict, ShardDDLLockError
 from dm_core.shardddl.keeper import Keeper
@@ -182,10 +182,6 @@ def test_drop_of_not_null_column_waits_for_every_shard(persist):
 
 # (statement, words of the conflict)
 HARD_CONFLICTS = [
-    ("ALTER TABLE t_1 RENAME COLUMN name TO title", ["renaming column `name` to `title`"]),
-    ("ALTER TABLE t_1 CHANGE name title VARCHAR(20)", ["renaming column `name` to `title`"]),
-    ("ALTER TABLE t_1 MODIFY COLUMN qty VARCHAR(10) NOT NULL DEFAULT '0'", ["`qty`", "INT to VARCHAR(10)"]),
-    ("ALTER TABLE t_1 MODIFY COLUMN name TEXT", ["`name`", "VARCHAR(20) to TEXT"]),
     ("ALTER TABLE t_1 ADD CONSTRAINT ck CHECK (qty > 0)", ["not supported in optimistic mode"]),
     ("ALTER TABLE t_1 DROP COLUMN nosuch", ["does not fit", "`nosuch`"]),
 ]
@@ -561,3 +557,85 @@ def test_a_source_no_longer_expected_leaves_the_join(persist):
     h.finish("s1")
     h.call(lambda lk: lk.set_sources(["s1", "s2"]))
     assert h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN c").action == SKIP
+
+
+# (statement, words of the hold, the statement run downstream once every shard has run it)
+HELD = [
+    ("ALTER TABLE {t} RENAME COLUMN name TO title", ["renaming column `name` to `title`"],
+     "ALTER TABLE `db`.`t` RENAME COLUMN `name` TO `title`"),
+    ("ALTER TABLE {t} CHANGE name title VARCHAR(20)", ["renaming column `name` to `title`"],
+     "ALTER TABLE `db`.`t` CHANGE COLUMN `name` `title` VARCHAR(20)"),
+    ("ALTER TABLE {t} MODIFY COLUMN qty VARCHAR(10) NOT NULL DEFAULT '0'", ["`qty`", "INT to VARCHAR(10)"],
+     "ALTER TABLE `db`.`t` MODIFY COLUMN `qty` VARCHAR(10) NOT NULL DEFAULT '0'"),
+    ("ALTER TABLE {t} MODIFY COLUMN name TEXT", ["`name`", "VARCHAR(20) to TEXT"],
+     "ALTER TABLE `db`.`t` MODIFY COLUMN `name` TEXT"),
+]
+
+
+@pytest.mark.parametrize("sql,words,downstream", HELD)
+def test_a_change_every_shard_must_run_is_held_until_the_last_one_runs_it(sql, words, downstream, persist):
+    """DM's ConflictSkipWaitRedirect: nobody pauses; the last shard's statement runs downstream;
+    the held tables get skip (their sources replay them)."""
+    h = Harness(["s1", "s2"], persist, tables={"s2": ["t_1", "t_2"]})
+    op = h.report("s1", "t_1", sql.format(t="t_1"))
+    assert op.action == HOLD and not op.conflict and op.error() is None
+    for w in words + ["held until", "s2"]:
+        assert w in op.message, (w, op.message)
+    assert h.lock.status == "waiting" and not h.lock.conflict
+    assert h.report("s2", "t_1", sql.format(t="t_1")).action == HOLD
+    assert "s2 `up`.`t_2`" in h.op("s2", "t_1").message and "s1" not in h.op("s2", "t_1").message
+    assert h.op("s1", "t_1").action == HOLD           # still: s2's t_2 has not run it
+    assert [m["held"] != "" for m in h.lock.describe()["members"]] == [True, True, False]
+    op = h.report("s2", "t_2", sql.format(t="t_2"))
+    assert op.action == EXEC and op.ddls == (downstream,)
+    # released: their replay waits for the statement downstream, then skips the DDL
+    assert h.op("s1", "t_1").action == WAIT and "waiting for s2" in h.op("s1", "t_1").message
+    h.finish("s2", "t_2")
+    assert h.op("s1", "t_1").action == SKIP and h.op("s2", "t_1").action == SKIP
+    h.finish("s1", "t_1")
+    h.finish("s2", "t_1")
+    assert h.lock.status == "idle"
+    # the replayed DDL met again later is known as done
+    again = Info(TASK, "s1", TARGET, ("up", "t_1"), (normalize(sql.format(t="t_1"), "up", route).sql,),
+                 Position("bin.000001", 100), tables=(("up", "t_1"),), schema_before=BASE)
+    assert h.call(lambda lk: lk.report(again)).done
+
+
+def test_a_source_that_never_reported_keeps_a_change_held(persist):
+    h = Harness(["s1", "s2", "s3"], persist)
+    h.report("s1", "t_1", "ALTER TABLE t_1 CHANGE name title VARCHAR(20)")
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 CHANGE name title VARCHAR(20)").action == HOLD
+    assert "s3 (not reported yet)" in h.op("s2").message
+    assert h.report("s3", "t_1", "ALTER TABLE t_1 CHANGE name title VARCHAR(20)").action == EXEC
+
+
+def test_two_shards_renaming_one_column_two_ways_is_a_conflict_naming_both(persist):
+    """DM's shardddl2_1 050: the first rename stays held, the second pauses its source."""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 CHANGE name title VARCHAR(20)").action == HOLD
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 CHANGE name label VARCHAR(20)")
+    assert op.action == WAIT and isinstance(op.error(), ShardDDLConflict)
+    assert "s2 `up`.`t_1`" in op.conflict and "s1 `up`.`t_1`" in op.conflict and "`title`" in op.conflict
+    assert h.op("s1").action == HOLD
+    assert h.lock.status == "conflict"
+
+
+def test_normal_changes_of_other_shards_go_on_while_one_is_held(persist):
+    h = Harness(["s1", "s2"], persist)
+    h.report("s1", "t_1", "ALTER TABLE t_1 CHANGE name title VARCHAR(20)")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN z INT")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ADD COLUMN `z` INT",)
+    h.finish("s2")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 CHANGE name title VARCHAR(20)")
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` CHANGE COLUMN `name` `title` VARCHAR(20)",)
+    assert "`title` VARCHAR(20)" in h.joined() and not any(c.startswith("`name`") for c in h.joined())
+
+
+def test_unlock_releases_a_held_table(persist):
+    """The operator gives up waiting (a shard that will never rename): skip releases the table."""
+    h = Harness(["s1", "s2"], persist)
+    h.report("s1", "t_1", "ALTER TABLE t_1 CHANGE name title VARCHAR(20)")
+    h.call(lambda lk: lk.unlock(owner="s1", action=SKIP))
+    assert h.op("s1").action == SKIP
+    h.finish("s1")
+    assert h.lock.status == "idle"

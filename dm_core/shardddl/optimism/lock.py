@@ -51,8 +51,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, LockBase, Operation, pos_from_json,
-                                     pos_to_json)
+from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, HOLD, PENDING, SKIP, WAIT, LockBase, Operation,
+                                     pos_from_json, pos_to_json)
 from dm_core.shardddl.ddl_norm import comparison_key, schema_from_create, statement_changes
 from dm_core.shardddl.errors import ShardDDLLockError, ShardDDLUnsupported
 from dm_core.shardddl.optimism.info import Info
@@ -77,12 +77,14 @@ class Pending:
     conflict: str = ""
     hard: bool = False
     op_step: int | None = None          # the op made when the change was accepted
+    hold: bool = False                  # held until every shard runs it too (see ``_hold_or_resolve``)
+    note: str = ""                      # why it is held, for the source's log and show-ddl-locks
 
     def to_json(self) -> dict:
         return {"ddls": list(self.ddls), "changes": [c.to_dict() for c in self.changes],
                 "schema_after": self.schema_after.to_dict() if self.schema_after is not None else None,
                 "position": pos_to_json(self.position), "seq": self.seq, "conflict": self.conflict,
-                "hard": self.hard, "op_step": self.op_step}
+                "hard": self.hard, "op_step": self.op_step, "hold": self.hold, "note": self.note}
 
     @classmethod
     def from_json(cls, d: dict | None) -> "Pending | None":
@@ -91,7 +93,7 @@ class Pending:
         return cls(tuple(d["ddls"]), [Change.from_dict(c) for c in d["changes"]],
                    TableSchema.from_dict(d["schema_after"]) if d.get("schema_after") is not None else None,
                    pos_from_json(d["position"]), d["seq"], d.get("conflict", ""), d.get("hard", False),
-                   d.get("op_step"))
+                   d.get("op_step"), d.get("hold", False), d.get("note", ""))
 
 
 @dataclass
@@ -121,24 +123,46 @@ def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
                         f"sharded table: `{ch.sql}` (each shard fills it with its own values)")
             return (f"there will be conflicts if `{ch.sql}` is applied to the downstream: column "
                     f"`{ch.column.name}` is AUTO_INCREMENT, and each shard fills it with its own values")
-        if ch.op == "rename_column" or (ch.op == "modify_column" and ch.new_name):
-            return f"renaming column `{ch.name}` to `{ch.new_name or ch.column.name}` (`{ch.sql}`)"
-        if ch.op == "modify_column":
-            old = before.column(ch.name)
-            if old is None:
-                continue
-            new = ch.column
-            # A narrower type of one family, or NOT NULL, is not a conflict (DM: the schemas
-            # before and after compare, a "normal" DDL): the join keeps the wider definition
-            # while another shard has it, so nothing runs downstream (see ``widen_only``).
-            if join_type(old.type, new.type) not in (old.type, new.type):
-                return (f"changing column `{ch.name}` from {old.type} to {new.type} converts it "
-                        f"(`{ch.sql}`)")
         if ch.op == "charset" and ch.name not in WIDEST_CHARSETS:
             return (f"`{ch.sql}` changes the table's character set to {ch.name}: only a change to "
                     f"{' or '.join(WIDEST_CHARSETS)}, which holds the text of every other character set, merges")
         if ch.op in ("other", "rename_index") and not table_option(ch):
             return f"`{ch.sql}` is not supported in optimistic mode"
+    return ""
+
+
+def _until_every_shard(changes: list[Change], before: TableSchema) -> str:
+    """Why a change cannot merge with shards that have not run it, though it merges once they
+    all have (DM's ConflictSkipWaitRedirect): renaming a column, converting it to a type of
+    another family. "" when the change merges now."""
+    for ch in changes:
+        if ch.op == "rename_column" or (ch.op == "modify_column" and ch.new_name):
+            return f"renaming column `{ch.name}` to `{ch.new_name or ch.column.name}` (`{ch.sql}`)"
+        if ch.op == "modify_column":
+            old = before.column(ch.name)
+            # A narrower type of one family, or NOT NULL, merges now (DM: the schemas before and
+            # after compare, a "normal" DDL): the join keeps the wider definition while another
+            # shard has it, so nothing runs downstream (see ``widen_only``).
+            if old is not None and join_type(old.type, ch.column.type) not in (old.type, ch.column.type):
+                return f"changing column `{ch.name}` from {old.type} to {ch.column.type} converts it (`{ch.sql}`)"
+    return ""
+
+
+def _disagreement(changes: list[Change], after: TableSchema, other: TableSchema) -> str:
+    """What ``other`` lacks of the renames and conversions in ``changes`` (which made ``after``):
+    "" when it has them all (the shard ran the same change)."""
+    for ch in changes:
+        renamed = ch.op == "rename_column" or (ch.op == "modify_column" and ch.new_name)
+        if not renamed and ch.op != "modify_column":
+            continue
+        name = (ch.new_name if ch.op == "rename_column" else ch.column.name) if renamed else ch.name
+        if renamed and ch.name.lower() != name.lower() and other.column(ch.name) is not None:
+            return f"still has column `{ch.name}`"
+        want, got = after.column(name), other.column(name)
+        if got is None:
+            return f"has no column `{name}`"
+        if want is not None and not got.same_definition(want):
+            return f"has `{name}` {got.type}{'' if got.nullable else ' NOT NULL'}, not {want.type}"
     return ""
 
 
@@ -242,6 +266,9 @@ class Lock(LockBase):
             if table is not None and (k[1], k[2]) != tuple(table):
                 continue
             p = m.pending
+            if p.hold:
+                return Operation(self.lock_id, self.task, source, 0, HOLD, p.ddls, message=p.note or "held",
+                                 upstream=(k[1], k[2]))
             msg = p.conflict or ("waiting for the coordinator to name the task's sources" if not self.sources
                                  else "waiting")
             return Operation(self.lock_id, self.task, source, 0, WAIT, p.ddls, message=msg,
@@ -256,7 +283,9 @@ class Lock(LockBase):
             "members": [{"source": k[0], "table": [k[1], k[2]],
                          "columns": [c.definition() for c in m.schema.columns],
                          "pending": list(m.pending.ddls) if m.pending else [],
-                         "conflict": m.pending.conflict if m.pending else ""} for k, m in sorted(self.members.items())],
+                         "conflict": m.pending.conflict if m.pending else "",
+                         "held": m.pending.note if m.pending and m.pending.hold else ""}
+                        for k, m in sorted(self.members.items())],
             "operations": [op.to_dict() for _, op in sorted(self.ops.items())],
         }
 
@@ -316,7 +345,7 @@ class Lock(LockBase):
             m.pending = None  # a conflicting DDL replaced by the operator (binlog replace) or re-read
         self.seq += 1
         changes: list[Change] = []
-        conflict, after = "", None
+        conflict, after, waits = "", None, ""
         if creates:
             after = schema_from_create(ddls[0])
         else:
@@ -328,6 +357,7 @@ class Lock(LockBase):
             if info.replay:  # the member's tracked schema starts at the target's, created after some DDLs
                 changes = [ch for ch in changes if not _in_effect(ch, m.schema)]
             conflict = conflict or _hard_conflict(changes, m.schema)
+            waits = "" if conflict else _until_every_shard(changes, m.schema)
             if not conflict:
                 try:
                     after = m.schema.apply(changes)
@@ -336,7 +366,10 @@ class Lock(LockBase):
             conflict = conflict or self._not_fully_dropped(key, changes, ddls)
         if conflict:
             conflict = self._conflict_text(key, ddls, conflict)
-        m.pending = Pending(ddls, changes, after, pos, self.seq, conflict, bool(conflict))
+        m.pending = Pending(ddls, changes, after, pos, self.seq, conflict, bool(conflict),
+                            hold=bool(waits) and not conflict)
+        if m.pending.hold:
+            self._hold_or_resolve(key)
         self.settle()
         return self.operation_for(info.source, info.table)
 
@@ -348,8 +381,13 @@ class Lock(LockBase):
     def settle(self) -> None:
         if not self.sources:
             return  # who takes part is unknown: an absent source may still write what a DDL drops
+        held = [k for k, m in self.members.items() if m.pending is not None and m.pending.hold
+                and m.pending.op_step is None]
+        if held:   # a source stopped or a shard dropped may have been the last one without the change
+            self._hold_or_resolve(max(held, key=lambda k: self.members[k].pending.seq))
         cands = sorted((k for k, m in self.members.items() if m.pending is not None and not m.pending.hard
-                        and m.pending.op_step is None), key=lambda k: self.members[k].pending.seq)
+                        and not m.pending.hold and m.pending.op_step is None),
+                       key=lambda k: self.members[k].pending.seq)
         if not cands:
             return
         accepted = list(cands)
@@ -406,6 +444,66 @@ class Lock(LockBase):
                            message="execute the DDL downstream" if action == EXEC else
                            ("the merged schema already has this change" if not stmts else
                             f"{label(owner)} executes the change"))
+            self.ops[(k[0], op.step)] = op
+            m.pending.op_step = op.step
+
+    def _hold_or_resolve(self, key: Key) -> None:
+        """DM's ConflictSkipWaitRedirect: member ``key``'s pending change (a rename, a conversion)
+        cannot merge while other shards lack it, and can once they all have it. Until then it is
+        *held*: its source goes on without it, holding back that table's rows and DDLs (the
+        source's ``HeldTables``), and nothing runs downstream. Held changes must agree with each
+        other (two shards renaming one column two ways never merge: the later one is a conflict
+        that pauses, DM's ConflictDetected). When every member has the change (an expected source
+        that never reported has the lock's initial schema, so it has not), ``key``'s statements
+        run downstream (``exec``) and every other held member gets ``skip``: its source replays
+        the table from the held DDL on, meets the DDL again and finishes the op then."""
+        if self.sources and key[0] not in self.sources:
+            return
+        p = self.members[key].pending
+        if not self.sources:
+            p.note = "held: waiting for the coordinator to name the task's sources"
+            return
+        why = _until_every_shard(p.changes, self.members[key].schema)
+        held = [k for k, m in sorted(self.members.items()) if k != key and m.pending is not None
+                and m.pending.hold and m.pending.op_step is None and (not self.sources or k[0] in self.sources)]
+        for k in held:
+            q = self.members[k].pending
+            bad = (_disagreement(q.changes, q.schema_after, p.schema_after)
+                   or _disagreement(p.changes, p.schema_after, q.schema_after))
+            if bad:
+                p.hold, p.hard, p.note = False, True, ""
+                p.conflict = self._conflict_text(
+                    key, p.ddls, f"{why}, while {label(k)} ran `{'; '.join(q.ddls)}` (held until every shard runs "
+                                 f"it): {label(key)} {bad}")
+                return
+        group = [key] + held
+        schemas = self.schemas(set(group))
+        behind = [name for name, sch in schemas.items()
+                  if any(_disagreement(self.members[k].pending.changes, self.members[k].pending.schema_after, sch)
+                         for k in group)]
+        rest = ("this table's rows and DDLs are held back and replayed once every shard has run it")
+        if behind:
+            p.note = f"{why}: held until {', '.join(behind)} run{'s' if len(behind) == 1 else ''} it too; {rest}"
+            return
+        try:
+            join_schemas(schemas)
+            downstream = self.joined.apply(p.changes)
+        except (JoinConflict, SchemaError) as e:
+            p.note = f"{why}: every shard has it, but it does not merge yet ({e}); {rest}"
+            return
+        self.joined = downstream
+        for k in group:
+            m = self.members[k]
+            m.schema = m.pending.schema_after
+            m.pending.hold, m.pending.note = False, ""
+            self._track_drops(k, m.pending.changes)
+            self.op_seq += 1
+            mine = k == key
+            op = Operation(self.lock_id, self.task, k[0], self.op_seq, EXEC if mine else SKIP,
+                           p.ddls if mine else m.pending.ddls, owner=key[0], upstream=(k[1], k[2]),
+                           order=self.op_seq,
+                           message="execute the DDL downstream: every shard has run it" if mine else
+                           f"{label(key)} executes the change; this table is replayed from its DDL on")
             self.ops[(k[0], op.step)] = op
             m.pending.op_step = op.step
 
@@ -475,8 +573,8 @@ class Lock(LockBase):
                         self._track_drops(k, m.pending.changes)
                     m.done_pos, m.pending = m.pending.position, None
         else:
-            stuck = sorted((k for k, m in self.members.items() if m.pending is not None and m.pending.conflict
-                            and m.pending.op_step is None and (owner is None or k[0] == owner)
+            stuck = sorted((k for k, m in self.members.items() if m.pending is not None
+                            and (m.pending.conflict or m.pending.hold) and m.pending.op_step is None and (owner is None or k[0] == owner)
                             and (table is None or (k[1], k[2]) == tuple(table))),
                            key=lambda k: self.members[k].pending.seq)
             if not stuck:
@@ -492,7 +590,7 @@ class Lock(LockBase):
                 op = Operation(self.lock_id, self.task, k[0], self.op_seq, action, m.pending.ddls, owner=k[0],
                                upstream=(k[1], k[2]), order=self.op_seq, message=f"unlocked by the operator ({action})")
                 self.ops[(k[0], op.step)] = op
-                m.pending.op_step, m.pending.conflict = op.step, ""
+                m.pending.op_step, m.pending.conflict, m.pending.hold = op.step, "", False
         try:
             self.joined = join_schemas(self.schemas())
         except JoinConflict:

@@ -1,0 +1,151 @@
+"""The tables one source holds back in optimistic mode (DM's conflict stage of its optimistic
+sharding group keeper, ``osgk``), and the replay that brings them back.
+
+Why it exists. A shard renames a column (or converts it to a type of another family) before the
+others: its rows after the DDL name a column the merged table does not have, and running the
+rename downstream now would break every other shard's rows. The lock answers ``hold``
+(``Lock._hold_or_resolve``). All tables of a source come through one binlog stream, so the
+source cannot stop at that DDL without stopping every other table with it; instead it goes on
+and holds the table back:
+
+1. the DDL at ``start`` is not run; ``hold(table, target, lock_id, start)``, persisted before the
+   checkpoint moves past it;
+2. rows and DDLs of the table at or after ``start`` are skipped (``should_skip_dml``); the
+   other tables go on as usual, and the checkpoint moves on;
+3. the last shard to run the change gets it executed downstream; the lock gives each held
+   member a ``skip`` op, and no longer answers ``hold`` for it: it is *released*;
+4. the source sees that (``ShardSync`` asks the lock at each window's start and after each DDL
+   it reports), ``release`` returns where to read again (the earliest ``start`` of the released
+   tables), the checkpoint moves back there and the state is persisted after it;
+5. the stream is read again from there: events of released tables at or after their ``start``
+   go through (their DDL is met again: the lock answers ``skip``, done; their rows are applied
+   now, against the renamed downstream), everything else below the ``horizon`` (the highest
+   position ever committed) ran in the first pass and is skipped;
+6. past the horizon the source replicates normally again.
+
+Restarts follow the pessimistic rewind's rules (``source_group``): the checkpoint moves back
+before the state that says why is written; a crash between the two restarts at the rewind
+position with the table still held, and the next window's start finds it released again. Every
+replayed row of another table below the horizon is skipped, so nothing is applied twice except
+rows between a horizon persisted late and the real one, which lie below the source's safe-mode
+exit point (re-applied as upserts), as everywhere else.
+
+    >>> from dm_core.position import Position as P
+    >>> h = HeldTables()
+    >>> h.hold(("s", "t_1"), ("db", "t"), "task-`db`.`t`", P("b.1", 100))
+    >>> h.should_skip_dml(("s", "t_1"), P("b.1", 120)), h.should_skip_dml(("s", "t_2"), P("b.1", 120))
+    (True, False)
+    >>> h.release([("s", "t_1")], P("b.1", 300))
+    Position(file='b.1', pos=100, gtid=None)
+    >>> h.should_skip_dml(("s", "t_1"), P("b.1", 120)), h.should_skip_dml(("s", "t_2"), P("b.1", 120))
+    (False, True)
+    >>> h.should_skip_dml(("s", "t_1"), P("b.1", 90)), h.should_skip_ddl(P("b.1", 200))
+    (True, True)
+    >>> h.committed(P("b.1", 150)); h.should_skip_dml(("s", "t_1"), P("b.1", 120))
+    True
+    >>> h.committed(P("b.1", 310)); h.idle, h.horizon, h.should_skip_dml(("s", "t_2"), P("b.1", 320))
+    (True, None, False)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from dm_core.position import Position
+from dm_core.shardddl.common import pos_from_json, pos_to_json
+
+Table = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Hold:
+    target: Table            # the merged table
+    lock_id: str
+    start: Position          # the held DDL event's start: its rows from here on are held back
+
+
+class HeldTables:
+    """The held tables of one source and its replay; see the module docstring."""
+
+    def __init__(self, held: dict[Table, Hold] | None = None, replaying: dict[Table, Position] | None = None,
+                 horizon: Position | None = None):
+        self.held: dict[Table, Hold] = dict(held or {})
+        # released tables being replayed → from where their rows are not yet applied
+        self.replaying: dict[Table, Position] = dict(replaying or {})
+        self.horizon = horizon
+
+    @property
+    def idle(self) -> bool:
+        return not self.held and not self.replaying
+
+    def in_replay(self, pos: Position) -> bool:
+        return self.horizon is not None and pos.key() < self.horizon.key()
+
+    def hold(self, table: Table, target: Table, lock_id: str, start: Position) -> None:
+        table = tuple(table)
+        if table not in self.held:
+            self.held[table] = Hold(tuple(target), lock_id, start)
+
+    def release(self, tables, at: Position) -> Position:
+        """Release ``tables`` (the lock no longer holds them) while the first pass has reached
+        ``at``; returns where to read again."""
+        tables = [tuple(t) for t in tables]
+        rewind = min((self.held[t].start for t in tables), key=Position.key)
+        if self.horizon is None or at.key() > self.horizon.key():
+            self.horizon = at
+        for t in tables:
+            self.replaying[t] = self.held.pop(t).start
+        return rewind
+
+    def should_skip_dml(self, table: Table, pos: Position) -> bool:
+        table = tuple(table)
+        h = self.held.get(table)
+        if h is not None and pos.key() >= h.start.key():
+            return True
+        if self.in_replay(pos):
+            since = self.replaying.get(table)
+            return since is None or pos.key() < since.key()
+        return False
+
+    def should_skip_ddl(self, pos: Position) -> bool:
+        """A DDL of an unsharded table: skip it if it ran in the first pass."""
+        return self.in_replay(pos)
+
+    def committed(self, pos: Position) -> None:
+        """Everything before ``pos`` is durable downstream. Only a replay needs to know: the
+        state of a source holding nothing back stays as it is (nothing to write per window)."""
+        if not self.replaying:
+            return
+        if self.horizon is None or pos.key() >= self.horizon.key():
+            self.replaying.clear()     # the replay reached the first pass: normal from here on
+            self.horizon = None
+            return
+        for t, since in self.replaying.items():
+            if pos.key() > since.key():
+                self.replaying[t] = pos
+
+    def describe(self) -> list[dict]:
+        """For the sensor's log and XCom: what is held back, and since where."""
+        out = [{"table": list(t), "target": list(h.target), "lock_id": h.lock_id, "held_since": str(h.start)}
+               for t, h in sorted(self.held.items())]
+        out += [{"table": list(t), "replaying_from": str(p), "until": str(self.horizon)}
+                for t, p in sorted(self.replaying.items())]
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps({"mode": "optimistic", "horizon": pos_to_json(self.horizon),
+                           "held": [{"table": list(t), "target": list(h.target), "lock_id": h.lock_id,
+                                     "start": pos_to_json(h.start)} for t, h in sorted(self.held.items())],
+                           "replaying": [{"table": list(t), "since": pos_to_json(p)}
+                                         for t, p in sorted(self.replaying.items())]}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | dict | None) -> "HeldTables":
+        d = (json.loads(text) if isinstance(text, str) else text) or {}
+        if d.get("mode") != "optimistic":
+            return cls()   # nothing saved, or a pessimistic group state of an earlier run of the task
+        return cls({tuple(x["table"]): Hold(tuple(x["target"]), x["lock_id"], pos_from_json(x["start"]))
+                    for x in d.get("held", [])},
+                   {tuple(x["table"]): pos_from_json(x["since"]) for x in d.get("replaying", [])},
+                   pos_from_json(d.get("horizon")))
