@@ -73,10 +73,9 @@ KEYS: dict[tuple[str, str], Key] = {
                  "mysql-instances"),
         "task-mode": _warn(f"{_NO_DUMP_FILES}; dump and load run as task-mode full", "use task-mode full",
                            when=_lower_in("dump", "load")),
-        "strict-optimistic-shard-mode": _warn("has no effect of its own: shardflow's optimistic mode pauses the source "
-                                              "on every conflicting DDL, as DM's strict mode does (DM's default mode "
-                                              "skips a conflicting DDL and redirects it once the other shards follow; "
-                                              "that is not built)", when=_true),
+        # true: a rename or conversion the other shards have not run yet pauses the source instead
+        # of holding the table back (dm_core/shardddl/optimism/lock.py)
+        "strict-optimistic-shard-mode": Key(WORKS),
         "clean-dump-file": Key(WORKS),      # nothing to clean: no dump files are written
         "collation_compatible": Key(WORKS),  # strict: dm_core/ddl/collation.py
         "enable-heartbeat": _deprecated(), "heartbeat-update-interval": _deprecated(),

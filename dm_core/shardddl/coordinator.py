@@ -106,7 +106,9 @@ def summary(lk: dict) -> dict:
         pending = [m for m in lk["members"] if m["pending"]]
         out.update(ddls=sorted({d for m in pending for d in m["pending"]}),
                    reported=sorted({f"{m['source']}:{'.'.join(m['table'])}" for m in pending}),
-                   waiting_for=[])
+                   waiting_for=[],
+                   # tables whose rows their source holds back until every shard runs the change
+                   held=[f"{m['source']}:{'.'.join(m['table'])}: {m['held']}" for m in pending if m.get("held")])
     return out
 
 
@@ -157,6 +159,8 @@ def render(locks: list[dict]) -> str:
             lines.append(f"  reported: {', '.join(lk['reported'])}")
         if lk["waiting_for"]:
             lines.append(f"  waiting for: {', '.join(lk['waiting_for'])}")
+        for h in lk.get("held", ()):
+            lines.append(f"  held back: {h}")
         if lk["conflict"]:
             lines.append(f"  CONFLICT: {lk['conflict']}")
     return "\n".join(lines)

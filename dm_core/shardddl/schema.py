@@ -497,10 +497,11 @@ class TableSchema:
 class JoinConflict(ValueError):
     """Shard schemas that have no common downstream schema; the message names columns and members."""
 
-    def __init__(self, message: str, columns: list[str], members: list[str]):
+    def __init__(self, message: str, columns: list[str], members: list[str], missing: bool = False):
         super().__init__(message)
         self.columns = columns
         self.members = members
+        self.missing = missing   # a NOT NULL column without default some members lack (they may add it)
 
 
 def join_column(a: Column, b: Column) -> Column | None:
@@ -549,7 +550,7 @@ def join_schemas(schemas: dict[str, TableSchema]) -> TableSchema:
             raise JoinConflict(
                 f"column `{acc.name}` is NOT NULL without a default in {', '.join(with_it)} but missing in "
                 f"{', '.join(missing)}: rows of the shards without it could not be written",
-                [acc.name], with_it + missing)
+                [acc.name], with_it + missing, missing=True)
         cols.append(acc)
     idx_order: list[str] = []
     idefs: dict[str, list[tuple[str, Index]]] = {}

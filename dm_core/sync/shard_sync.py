@@ -306,7 +306,8 @@ class ShardSync:
         ddls = (n.sql,) if n.action == CREATE else tuple(x.sql for x in n.split())
         mine = tuple(sorted(set(self.membership.tables_of(self.source_id).get(tuple(n.target), [])) | {table}))
         info = Info(self.task.name, self.source_id, tuple(n.target), table, ddls, txn.end, tables=mine,
-                    schema_before=read_table_schema(dconn, *n.target), replay=self._replay)
+                    schema_before=read_table_schema(dconn, *n.target), replay=self._replay,
+                    strict=bool(self.task.strict_optimistic_shard_mode))
         op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
         faults.hit("shardddl.sync.after_put_info")
         if op.action == HOLD:

@@ -18,8 +18,8 @@ Scenarios (DM's numbers; ``init_table 111 211 212``: source, database and table 
   orders: nine rows (105: every b and c);
 * 107 (optimistic): a NOT NULL column without default added shard by shard, rows between:
   every source keeps running, equal at the end;
-* 107 is xfail where shardflow pauses (DM's ConflictSkipWaitRedirect is not built: a NOT NULL
-  column without default on one shard waits, paused, for the others);
+  (DM's ConflictSkipWaitRedirect: the table that added it first is held back until the others
+  have it too, then its rows are replayed);
 * 108 - 112 (optimistic): the two sources add ``col1`` with other types (DECIMAL(5,2) /
   (7,4), VARCHAR(3) / (4), VARCHAR(5) / (4), INT ZEROFILL / INT, INT UNSIGNED / INT). DM: the
   second source's DDL does not merge (query-status shows the statement and the table), and
@@ -215,9 +215,8 @@ def dm_107(sc):
     sc.start()
     sc.s1("insert into shardddl1.tb1 values(1)", "alter table shardddl1.tb1 add column col1 int not null",
           "insert into shardddl1.tb1 values (2,2)")
-    sc.settle(paused_ok=True)
-    if sc.errors():   # DM: query-status "Running" 3
-        pytest.xfail(f"{SKIP_WAIT_REDIRECT}; paused on `add column col1 int not null`: {sc.errors()}")
+    sc.settle(paused_ok=True, held_ok=True)   # DM: query-status "Running" 3 (the table held back)
+    assert not sc.errors(), sc.errors()
     _running(sc)
     sc.s2("insert into shardddl1.tb1 values(3)", "alter table shardddl1.tb1 add column col1 int not null",
           "insert into shardddl1.tb1 values (4,4)")
@@ -231,10 +230,6 @@ def dm_107(sc):
 
 
 # ---- 108 - 112: one column, two types -------------------------------------------------------------------
-SKIP_WAIT_REDIRECT = ("not built: DM's optimistic ConflictSkipWaitRedirect (a DDL that conflicts now but that the other "
-                      "shards may repeat holds back that table's DDLs and rows while the source goes on, and replays "
-                      "them once every shard has run it); shardflow pauses the source until the others catch up")
-
 
 def _field_flags(type1, val1, type2, val2, type3, val3, widened: str | None):
     """``widened``: the merged column's type where shardflow merges the two definitions (None:

@@ -126,10 +126,22 @@ def dm_155(sc):
     create = "(a int primary key, c int, d int) engine=innodb default charset=latin1 collate=latin1_bin"
     three_shards(sc, create)
     sc.start()
-    rounds(sc, [(None, None, (3,) * 3), (0, "change c b int", (3,) * 3), (0, "add column g int", (4, 3, 3)),
-                (0, "change d f int", (4, 3, 3)), (0, "add column e int not null after f", (5, 3, 3))])
-    _goes_on(sc, "`change c b int`")    # DM: restarts the master or a worker at random after each DDL
+    # DM restarts the master or a worker at random after each DDL; here every step is a new window
+    n = rounds(sc, [(None, None, (3,) * 3), (0, "change c b int", (3,) * 3), (0, "add column g int", (4, 3, 3)),
+                    (0, "change d f int", (4, 3, 3)), (0, "add column e int not null after f", (5, 3, 3)),
+                    (1, "change c b int", (5, 3, 3)), (1, "change d f int", (5, 3, 3)),
+                    (1, "add column g int", (5, 4, 3))])
+    sc.s2("alter table shardddl1.tb1 add column e int not null after f")
+    _goes_on(sc, "`change c b int`")    # both sources hold tb1 back at its rename
+    # tb2 catches up one DDL at a time: each releases the held tables up to their next such DDL
+    for ddl, width in [("change c b int", 3), ("change d f int", 3), ("add column e int not null after f", 4)]:
+        sc.s2(f"alter table shardddl1.tb2 {ddl}")
+        sc.steps(2)
+        n = rounds(sc, [(None, None, (5, 5, width))] * 2, first=n)
+        _goes_on(sc, f"`{ddl}` on tb2")
+    n = rounds(sc, [(2, "add column g int", (5, 5, 5))] + [(None, None, (5, 5, 5))] * 15, first=n)
     sc.assert_synced()
+    assert sc.count() == n - 1
 
 
 # ---- strict optimistic mode ------------------------------------------------------------------------------

@@ -65,7 +65,6 @@ WARNED_TASK_KEYS = [
     ("mydumpers.d", "skip-tz-utc: true", "mydumpers.d.skip-tz-utc"),
     ("mydumpers.d", "extra-args: '--consistency none'", "mydumpers.d.extra-args"),
     ("mydumpers.d", "statement-size: 50000", "mydumpers.d.statement-size"),
-    ("", "strict-optimistic-shard-mode: true\nshard-mode: optimistic", "strict-optimistic-shard-mode"),
     ("", "experimental: {async-checkpoint-flush: true}", "experimental.async-checkpoint-flush"),
     ("", "enable-heartbeat: true", "enable-heartbeat"),
     ("target-database", "max-allowed-packet: 67108864", "target-database.max-allowed-packet"),

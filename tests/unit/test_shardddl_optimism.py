@@ -144,19 +144,29 @@ def test_a_column_one_shard_added_and_dropped_leaves_the_downstream_before_other
     assert all("`c`" not in c for c in h.joined()) and h.lock.status == "idle"
 
 
-def test_not_null_without_default_waits_until_every_shard_has_it(persist):
+def test_not_null_without_default_is_held_until_every_shard_has_it(persist):
     h = Harness(["s1", "s2"], persist)
     op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN d INT NOT NULL")
-    assert op.action == WAIT and op.conflict
-    assert "`d`" in op.conflict and "s1 `up`.`t_1`" in op.conflict and "s2" in op.conflict
-    assert h.lock.status == "conflict"
+    assert op.action == HOLD and not op.conflict
+    assert "`d`" in op.message and "s1 `up`.`t_1`" in op.message and "s2" in op.message
+    assert h.lock.status == "waiting"
     op = h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN d INT NOT NULL")
-    # now both have it: the earliest reporter executes it, once
-    assert h.op("s1").action == EXEC and h.op("s1").ddls == ("ALTER TABLE `db`.`t` ADD COLUMN `d` INT NOT NULL",)
-    assert op.action == WAIT and not op.conflict
-    h.finish("s1")
+    # now both have it: the source waiting at its DDL executes it, once; the held one replays
+    assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` ADD COLUMN `d` INT NOT NULL",)
+    assert h.op("s1").action == WAIT and not h.op("s1").conflict
     h.finish("s2")
+    h.finish("s1")
     assert h.lock.status == "idle"
+
+
+def test_strict_mode_pauses_on_a_not_null_column_the_others_lack(persist):
+    h = Harness(["s1", "s2"], persist)
+    n = normalize("ALTER TABLE t_1 ADD COLUMN d INT NOT NULL", "up", route)
+    info = Info(TASK, "s1", TARGET, ("up", "t_1"), (n.sql,), Position("bin.000001", 100), tables=(("up", "t_1"),),
+                schema_before=BASE, strict=True)
+    op = h.call(lambda lk: lk.report(info))
+    assert op.action == WAIT and "`d`" in op.conflict and "s2" in op.conflict
+    assert h.lock.status == "conflict"
 
 
 def test_drop_of_not_null_column_waits_for_every_shard(persist):
@@ -639,3 +649,14 @@ def test_unlock_releases_a_held_table(persist):
     assert h.op("s1").action == SKIP
     h.finish("s1")
     assert h.lock.status == "idle"
+
+
+def test_strict_optimistic_mode_pauses_instead_of_holding(persist):
+    """DM's strict-optimistic-shard-mode: no skip and redirect, the conflict pauses the source."""
+    h = Harness(["s1", "s2"], persist)
+    n = normalize("ALTER TABLE t_1 CHANGE name title VARCHAR(20)", "up", route)
+    info = Info(TASK, "s1", TARGET, ("up", "t_1"), (n.sql,), Position("bin.000001", 100), tables=(("up", "t_1"),),
+                schema_before=BASE, strict=True)
+    op = h.call(lambda lk: lk.report(info))
+    assert op.action == WAIT and "renaming column `name` to `title`" in op.conflict
+    assert h.lock.status == "conflict"

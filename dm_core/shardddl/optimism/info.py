@@ -27,6 +27,7 @@ class Info:
     tables: tuple[tuple[str, str], ...] = () # every upstream table of this source in the group (default: table)
     schema_before: TableSchema | None = None # the target's schema downstream (used when the lock is created)
     replay: bool = False                     # the DDL lies in the source's safe-mode range (see Lock.report)
+    strict: bool = False                     # strict-optimistic-shard-mode: a change to hold pauses instead
 
     @property
     def lock_id(self) -> str:
@@ -37,11 +38,11 @@ class Info:
                 "ddls": list(self.ddls), "position": pos_to_json(self.position),
                 "tables": [list(t) for t in self.tables],
                 "schema_before": self.schema_before.to_dict() if self.schema_before else None,
-                "replay": self.replay}
+                "replay": self.replay, "strict": self.strict}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Info":
         return cls(d["task"], d["source"], tuple(d["target"]), tuple(d["table"]), tuple(d["ddls"]),
                    pos_from_json(d["position"]), tuple(tuple(t) for t in d.get("tables", ())),
                    TableSchema.from_dict(d["schema_before"]) if d.get("schema_before") else None,
-                   bool(d.get("replay", False)))
+                   bool(d.get("replay", False)), bool(d.get("strict", False)))

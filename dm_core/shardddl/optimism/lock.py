@@ -11,9 +11,12 @@ that was behind and adds it later adds it again).
 1. ``report(info)``: the member's schema after its DDL is computed (its tracked schema +
    the DDL's changes; a CREATE TABLE gives a new member its own schema). A DDL replayed
    in the source's safe-mode range (``info.replay``) may predate the target, whose schema
-   every member starts from: its changes already in the tracked schema are left out. Changes that can
-   never merge are *hard* conflicts and wait for a person: renaming a column (RENAME
-   COLUMN, CHANGE a b), converting a column to a type of another family, a character set
+   every member starts from: its changes already in the tracked schema are left out. Renaming
+   a column (RENAME COLUMN, CHANGE a b) or converting it to a type of another family merges
+   only once every shard has done it: the member is *held* (``hold``; ``_hold_or_resolve``,
+   DM's ConflictSkipWaitRedirect), its source goes on without that table and replays it once
+   the last shard's statement ran downstream; two shards doing it two ways is a conflict.
+   Changes that can never merge are *hard* conflicts and wait for a person: a character set
    changed to anything but utf8mb4, other statements, a change that does not fit the
    tracked schema. Narrowing a type within its family or NULL → NOT NULL is not: the join
    keeps the wider definition while any shard has it (DM: schemas before and after such a
@@ -79,12 +82,14 @@ class Pending:
     op_step: int | None = None          # the op made when the change was accepted
     hold: bool = False                  # held until every shard runs it too (see ``_hold_or_resolve``)
     note: str = ""                      # why it is held, for the source's log and show-ddl-locks
+    strict: bool = False                # strict-optimistic-shard-mode: never held, a conflict instead
 
     def to_json(self) -> dict:
         return {"ddls": list(self.ddls), "changes": [c.to_dict() for c in self.changes],
                 "schema_after": self.schema_after.to_dict() if self.schema_after is not None else None,
                 "position": pos_to_json(self.position), "seq": self.seq, "conflict": self.conflict,
-                "hard": self.hard, "op_step": self.op_step, "hold": self.hold, "note": self.note}
+                "hard": self.hard, "op_step": self.op_step, "hold": self.hold, "note": self.note,
+                "strict": self.strict}
 
     @classmethod
     def from_json(cls, d: dict | None) -> "Pending | None":
@@ -93,7 +98,7 @@ class Pending:
         return cls(tuple(d["ddls"]), [Change.from_dict(c) for c in d["changes"]],
                    TableSchema.from_dict(d["schema_after"]) if d.get("schema_after") is not None else None,
                    pos_from_json(d["position"]), d["seq"], d.get("conflict", ""), d.get("hard", False),
-                   d.get("op_step"), d.get("hold", False), d.get("note", ""))
+                   d.get("op_step"), d.get("hold", False), d.get("note", ""), d.get("strict", False))
 
 
 @dataclass
@@ -165,6 +170,8 @@ def _disagreement(changes: list[Change], after: TableSchema, other: TableSchema)
             return f"has `{name}` {got.type}{'' if got.nullable else ' NOT NULL'}, not {want.type}"
     return ""
 
+
+HELD_ROWS = "this table's rows and DDLs are held back and replayed once every shard has run it"
 
 _OPTION = re.compile(r"^ALTER TABLE (?:`(?:[^`]|``)*`|\w+)\.(?:`(?:[^`]|``)*`|\w+) (?:ENGINE|ROW_FORMAT|COMMENT|"
                      r"AUTO_INCREMENT|AVG_ROW_LENGTH|CHECKSUM|KEY_BLOCK_SIZE|MAX_ROWS|MIN_ROWS|PACK_KEYS|"
@@ -358,6 +365,8 @@ class Lock(LockBase):
                 changes = [ch for ch in changes if not _in_effect(ch, m.schema)]
             conflict = conflict or _hard_conflict(changes, m.schema)
             waits = "" if conflict else _until_every_shard(changes, m.schema)
+            if waits and info.strict:   # DM's strict-optimistic-shard-mode: no skip and redirect
+                conflict, waits = waits, ""
             if not conflict:
                 try:
                     after = m.schema.apply(changes)
@@ -367,7 +376,7 @@ class Lock(LockBase):
         if conflict:
             conflict = self._conflict_text(key, ddls, conflict)
         m.pending = Pending(ddls, changes, after, pos, self.seq, conflict, bool(conflict),
-                            hold=bool(waits) and not conflict)
+                            hold=bool(waits) and not conflict, strict=info.strict)
         if m.pending.hold:
             self._hold_or_resolve(key)
         self.settle()
@@ -381,12 +390,11 @@ class Lock(LockBase):
     def settle(self) -> None:
         if not self.sources:
             return  # who takes part is unknown: an absent source may still write what a DDL drops
-        held = [k for k, m in self.members.items() if m.pending is not None and m.pending.hold
-                and m.pending.op_step is None]
+        held = [k for k in self.members if self._rewrite_held(k)]
         if held:   # a source stopped or a shard dropped may have been the last one without the change
             self._hold_or_resolve(max(held, key=lambda k: self.members[k].pending.seq))
         cands = sorted((k for k, m in self.members.items() if m.pending is not None and not m.pending.hard
-                        and not m.pending.hold and m.pending.op_step is None),
+                        and not self._rewrite_held(k) and m.pending.op_step is None),
                        key=lambda k: self.members[k].pending.seq)
         if not cands:
             return
@@ -406,12 +414,20 @@ class Lock(LockBase):
                 accepted.remove(worst)
                 set_aside.append(worst)
         for k in set_aside:
+            p = self.members[k].pending
             try:
                 join_schemas(self.schemas(set(accepted) | {k}))
-                msg = "waits for the other shards' DDLs"
+                msg, missing = "waits for the other shards' DDLs", False
             except JoinConflict as e:
-                msg = str(e)
-            self.members[k].pending.conflict = self._conflict_text(k, self.members[k].pending.ddls, msg)
+                msg, missing = str(e), e.missing
+            if missing and not p.strict:
+                # a NOT NULL column the other shards may add too: held back, not paused (DM's
+                # ConflictSkipWaitRedirect); tried again at every settle
+                p.hold, p.conflict = True, ""
+                p.note = f"{msg}; {HELD_ROWS}"
+                continue
+            p.hold, p.note = False, ""
+            p.conflict = self._conflict_text(k, p.ddls, msg)
         if not accepted:
             return
         new_join = join_schemas(self.schemas(set(accepted)))
@@ -431,11 +447,13 @@ class Lock(LockBase):
             if o.op in PASS_THROUGH and o.sql not in stmts:
                 stmts.append(o.sql)
         self.joined = downstream
-        owner = accepted[0]
-        for k in accepted:
+        # the source waiting at its DDL runs it, not one whose table is held back (it would have to
+        # replay up to that DDL first); its op comes first so a held member's replay waits for it
+        owner = next((k for k in accepted if not self.members[k].pending.hold), accepted[0])
+        for k in [owner] + [k for k in accepted if k != owner]:
             m = self.members[k]
             m.schema = m.pending.schema_after
-            m.pending.conflict = ""
+            m.pending.conflict, m.pending.hold, m.pending.note = "", False, ""
             self._track_drops(k, m.pending.changes)
             self.op_seq += 1
             action = EXEC if k == owner and stmts else SKIP
@@ -464,8 +482,8 @@ class Lock(LockBase):
             p.note = "held: waiting for the coordinator to name the task's sources"
             return
         why = _until_every_shard(p.changes, self.members[key].schema)
-        held = [k for k, m in sorted(self.members.items()) if k != key and m.pending is not None
-                and m.pending.hold and m.pending.op_step is None and (not self.sources or k[0] in self.sources)]
+        held = [k for k in sorted(self.members) if k != key and self._rewrite_held(k)
+                and (not self.sources or k[0] in self.sources)]
         for k in held:
             q = self.members[k].pending
             bad = (_disagreement(q.changes, q.schema_after, p.schema_after)
@@ -481,7 +499,7 @@ class Lock(LockBase):
         behind = [name for name, sch in schemas.items()
                   if any(_disagreement(self.members[k].pending.changes, self.members[k].pending.schema_after, sch)
                          for k in group)]
-        rest = ("this table's rows and DDLs are held back and replayed once every shard has run it")
+        rest = HELD_ROWS
         if behind:
             p.note = f"{why}: held until {', '.join(behind)} run{'s' if len(behind) == 1 else ''} it too; {rest}"
             return
@@ -506,6 +524,12 @@ class Lock(LockBase):
                            f"{label(key)} executes the change; this table is replayed from its DDL on")
             self.ops[(k[0], op.step)] = op
             m.pending.op_step = op.step
+
+    def _rewrite_held(self, k: Key) -> bool:
+        """A held rename or conversion (resolved by ``_hold_or_resolve``, not by the join)."""
+        m = self.members[k]
+        return (m.pending is not None and m.pending.hold and m.pending.op_step is None
+                and bool(_until_every_shard(m.pending.changes, m.schema)))
 
     def mark_executing(self, source: str, step: int, index: int) -> Operation:
         op = self._op(source, step)
@@ -548,7 +572,7 @@ class Lock(LockBase):
                table: tuple[str, str] | None = None) -> None:
         """The operator settles the lock (`dmctl shard-ddl-lock unlock`).
 
-        * members in conflict (all, or those of source ``owner``, or of upstream ``table``,
+        * members in conflict or held (all, or those of source ``owner``, or of upstream ``table``,
           DM's ``-s SOURCE -d DB -t TABLE``) get ``action``:
           ``skip`` — the operator made the downstream right by hand (or it needs nothing):
           the member's new schema is accepted, nothing runs; ``exec`` — the member runs its
