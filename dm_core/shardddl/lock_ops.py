@@ -183,7 +183,7 @@ class OptimisticOps(LockOps):
             now = by_target.get(tuple(lock.target), {})
             stale = [k for k in lock.members if k[0] in now and (k[1], k[2]) not in {tuple(t) for t in now[k[0]]}]
             if stale:
-                gone += [k for k in stale if self._tx(store, lock.lock_id, lambda lk, k=k: lk.remove_member(k))]
+                gone += [k for k in stale if self._tx(store, lock.lock_id, lambda lk, k=k: lk.remove_member(k, remember=True))]
         return gone
 
     def remove_member(self, store, task: str, target: tuple[str, str], key: tuple[str, str, str]) -> bool:

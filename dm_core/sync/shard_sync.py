@@ -174,7 +174,9 @@ class ShardSync:
     def in_round(self, target: tuple[str, str]) -> bool:
         """Pessimistic mode: this source's first-level group of ``target`` has a DDL round open
         (a table of it reported a DDL): rows of its tables are held back until the round ends."""
-        g = self.groups.groups.get(tuple(target)) if self.groups is not None else None
+        if not isinstance(self.groups, SourceShardGroups):
+            return False
+        g = self.groups.groups.get(tuple(target))
         return g is not None and not g.idle
 
     # ---- rows -----------------------------------------------------------------------------
@@ -208,12 +210,18 @@ class ShardSync:
             self.store.update_source_state(self.task.name, self.source_id, shard_groups=text)
             self._saved = text
 
+    def held_notes(self) -> list[str]:
+        """Optimistic: the tables this source holds back, for every window's summary while it does."""
+        if not isinstance(self.groups, HeldTables):
+            return []
+        return [f"`{t[0]}`.`{t[1]}` held back from {h.start} on lock {h.lock_id} until every shard has run its "
+                f"DDL (or `dmctl shard-ddl-lock unlock {h.lock_id} --action skip`)"
+                for t, h in sorted(self.groups.held.items())]
+
     def pending(self) -> list[dict]:
         """This source's groups that wait for DDLs (for the sensor's log and XCom)."""
         if self.groups is None:
             return []
-        if isinstance(self.groups, HeldTables):
-            return self.groups.describe()
         out = []
         for g in self.groups.groups.values():
             if not g.idle:
@@ -314,9 +322,10 @@ class ShardSync:
             self.groups.hold(table, n.target, op.lock_id, txn.start)
             self._idle = None
             self.persist()   # before the checkpoint moves past the DDL
-            log.warning("source %s: `%s`.`%s` held back on lock %s: %s", self.source_id, table[0], table[1],
-                        op.lock_id, op.message)
-            return ShardStep(GO, f"hold on lock {op.lock_id}: `{table[0]}`.`{table[1]}`: {op.message}",
+            log.warning("source %s: `%s`.`%s` held back from %s on lock %s: %s", self.source_id, table[0], table[1],
+                        txn.start, op.lock_id, op.message)
+            return ShardStep(GO, f"hold on lock {op.lock_id}: `{table[0]}`.`{table[1]}` held back from {txn.start}: "
+                                 f"{op.message}",
                              lock={"lock_id": op.lock_id, "ddls": list(ddls), "action": HOLD})
         step = self._finish(op, ops, dconn)
         if step is not None:

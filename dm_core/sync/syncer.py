@@ -75,6 +75,7 @@ class WindowResult:
     waiting: str | None = None     # a shard DDL lock this source waits on
     shard: list[str] = field(default_factory=list)  # what shard DDL coordination did
     locks: list[dict] = field(default_factory=list) # shard DDL locks reported to
+    held: list[str] = field(default_factory=list)   # optimistic: tables held back (ShardSync.held_notes)
     stopped_early: bool = False    # ended before the upstream position (shard DDL wait/rewind)
     state: str = "sync"
     lag_seconds: float | None = None
@@ -96,6 +97,8 @@ class WindowResult:
             s += f", DDL: {'; '.join(self.ddls)}"
         for line in self.shard:
             s += f"\nshard DDL: {line}"
+        for line in self.held:
+            s += f"\nheld back: {line}"
         if self.waiting:
             s += f"\nWAITING: {self.waiting}"
         if self.paused:
@@ -290,6 +293,7 @@ class Syncer:
         safe_exit = self.positions.load_exit_point(st)
         faults.hit("sync.after_open")
         res = WindowResult(self.source_id, str(start), str(start), str(until))
+        res.held = self.shard.held_notes()
         if not self._started:  # DM's safe-mode initialization phase, once per start
             try:
                 seconds = safe_mode.start_phase(self.syncer_cfg, self.source_id, start, safe_exit)

@@ -21,10 +21,9 @@ lock's conflict naming source 2's table in query-status) or, in optimistic mode,
 * 065: MODIFY a BIGINT AFTER b / FIRST (optimistic: 9 rows); 066: MODIFY id INT DEFAULT 1;
   067: DEFAULT 1 and DEFAULT 2; 068: MODIFY id DATETIME DEFAULT now().
 
-xfail (optimistic mode only): a column rename shard by shard (049, and 056, which DM resolves
-by the same means; 050, 051 and 058 name source 2's conflict in DM while source 1 waits
-unpaused): DM's ConflictSkipWaitRedirect is not built: shardflow's optimistic lock pauses at
-the first shard's rename (tests/dm_cases/test_shardddl1.py has the same reason).
+Optimistic mode, a column rename shard by shard (049, 056): each shard's table is held back
+with every source running (DM's ConflictSkipWaitRedirect) until the last one renames; 050, 051
+and 058: source 1's rename stays held while source 2's other rename of the column pauses it.
 
 Not ported: DM's log greps ("is different with" in DM-master's log, "got a shard DDL lock
 operation" in a worker's) become the pause they stand for; 052-055, 060, 061, 069 and 070 are

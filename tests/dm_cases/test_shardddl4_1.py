@@ -6,8 +6,10 @@ shard then a row into each, DDL after DDL).
 
 * TABLE_CHECKPOINT_BACKWARD, RESYNC_NOT_FLUSHED, RESYNC_TXN_INTERRUPT, 155 (optimistic): column
   renames (`change b c int`) shard by shard with rows between, thousands of rows, workers
-  restarted (DM's ReSyncExit / SleepInTxn / FakeRedirect failpoints, random restarts): ported up
-  to the renames, xfail there (``SKIP_WAIT_REDIRECT``: DM's ConflictSkipWaitRedirect);
+  restarted (DM's ReSyncExit / SleepInTxn / FakeRedirect failpoints, random restarts; here
+  each step is a new window): held back and replayed (DM's ConflictSkipWaitRedirect); 155 in
+  full: tb1 of both sources runs four DDLs (renames, a NOT NULL column) held one after another
+  until tb2 runs each;
 * STRICT_OPTIMISTIC_SINGLE_SOURCE / _DOUBLE_SOURCE (`strict-optimistic-shard-mode: true`): a
   column added with two types on two tables of one source; a NOT NULL column without default on
   one source: the source pauses with DM's "because schema conflict detected";
@@ -37,8 +39,8 @@ shard then a row into each, DDL after DDL).
 * 149 / 150 / 151 (both): a VARCHAR widened, narrowed, an INT made DOUBLE on one shard first:
   pessimistic, query-status and shard-ddl-lock show the routed statement while the lock waits,
   then the other shards follow and it resolves; optimistic, widening runs at once, narrowing is
-  skipped (DM: a normal DDL, the source keeps running), INT → DOUBLE is xfail
-  (``SKIP_WAIT_REDIRECT``: DM skips and redirects it; shardflow pauses on the conversion);
+  skipped (DM: a normal DDL, the source keeps running), INT → DOUBLE is held back until the
+  other shards convert too (DM skips and redirects it);
 * 152 (optimistic): every shard runs the same DDL back to back: columns, a unique key and an
   index, an index swapped, a column swapped, all indexes dropped, all columns dropped.
 

@@ -30,10 +30,9 @@ in optimistic mode (double-source-optimistic.yaml):
   shard (13 rows); stop-task, the block-allow list narrowed to shardddl1, start-task from the
   checkpoints: no lock; rows; source 1 drops new_col1, source 2 adds new_col3 (17 rows); stop,
   start with the original list: shardddl2's rows carry new_col1, which DM's merged table dropped
-  meanwhile: DM pauses both sources on "Unknown column 'new_col1'" until the user adds it
-  downstream. Deviation: shardflow's lock keeps the shards the narrowed list left out, so
-  new_col1 stayed downstream and the rows land without a pause; then the shardddl2 shards drop
-  it, one adds new_col3: equal;
+  meanwhile (the tables the narrowed list left out left the lock at the coordinator's round):
+  both sources pause on "Unknown column 'new_col1'" until the user adds it downstream and
+  resumes; then the shardddl2 shards drop it, one adds new_col3: equal;
 * CREATE_DROP_TABLE: shards created and dropped around column changes: a new shard joins with
   fewer columns, dropped shards leave the lock (a column no remaining shard has is dropped):
   17 rows, then new_col2 on every remaining shard: 20 rows, the merged table is (id, new_col2),
@@ -234,13 +233,16 @@ def dm_update_ba_route(sc):
     sc.start_again(original)
     sc.s1("insert into shardddl1.tb1 values(18,18)", "insert into shardddl2.tb1 values(19,19)")
     sc.s2("insert into shardddl1.tb1 values(20,20)", "insert into shardddl2.tb1 values(21,21,21)")
-    # Deviation: DM's lock, rebuilt at the narrowed start from the tables the task then had,
-    # dropped new_col1 downstream when source 1's shardddl1.tb1 dropped it, so shardddl2's rows
-    # pause both sources ("Unknown column 'new_col1'") until the user adds it back downstream.
-    # shardflow's lock keeps the members the narrowed list left out (their schemas, with
-    # new_col1, stay in the join), so the column stayed and the rows land
+    # DM: the lock, rebuilt at the narrowed start from the tables the task then had, dropped
+    # new_col1 downstream when source 1's shardddl1.tb1 dropped it; shardddl2's rows pause both
+    # sources until the user adds it back downstream and resumes
+    sc.settle(paused_ok=True)
+    errs = sc.errors()
+    assert len(errs) == 2 and all("Unknown column 'new_col1'" in e for e in errs.values()), errs
+    sc.tidb("alter table shardddl.tb add column new_col1 int")
+    rc, out, err = dmctl("resume-task", sc.task.name)
+    assert rc == 0, out + err
     sc.settle()
-    assert not sc.errors() and "new_col1" in sc.columns(None, "shardddl", "tb")
     assert sc.count() == 21
     sc.s1("alter table shardddl2.tb1 drop column new_col1")
     sc.s2("alter table shardddl2.tb1 drop column new_col1")

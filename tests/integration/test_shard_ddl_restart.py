@@ -192,6 +192,29 @@ def test_optimistic_kill_at_each_step_converges_exactly_once(two_sources, tmp_pa
                        f"ALTER TABLE `{setup.tdb}`.`t` DROP COLUMN `c1`"], index="idx_amount")
 
 
+# a rename every shard runs in turn: the first five shards are held back (their rows after it too),
+# the sixth runs it downstream, the others' sources rewind and replay their tables
+OPTIMISTIC_HOLD_FAULTS = [
+    "shardddl.sync.after_put_info=2", "shardddl.sync.after_put_info=4",
+    "shardddl.exec.after_downstream=2", "shardddl.sync.after_skip_ack=1",
+    "shardddl.sync.after_rewind_checkpoint=1", "shardddl.sync.after_rewind_checkpoint=2",
+]
+
+
+@pytest.mark.parametrize("two_sources", ["optimistic"], indirect=True)
+@pytest.mark.parametrize("faults", OPTIMISTIC_HOLD_FAULTS)
+def test_optimistic_held_rename_killed_at_each_step_converges_exactly_once(two_sources, tmp_path, faults):
+    setup = two_sources
+    _write_sequence(setup, ["ALTER TABLE {t} ADD COLUMN c1 int NULL", "ALTER TABLE {t} CHANGE COLUMN c1 c2 int NULL"],
+                    with_c1_after=1, c1_until=2)
+    history = _faulted_rounds(setup, tmp_path, faults)
+    _require_fault(history, faults)
+    converge(setup, tmp_path)
+    _assert_converged(setup, ["id", "name", "amount", "c2"],
+                      [f"ALTER TABLE `{setup.tdb}`.`t` ADD COLUMN `c1` INT NULL",
+                       f"ALTER TABLE `{setup.tdb}`.`t` CHANGE COLUMN `c1` `c2` INT NULL"])
+
+
 def test_coordinator_killed_mid_transition_then_sources_converge(two_sources, tmp_path):
     """The coordinator (``ops.resolve``) dies inside its transaction while a lock waits for a
     source: nothing of that transaction remains, and the next run plus the sources finish."""

@@ -660,3 +660,13 @@ def test_strict_optimistic_mode_pauses_instead_of_holding(persist):
     op = h.call(lambda lk: lk.report(info))
     assert op.action == WAIT and "renaming column `name` to `title`" in op.conflict
     assert h.lock.status == "conflict"
+
+
+def test_a_held_rename_and_a_not_null_column_of_another_shard_do_not_agree(persist):
+    """DM's UpdateBARule: a table renames a column (held), another adds a NOT NULL column the rest
+    lack: a conflict among held changes, the second one pauses."""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 CHANGE id new_id INT").action == HOLD
+    op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN d INT NOT NULL")
+    assert op.action == WAIT and "`d`" in op.conflict and "held with" in op.conflict
+    assert h.op("s2").action == HOLD

@@ -125,14 +125,6 @@ class HeldTables:
             if pos.key() > since.key():
                 self.replaying[t] = pos
 
-    def describe(self) -> list[dict]:
-        """For the sensor's log and XCom: what is held back, and since where."""
-        out = [{"table": list(t), "target": list(h.target), "lock_id": h.lock_id, "held_since": str(h.start)}
-               for t, h in sorted(self.held.items())]
-        out += [{"table": list(t), "replaying_from": str(p), "until": str(self.horizon)}
-                for t, p in sorted(self.replaying.items())]
-        return out
-
     def to_json(self) -> str:
         return json.dumps({"mode": "optimistic", "horizon": pos_to_json(self.horizon),
                            "held": [{"table": list(t), "target": list(h.target), "lock_id": h.lock_id,

@@ -52,7 +52,7 @@ the DDL again (after resume-task), and goes once the drop reached the downstream
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, HOLD, PENDING, SKIP, WAIT, LockBase, Operation,
                                      pos_from_json, pos_to_json)
@@ -128,12 +128,23 @@ def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
                         f"sharded table: `{ch.sql}` (each shard fills it with its own values)")
             return (f"there will be conflicts if `{ch.sql}` is applied to the downstream: column "
                     f"`{ch.column.name}` is AUTO_INCREMENT, and each shard fills it with its own values")
+        if ch.op == "modify_column" and not ch.new_name and ch.name.lower() in _primary_columns(before):
+            old = before.column(ch.name)
+            if old is not None and join_type(old.type, ch.column.type) not in (old.type, ch.column.type):
+                # DM's tracker refuses it on every shard ("Unsupported modify column: this column has
+                # primary key flag"): the key's values would change type under the merged table's rows
+                return (f"changing primary key column `{ch.name}` from {old.type} to {ch.column.type} converts "
+                        f"it (`{ch.sql}`): unsupported modify column, this column has primary key flag")
         if ch.op == "charset" and ch.name not in WIDEST_CHARSETS:
             return (f"`{ch.sql}` changes the table's character set to {ch.name}: only a change to "
                     f"{' or '.join(WIDEST_CHARSETS)}, which holds the text of every other character set, merges")
         if ch.op in ("other", "rename_index") and not table_option(ch):
             return f"`{ch.sql}` is not supported in optimistic mode"
     return ""
+
+
+def _primary_columns(schema: TableSchema) -> set[str]:
+    return {c.lower() for i in schema.indexes if i.kind == "primary" for c in i.columns}
 
 
 def _until_every_shard(changes: list[Change], before: TableSchema) -> str:
@@ -151,6 +162,10 @@ def _until_every_shard(changes: list[Change], before: TableSchema) -> str:
             if old is not None and join_type(old.type, ch.column.type) not in (old.type, ch.column.type):
                 return f"changing column `{ch.name}` from {old.type} to {ch.column.type} converts it (`{ch.sql}`)"
     return ""
+
+
+def _same_ddls(a: Pending, b: Pending) -> bool:
+    return [comparison_key(d) for d in a.ddls] == [comparison_key(d) for d in b.ddls]
 
 
 def _disagreement(changes: list[Change], after: TableSchema, other: TableSchema) -> str:
@@ -221,6 +236,7 @@ class Lock(LockBase):
         self.members: dict[Key, Member] = {}
         self.op_seq = 0
         self.dropped: dict[str, list[Key]] = {}   # partly dropped column (lower case) → members that dropped it
+        self.departed: dict[Key, TableSchema] = {}   # members that left the task, with their schema then
 
     # ---- queries ------------------------------------------------------------------------------
     @property
@@ -307,14 +323,17 @@ class Lock(LockBase):
         for k, sch in members.items():
             self.members.setdefault(tuple(k), Member(sch))
 
-    def remove_member(self, key: Key) -> bool:
+    def remove_member(self, key: Key, *, remember: bool = False) -> bool:
         """A shard dropped upstream leaves the lock (DM's TryRemoveTable): its columns stop
         counting in the join, so a column only it still had leaves the merged table at the
         next DDL that changes the join, as in DM. A member whose DDL is being carried out
-        stays. Returns whether it left."""
+        stays. ``remember``: the table only left the task (its block-allow list); if it comes
+        back it resumes with the schema it had (DM's tracker keeps it). Returns whether it left."""
         m = self.members.get(tuple(key))
         if m is None or (m.pending is not None and m.pending.op_step is not None):
             return False
+        if remember:
+            self.departed[tuple(key)] = m.schema
         del self.members[tuple(key)]
         self.settle()
         return True
@@ -333,7 +352,10 @@ class Lock(LockBase):
         for t in (info.tables or (info.table,)) + (info.table,):
             k = (info.source, t[0], t[1])
             if k not in self.members:
-                self.members[k] = Member(self.initial)
+                back = self.departed.pop(k, None)
+                self.members[k] = Member(back if back is not None else self.initial)
+                if back is not None:
+                    self._count_again(back, info.schema_before)
         m = self.members[key]
         pos, ddls = info.position, tuple(info.ddls)
         if m.done_pos is not None and pos.key() <= m.done_pos.key():
@@ -420,12 +442,17 @@ class Lock(LockBase):
                 msg, missing = "waits for the other shards' DDLs", False
             except JoinConflict as e:
                 msg, missing = str(e), e.missing
-            if missing and not p.strict:
+            other = next((j for j, mj in sorted(self.members.items()) if j != k and mj.pending is not None
+                          and mj.pending.hold and mj.pending.op_step is None and not _same_ddls(mj.pending, p)), None)
+            if missing and not p.strict and other is None:
                 # a NOT NULL column the other shards may add too: held back, not paused (DM's
                 # ConflictSkipWaitRedirect); tried again at every settle
                 p.hold, p.conflict = True, ""
                 p.note = f"{msg}; {HELD_ROWS}"
                 continue
+            if missing and other is not None:   # held changes must agree (DM: a conflict among conflict tables)
+                msg += (f"; while {label(other)} is held with `{'; '.join(self.members[other].pending.ddls)}`, "
+                        f"which this change does not agree with")
             p.hold, p.note = False, ""
             p.conflict = self._conflict_text(k, p.ddls, msg)
         if not accepted:
@@ -494,6 +521,14 @@ class Lock(LockBase):
                     key, p.ddls, f"{why}, while {label(k)} ran `{'; '.join(q.ddls)}` (held until every shard runs "
                                  f"it): {label(key)} {bad}")
                 return
+        soft = next((k for k, m in sorted(self.members.items()) if k != key and m.pending is not None
+                      and m.pending.hold and m.pending.op_step is None and not self._rewrite_held(k)), None)
+        if soft is not None:   # held changes must agree (DM: a conflict among conflict tables)
+            p.hold, p.hard, p.note = False, True, ""
+            p.conflict = self._conflict_text(
+                key, p.ddls, f"{why}, while {label(soft)} is held with "
+                             f"`{'; '.join(self.members[soft].pending.ddls)}` until every shard runs it")
+            return
         group = [key] + held
         schemas = self.schemas(set(group))
         behind = [name for name, sch in schemas.items()
@@ -524,6 +559,17 @@ class Lock(LockBase):
                            f"{label(key)} executes the change; this table is replayed from its DDL on")
             self.ops[(k[0], op.step)] = op
             m.pending.op_step = op.step
+
+    def _count_again(self, schema: TableSchema, downstream: TableSchema | None) -> None:
+        """A member back in the task (DM: its source tables put again): its columns count in the
+        join again where the downstream has them (the user may have added back what the lock
+        dropped while it was away), so the shards dropping them later drop them downstream."""
+        if self.joined is None or downstream is None:
+            return
+        extra = tuple(downstream.column(c.name) for c in schema.columns
+                      if self.joined.column(c.name) is None and downstream.column(c.name) is not None)
+        if extra:
+            self.joined = replace(self.joined, columns=self.joined.columns + extra)
 
     def _rewrite_held(self, k: Key) -> bool:
         """A held rename or conversion (resolved by ``_hold_or_resolve``, not by the join)."""
@@ -675,7 +721,8 @@ class Lock(LockBase):
                 "state": {"sources": list(self.sources), "seq": self.seq, "op_seq": self.op_seq,
                           "initial": self.initial.to_dict() if self.initial is not None else None,
                           "joined": self.joined.to_dict() if self.joined is not None else None,
-                          "dropped": {c: [list(k) for k in who] for c, who in self.dropped.items()}}}
+                          "dropped": {c: [list(k) for k in who] for c, who in self.dropped.items()},
+                          "departed": [[list(k), sch.to_dict()] for k, sch in sorted(self.departed.items())]}}
         members = [{"source_id": k[0], "upstream_schema": k[1], "upstream_table": k[2],
                     "ddls": list(m.pending.ddls) if m.pending else None,
                     "position": str(m.pending.position) if m.pending else None, "state": m.to_json()}
@@ -691,6 +738,7 @@ class Lock(LockBase):
         lk.joined = TableSchema.from_dict(st["joined"]) if st.get("joined") is not None else None
         lk.seq, lk.op_seq = st.get("seq", 0), st.get("op_seq", 0)
         lk.dropped = {c: [tuple(k) for k in who] for c, who in (st.get("dropped") or {}).items()}
+        lk.departed = {tuple(k): TableSchema.from_dict(d) for k, d in st.get("departed") or []}
         for r in members:
             lk.members[(r["source_id"], r["upstream_schema"], r["upstream_table"])] = Member.from_json(r["state"])
         lk._restore_ops(ops)
