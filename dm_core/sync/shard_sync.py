@@ -127,13 +127,14 @@ class ShardSync:
             self.groups = HeldTables.from_json(saved)
             self._saved = self.groups.to_json() if saved else None
             self._idle = None
-            released = self._released()
-            if not released or start is None:
+            if start is None:
                 return None
-            rewind = self.groups.release(released, start)
-            log.info("source %s: lock released %s; replaying them from %s", self.source_id, fmt_tables(released),
-                     rewind)
-            return rewind
+            released = self._released()
+            if released:
+                log.info("source %s: lock released %s; replaying them from %s", self.source_id,
+                         fmt_tables(released), self.groups.release(released, start))
+            # a replay whose rewind did not become durable (killed in between) starts again
+            return self.groups.replay_start()
         if self.mode != "pessimistic":
             return None
         saved = state.get("shard_groups")
@@ -333,6 +334,7 @@ class ShardSync:
         released = self._released()
         if released:   # this DDL was the last one the held tables waited for
             rewind = self.groups.release(released, txn.end)
+            self.persist()   # before the checkpoint moves back (optimism/held.py: restarts)
             return ShardStep(REWIND, f"{op.action} on lock {op.lock_id}; {fmt_tables(released)} released: "
                                      f"replaying from {rewind}", rewind_to=rewind,
                              executed=list(op.ddls) if op.action == EXEC and not op.replayed else [],

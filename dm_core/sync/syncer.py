@@ -283,13 +283,13 @@ class Syncer:
             return self._refuse_start(e, WindowResult(self.source_id, "-", "-", str(until)))
         rewind = self.shard.load(st, start)
         if rewind is not None:
-            # the lock released tables this source held back (another source ran the change
-            # last): read again from the first of them, durable before the state that says why
+            # tables this source held back are released (another source ran the change last):
+            # read again from the first of them; the state saying so is durable first
+            self.shard.persist()
             if rewind.key() < start.key():
                 self.positions.rewind(rewind)
                 faults.hit("shardddl.sync.after_rewind_checkpoint")
                 start = rewind
-            self.shard.persist()
         safe_exit = self.positions.load_exit_point(st)
         faults.hit("sync.after_open")
         res = WindowResult(self.source_id, str(start), str(start), str(until))

@@ -23,12 +23,15 @@ and holds the table back:
    position ever committed) ran in the first pass and is skipped;
 6. past the horizon the source replicates normally again.
 
-Restarts follow the pessimistic rewind's rules (``source_group``): the checkpoint moves back
-before the state that says why is written; a crash between the two restarts at the rewind
-position with the table still held, and the next window's start finds it released again. Every
-replayed row of another table below the horizon is skipped, so nothing is applied twice except
-rows between a horizon persisted late and the real one, which lie below the source's safe-mode
-exit point (re-applied as upserts), as everywhere else.
+Restarts. The state is written before the checkpoint moves back: a crash between the two
+restarts past the replay's start, and the window's start reads from ``replay_start()``
+again. Had the state not been written, the rows of other tables from the rewind position on
+would be applied a second time, after the downstream changed under them (a renamed column:
+"Unknown column"). A crash after the lock released the table and before the state said so
+restarts with the table still held; the next window's start finds it released (its horizon
+is that window's start). ``horizon`` is only kept while a replay runs; ``replaying`` moves up
+with every commit, and is saved at the window's end, so a restart replays at most that
+window's rows of the replayed tables again, below the source's safe-mode exit point.
 
     >>> from dm_core.position import Position as P
     >>> h = HeldTables()
@@ -97,6 +100,11 @@ class HeldTables:
         for t in tables:
             self.replaying[t] = self.held.pop(t).start
         return rewind
+
+    def replay_start(self) -> Position | None:
+        """Where the replay's rows not yet applied begin (None: no replay): a window starting
+        past it reads from here."""
+        return min(self.replaying.values(), key=Position.key) if self.replaying else None
 
     def should_skip_dml(self, table: Table, pos: Position) -> bool:
         table = tuple(table)
