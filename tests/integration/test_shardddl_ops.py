@@ -17,7 +17,7 @@ from dm_core import faults
 from dm_core.db import connect, qi
 from dm_core.position import Position
 from dm_core.shardddl import executor, pg
-from dm_core.shardddl.common import DONE, EXEC, EXECUTING, SKIP, WAIT
+from dm_core.shardddl.common import DONE, EXEC, EXECUTING, HOLD, SKIP, WAIT
 from dm_core.shardddl.ddl_norm import normalize
 from dm_core.shardddl.downstream import read_table_schema
 from dm_core.shardddl.errors import ShardDDLInconsistent, ShardDDLLockError
@@ -96,6 +96,13 @@ def columns(conn, db):
         cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 't' "
                     "ORDER BY ORDINAL_POSITION", (db,))
         return [r[0] for r in cur.fetchall()]
+
+
+def column_types(conn, db):
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND "
+                    "TABLE_NAME = 't'", (db,))
+        return [(r[0], r[1]) for r in cur.fetchall()]
 
 
 def ddl(db, sql):
@@ -409,10 +416,19 @@ def test_optimistic_flow_with_the_downstream(store, task, down):
     assert columns(conn, db) == ["id", "name", "qty", "c"]
     assert step("s2", "ALTER TABLE t_1 DROP COLUMN name", 20).action == EXEC
     assert columns(conn, db) == ["id", "qty", "c"]
-    op = step("s1", "ALTER TABLE t_1 MODIFY COLUMN c VARCHAR(10)", 30)   # another type family (SMALLINT: skipped)
-    assert op.action == WAIT and "converts" in op.conflict
+    # another type family (SMALLINT: skipped): held until s2 converts too, then s2 runs it
+    op = step("s1", "ALTER TABLE t_1 MODIFY COLUMN c VARCHAR(10)", 30)
+    assert op.action == HOLD and "converts" in op.message and not op.conflict
     [lk] = oops.list_locks(store, task)
-    assert lk["status"] == "conflict" and "`c`" in lk["conflict"]
+    assert lk["status"] == "waiting" and "converts" in lk["members"][0]["held"]
+    assert columns(conn, db) == ["id", "qty", "c"] and dict(column_types(conn, db))["c"].startswith("int")
+    assert step("s2", "ALTER TABLE t_1 MODIFY COLUMN c VARCHAR(10)", 30).action == EXEC
+    assert dict(column_types(conn, db))["c"] == "varchar(10)"
+    assert step("s1", "ALTER TABLE t_1 MODIFY COLUMN c VARCHAR(10)", 30).action == SKIP   # s1's replay
+    assert oops.list_locks(store, task, active_only=True) == []
+    # a second conversion nobody follows: the operator releases it
+    op = step("s1", "ALTER TABLE t_1 MODIFY COLUMN c DATETIME", 40)
+    assert op.action == HOLD
     oops.unlock(store, op.lock_id, owner="s1", action=SKIP)
     op = oops.get_operation(store, task, "s1")
     oops.ack_done(store, task, "s1", op.lock_id, op.step)
