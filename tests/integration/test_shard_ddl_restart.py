@@ -177,21 +177,6 @@ OPTIMISTIC_FAULTS = [
 ]
 
 
-@pytest.mark.parametrize("two_sources", ["optimistic"], indirect=True)
-@pytest.mark.parametrize("faults", OPTIMISTIC_FAULTS)
-def test_optimistic_kill_at_each_step_converges_exactly_once(two_sources, tmp_path, faults):
-    setup = two_sources
-    _write_sequence(setup, ["ALTER TABLE {t} ADD COLUMN c1 int NULL", "ALTER TABLE {t} ADD INDEX idx_amount (amount)",
-                            "ALTER TABLE {t} DROP COLUMN c1"], with_c1_after=1, c1_until=3)
-    history = _faulted_rounds(setup, tmp_path, faults)
-    _require_fault(history, faults)
-    converge(setup, tmp_path)
-    _assert_converged(setup, ["id", "name", "amount"],
-                      [f"ALTER TABLE `{setup.tdb}`.`t` ADD COLUMN `c1` INT NULL",
-                       f"ALTER TABLE `{setup.tdb}`.`t` ADD INDEX `idx_amount` (`amount`)",
-                       f"ALTER TABLE `{setup.tdb}`.`t` DROP COLUMN `c1`"], index="idx_amount")
-
-
 # a rename every shard runs in turn: the first five shards are held back (their rows after it too),
 # the sixth runs it downstream, the others' sources rewind and replay their tables
 OPTIMISTIC_HOLD_FAULTS = [
@@ -199,20 +184,29 @@ OPTIMISTIC_HOLD_FAULTS = [
     "shardddl.exec.after_downstream=2", "shardddl.sync.after_skip_ack=1",
     "shardddl.sync.after_rewind_checkpoint=1", "shardddl.sync.after_rewind_checkpoint=2",
 ]
+# name → (DDLs, the DDL before which rows stop writing c1, columns at the end, (statement, index) run downstream)
+OPTIMISTIC_SEQUENCES = {
+    "add-index-drop": (["ALTER TABLE {t} ADD COLUMN c1 int NULL", "ALTER TABLE {t} ADD INDEX idx_amount (amount)",
+                        "ALTER TABLE {t} DROP COLUMN c1"], 3, ["id", "name", "amount"],
+                       ["ADD COLUMN `c1` INT NULL", "ADD INDEX `idx_amount` (`amount`)", "DROP COLUMN `c1`"],
+                       "idx_amount"),
+    "held-rename": (["ALTER TABLE {t} ADD COLUMN c1 int NULL", "ALTER TABLE {t} CHANGE COLUMN c1 c2 int NULL"], 2,
+                    ["id", "name", "amount", "c2"], ["ADD COLUMN `c1` INT NULL", "CHANGE COLUMN `c1` `c2` INT NULL"],
+                    None),
+}
 
 
 @pytest.mark.parametrize("two_sources", ["optimistic"], indirect=True)
-@pytest.mark.parametrize("faults", OPTIMISTIC_HOLD_FAULTS)
-def test_optimistic_held_rename_killed_at_each_step_converges_exactly_once(two_sources, tmp_path, faults):
+@pytest.mark.parametrize("sequence,faults", [("add-index-drop", f) for f in OPTIMISTIC_FAULTS]
+                         + [("held-rename", f) for f in OPTIMISTIC_HOLD_FAULTS])
+def test_optimistic_kill_at_each_step_converges_exactly_once(two_sources, tmp_path, sequence, faults):
     setup = two_sources
-    _write_sequence(setup, ["ALTER TABLE {t} ADD COLUMN c1 int NULL", "ALTER TABLE {t} CHANGE COLUMN c1 c2 int NULL"],
-                    with_c1_after=1, c1_until=2)
+    ddls, c1_until, cols, alters, index = OPTIMISTIC_SEQUENCES[sequence]
+    _write_sequence(setup, ddls, with_c1_after=1, c1_until=c1_until)
     history = _faulted_rounds(setup, tmp_path, faults)
     _require_fault(history, faults)
     converge(setup, tmp_path)
-    _assert_converged(setup, ["id", "name", "amount", "c2"],
-                      [f"ALTER TABLE `{setup.tdb}`.`t` ADD COLUMN `c1` INT NULL",
-                       f"ALTER TABLE `{setup.tdb}`.`t` CHANGE COLUMN `c1` `c2` INT NULL"])
+    _assert_converged(setup, cols, [f"ALTER TABLE `{setup.tdb}`.`t` {a}" for a in alters], index=index)
 
 
 def test_coordinator_killed_mid_transition_then_sources_converge(two_sources, tmp_path):
