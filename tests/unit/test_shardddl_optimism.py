@@ -659,3 +659,19 @@ def test_a_held_rename_and_a_not_null_column_of_another_shard_do_not_agree(persi
     op = h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN d INT NOT NULL")
     assert op.action == WAIT and "`d`" in op.conflict and "held with" in op.conflict
     assert h.op("s2").action == HOLD
+
+
+def test_a_table_back_in_the_task_rejoins_with_the_schema_it_left_with(persist):
+    """DM's UPDATE_BA_ROUTE: a table the block-allow list left out leaves the lock (the join
+    forgets its columns); back in the task, its DDLs apply to the schema it had, not the lock's
+    first one."""
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT NULL").action == EXEC
+    h.finish("s1")
+    assert h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT NULL").action == SKIP
+    h.finish("s2")
+    assert h.call(lambda lk: lk.remove_member(("s2", "up", "t_1"), remember=True))
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN c").action == EXEC   # nobody else has it now
+    h.finish("s1")
+    op = h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN c")
+    assert op.action == SKIP and not op.conflict, op
