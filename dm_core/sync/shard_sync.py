@@ -220,8 +220,8 @@ class ShardSync:
                 for t, h in sorted(self.groups.held.items())]
 
     def pending(self) -> list[dict]:
-        """This source's groups that wait for DDLs (for the sensor's log and XCom)."""
-        if self.groups is None:
+        """This source's pessimistic groups that wait for DDLs (optimistic: ``held_notes``)."""
+        if not isinstance(self.groups, SourceShardGroups):
             return []
         out = []
         for g in self.groups.groups.values():
