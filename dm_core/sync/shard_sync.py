@@ -319,6 +319,16 @@ class ShardSync:
                     strict=bool(self.task.strict_optimistic_shard_mode))
         op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
         faults.hit("shardddl.sync.after_put_info")
+        if op.action == WAIT and not op.conflict:
+            own = ops.get_operation(self.store, self.task.name, self.source_id, op.lock_id)
+            if own is not None and own.action == EXEC and tuple(own.upstream) != tuple(table):
+                # a released table's replay waits for the change this source itself ran last (killed
+                # between the statement and its ack, the rewind came first): finish it now, or the
+                # source would wait for itself; the later DDL event finds it done
+                log.info("source %s: finishing its own op %s of lock %s before the replay goes on",
+                         self.source_id, own.step, own.lock_id)
+                executor.run_operation(self.store, dconn, own, ops, replay=True)
+                op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
         if op.action == HOLD:
             self.groups.hold(table, n.target, op.lock_id, txn.start)
             self._idle = None
