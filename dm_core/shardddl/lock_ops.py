@@ -183,10 +183,10 @@ class OptimisticOps(LockOps):
             now = by_target.get(tuple(lock.target), {})
             # by lower case: a statement may name a table in another case than information_schema
             # lists it (lower_case_table_names); unsure means it stays, as before pruning existed
-            stale = [k for k in lock.members if k[0] in now
-                     and (k[1].lower(), k[2].lower()) not in {(s.lower(), t.lower()) for s, t in now[k[0]]}]
-            if stale:
-                gone += [k for k in stale if self._tx(store, lock.lock_id, lambda lk, k=k: lk.remove_member(k, remember=True))]
+            have = {src: {(s.lower(), t.lower()) for s, t in tables} for src, tables in now.items()}
+            stale = [k for k in lock.members if k[0] in have and (k[1].lower(), k[2].lower()) not in have[k[0]]]
+            gone += [k for k in stale
+                     if self._tx(store, lock.lock_id, lambda lk, k=k: lk.remove_member(k, remember=True))]
         return gone
 
     def remove_member(self, store, task: str, target: tuple[str, str], key: tuple[str, str, str]) -> bool:

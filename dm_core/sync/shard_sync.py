@@ -319,7 +319,7 @@ class ShardSync:
                     strict=bool(self.task.strict_optimistic_shard_mode))
         op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
         faults.hit("shardddl.sync.after_put_info")
-        if op.action == WAIT and not op.conflict:
+        if op.action == WAIT and not op.conflict and self.groups.replaying:
             own = ops.get_operation(self.store, self.task.name, self.source_id, op.lock_id)
             if own is not None and own.action == EXEC and tuple(own.upstream) != tuple(table):
                 # a released table's replay waits for the change this source itself ran last (killed
@@ -330,7 +330,7 @@ class ShardSync:
                 executor.run_operation(self.store, dconn, own, ops, replay=True)
                 op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
         if op.action == HOLD:
-            self.groups.hold(table, n.target, op.lock_id, txn.start)
+            self.groups.hold(table, op.lock_id, txn.start)
             self._idle = None
             self.persist()   # before the checkpoint moves past the DDL
             log.warning("source %s: `%s`.`%s` held back from %s on lock %s: %s", self.source_id, table[0], table[1],

@@ -8,7 +8,7 @@ rename downstream now would break every other shard's rows. The lock answers ``h
 source cannot stop at that DDL without stopping every other table with it; instead it goes on
 and holds the table back:
 
-1. the DDL at ``start`` is not run; ``hold(table, target, lock_id, start)``, persisted before the
+1. the DDL at ``start`` is not run; ``hold(table, lock_id, start)``, persisted before the
    checkpoint moves past it;
 2. rows and DDLs of the table at or after ``start`` are skipped (``should_skip_dml``); the
    other tables go on as usual, and the checkpoint moves on;
@@ -16,7 +16,7 @@ and holds the table back:
    member a ``skip`` op, and no longer answers ``hold`` for it: it is *released*;
 4. the source sees that (``ShardSync`` asks the lock at each window's start and after each DDL
    it reports), ``release`` returns where to read again (the earliest ``start`` of the released
-   tables), the checkpoint moves back there and the state is persisted after it;
+   tables); the state is persisted, then the checkpoint moves back there;
 5. the stream is read again from there: events of released tables at or after their ``start``
    go through (their DDL is met again: the lock answers ``skip``, done; their rows are applied
    now, against the renamed downstream), everything else below the ``horizon`` (the highest
@@ -35,7 +35,7 @@ window's rows of the replayed tables again, below the source's safe-mode exit po
 
     >>> from dm_core.position import Position as P
     >>> h = HeldTables()
-    >>> h.hold(("s", "t_1"), ("db", "t"), "task-`db`.`t`", P("b.1", 100))
+    >>> h.hold(("s", "t_1"), "task-`db`.`t`", P("b.1", 100))
     >>> h.should_skip_dml(("s", "t_1"), P("b.1", 120)), h.should_skip_dml(("s", "t_2"), P("b.1", 120))
     (True, False)
     >>> h.release([("s", "t_1")], P("b.1", 300))
@@ -63,8 +63,7 @@ Table = tuple[str, str]
 
 @dataclass(frozen=True)
 class Hold:
-    target: Table            # the merged table
-    lock_id: str
+    lock_id: str             # the lock of the merged table
     start: Position          # the held DDL event's start: its rows from here on are held back
 
 
@@ -85,10 +84,10 @@ class HeldTables:
     def in_replay(self, pos: Position) -> bool:
         return self.horizon is not None and pos.key() < self.horizon.key()
 
-    def hold(self, table: Table, target: Table, lock_id: str, start: Position) -> None:
+    def hold(self, table: Table, lock_id: str, start: Position) -> None:
         table = tuple(table)
         if table not in self.held:
-            self.held[table] = Hold(tuple(target), lock_id, start)
+            self.held[table] = Hold(lock_id, start)
 
     def release(self, tables, at: Position) -> Position:
         """Release ``tables`` (the lock no longer holds them) while the first pass has reached
@@ -135,8 +134,8 @@ class HeldTables:
 
     def to_json(self) -> str:
         return json.dumps({"mode": "optimistic", "horizon": pos_to_json(self.horizon),
-                           "held": [{"table": list(t), "target": list(h.target), "lock_id": h.lock_id,
-                                     "start": pos_to_json(h.start)} for t, h in sorted(self.held.items())],
+                           "held": [{"table": list(t), "lock_id": h.lock_id, "start": pos_to_json(h.start)}
+                                    for t, h in sorted(self.held.items())],
                            "replaying": [{"table": list(t), "since": pos_to_json(p)}
                                          for t, p in sorted(self.replaying.items())]}, sort_keys=True)
 
@@ -145,7 +144,7 @@ class HeldTables:
         d = (json.loads(text) if isinstance(text, str) else text) or {}
         if d.get("mode") != "optimistic":
             return cls()   # nothing saved, or a pessimistic group state of an earlier run of the task
-        return cls({tuple(x["table"]): Hold(tuple(x["target"]), x["lock_id"], pos_from_json(x["start"]))
+        return cls({tuple(x["table"]): Hold(x["lock_id"], pos_from_json(x["start"]))
                     for x in d.get("held", [])},
                    {tuple(x["table"]): pos_from_json(x["since"]) for x in d.get("replaying", [])},
                    pos_from_json(d.get("horizon")))

@@ -130,7 +130,7 @@ def _hard_conflict(changes: list[Change], before: TableSchema) -> str:
                     f"`{ch.column.name}` is AUTO_INCREMENT, and each shard fills it with its own values")
         if ch.op == "modify_column" and not ch.new_name and ch.name.lower() in _primary_columns(before):
             old = before.column(ch.name)
-            if old is not None and join_type(old.type, ch.column.type) not in (old.type, ch.column.type):
+            if old is not None and _converts(old, ch.column):
                 # DM's tracker refuses it on every shard ("Unsupported modify column: this column has
                 # primary key flag"): the key's values would change type under the merged table's rows
                 return (f"changing primary key column `{ch.name}` from {old.type} to {ch.column.type} converts "
@@ -147,19 +147,30 @@ def _primary_columns(schema: TableSchema) -> set[str]:
     return {c.lower() for i in schema.indexes if i.kind == "primary" for c in i.columns}
 
 
+def _converts(old, new) -> bool:
+    """``new`` is of another type family than ``old``. A narrower type of one family, or NOT
+    NULL, is not (DM: the schemas before and after compare, a "normal" DDL): the join keeps the
+    wider definition while another shard has it, so nothing runs downstream (``widen_only``)."""
+    return join_type(old.type, new.type) not in (old.type, new.type)
+
+
+def _renamed_to(ch: Change) -> str:
+    """The column's new name if ``ch`` renames it (RENAME COLUMN, CHANGE a b), else ""."""
+    if ch.op == "rename_column":
+        return ch.new_name
+    return ch.column.name if ch.op == "modify_column" and ch.new_name else ""
+
+
 def _until_every_shard(changes: list[Change], before: TableSchema) -> str:
     """Why a change cannot merge with shards that have not run it, though it merges once they
     all have (DM's ConflictSkipWaitRedirect): renaming a column, converting it to a type of
     another family. "" when the change merges now."""
     for ch in changes:
-        if ch.op == "rename_column" or (ch.op == "modify_column" and ch.new_name):
-            return f"renaming column `{ch.name}` to `{ch.new_name or ch.column.name}` (`{ch.sql}`)"
+        if _renamed_to(ch):
+            return f"renaming column `{ch.name}` to `{_renamed_to(ch)}` (`{ch.sql}`)"
         if ch.op == "modify_column":
             old = before.column(ch.name)
-            # A narrower type of one family, or NOT NULL, merges now (DM: the schemas before and
-            # after compare, a "normal" DDL): the join keeps the wider definition while another
-            # shard has it, so nothing runs downstream (see ``widen_only``).
-            if old is not None and join_type(old.type, ch.column.type) not in (old.type, ch.column.type):
+            if old is not None and _converts(old, ch.column):
                 return f"changing column `{ch.name}` from {old.type} to {ch.column.type} converts it (`{ch.sql}`)"
     return ""
 
@@ -172,10 +183,10 @@ def _disagreement(changes: list[Change], after: TableSchema, other: TableSchema)
     """What ``other`` lacks of the renames and conversions in ``changes`` (which made ``after``):
     "" when it has them all (the shard ran the same change)."""
     for ch in changes:
-        renamed = ch.op == "rename_column" or (ch.op == "modify_column" and ch.new_name)
+        renamed = _renamed_to(ch)
         if not renamed and ch.op != "modify_column":
             continue
-        name = (ch.new_name if ch.op == "rename_column" else ch.column.name) if renamed else ch.name
+        name = renamed or ch.name
         if renamed and ch.name.lower() != name.lower() and other.column(ch.name) is not None:
             return f"still has column `{ch.name}`"
         want, got = after.column(name), other.column(name)
@@ -290,7 +301,8 @@ class Lock(LockBase):
                 continue
             p = m.pending
             if p.hold:
-                return Operation(self.lock_id, self.task, source, 0, HOLD, p.ddls, message=p.note or "held",
+                return Operation(self.lock_id, self.task, source, 0, HOLD, p.ddls,
+                                 message=p.note or "held: waiting for the coordinator to name the task's sources",
                                  upstream=(k[1], k[2]))
             msg = p.conflict or ("waiting for the coordinator to name the task's sources" if not self.sources
                                  else "waiting")
@@ -399,9 +411,7 @@ class Lock(LockBase):
             conflict = self._conflict_text(key, ddls, conflict)
         m.pending = Pending(ddls, changes, after, pos, self.seq, conflict, bool(conflict),
                             hold=bool(waits) and not conflict, strict=info.strict)
-        if m.pending.hold:
-            self._hold_or_resolve(key)
-        self.settle()
+        self.settle()   # a held change: _hold_or_resolve of this member, the newest held one
         return self.operation_for(info.source, info.table)
 
     def _conflict_text(self, key: Key, ddls, why: str) -> str:
@@ -412,8 +422,10 @@ class Lock(LockBase):
     def settle(self) -> None:
         if not self.sources:
             return  # who takes part is unknown: an absent source may still write what a DDL drops
-        held = [k for k in self.members if self._rewrite_held(k)]
-        if held:   # a source stopped or a shard dropped may have been the last one without the change
+        # the newest held rename or conversion: just reported, or it was the last one without the
+        # change that stopped or was dropped
+        held = [k for k in self.members if self._rewrite_held(k) and k[0] in self.sources]
+        if held:
             self._hold_or_resolve(max(held, key=lambda k: self.members[k].pending.seq))
         cands = sorted((k for k, m in self.members.items() if m.pending is not None and not m.pending.hard
                         and not self._rewrite_held(k) and m.pending.op_step is None),
@@ -442,8 +454,8 @@ class Lock(LockBase):
                 msg, missing = "waits for the other shards' DDLs", False
             except JoinConflict as e:
                 msg, missing = str(e), e.missing
-            other = next((j for j, mj in sorted(self.members.items()) if j != k and mj.pending is not None
-                          and mj.pending.hold and mj.pending.op_step is None and not _same_ddls(mj.pending, p)), None)
+            other = next((j for j in sorted(self.members) if j != k and self._held(j)
+                          and not _same_ddls(self.members[j].pending, p)), None)
             if missing and not p.strict and other is None:
                 # a NOT NULL column the other shards may add too: held back, not paused (DM's
                 # ConflictSkipWaitRedirect); tried again at every settle
@@ -502,15 +514,11 @@ class Lock(LockBase):
         that never reported has the lock's initial schema, so it has not), ``key``'s statements
         run downstream (``exec``) and every other held member gets ``skip``: its source replays
         the table from the held DDL on, meets the DDL again and finishes the op then."""
-        if self.sources and key[0] not in self.sources:
+        if key[0] not in self.sources:
             return
         p = self.members[key].pending
-        if not self.sources:
-            p.note = "held: waiting for the coordinator to name the task's sources"
-            return
         why = _until_every_shard(p.changes, self.members[key].schema)
-        held = [k for k in sorted(self.members) if k != key and self._rewrite_held(k)
-                and (not self.sources or k[0] in self.sources)]
+        held = [k for k in sorted(self.members) if k != key and self._rewrite_held(k) and k[0] in self.sources]
         for k in held:
             q = self.members[k].pending
             bad = (_disagreement(q.changes, q.schema_after, p.schema_after)
@@ -521,8 +529,8 @@ class Lock(LockBase):
                     key, p.ddls, f"{why}, while {label(k)} ran `{'; '.join(q.ddls)}` (held until every shard runs "
                                  f"it): {label(key)} {bad}")
                 return
-        soft = next((k for k, m in sorted(self.members.items()) if k != key and m.pending is not None
-                      and m.pending.hold and m.pending.op_step is None and not self._rewrite_held(k)), None)
+        soft = next((k for k in sorted(self.members) if k != key and self._held(k) and not self._rewrite_held(k)),
+                    None)
         if soft is not None:   # held changes must agree (DM: a conflict among conflict tables)
             p.hold, p.hard, p.note = False, True, ""
             p.conflict = self._conflict_text(
@@ -534,15 +542,14 @@ class Lock(LockBase):
         behind = [name for name, sch in schemas.items()
                   if any(_disagreement(self.members[k].pending.changes, self.members[k].pending.schema_after, sch)
                          for k in group)]
-        rest = HELD_ROWS
         if behind:
-            p.note = f"{why}: held until {', '.join(behind)} run{'s' if len(behind) == 1 else ''} it too; {rest}"
+            p.note = f"{why}: held until {', '.join(behind)} run{'s' if len(behind) == 1 else ''} it too; {HELD_ROWS}"
             return
         try:
             join_schemas(schemas)
             downstream = self.joined.apply(p.changes)
         except (JoinConflict, SchemaError) as e:
-            p.note = f"{why}: every shard has it, but it does not merge yet ({e}); {rest}"
+            p.note = f"{why}: every shard has it, but it does not merge yet ({e}); {HELD_ROWS}"
             return
         self.joined = downstream
         for k in group:
@@ -571,11 +578,14 @@ class Lock(LockBase):
         if extra:
             self.joined = replace(self.joined, columns=self.joined.columns + extra)
 
+    def _held(self, k: Key) -> bool:
+        """Member ``k``'s change is held (no op yet)."""
+        p = self.members[k].pending
+        return p is not None and p.hold and p.op_step is None
+
     def _rewrite_held(self, k: Key) -> bool:
         """A held rename or conversion (resolved by ``_hold_or_resolve``, not by the join)."""
-        m = self.members[k]
-        return (m.pending is not None and m.pending.hold and m.pending.op_step is None
-                and bool(_until_every_shard(m.pending.changes, m.schema)))
+        return self._held(k) and bool(_until_every_shard(self.members[k].pending.changes, self.members[k].schema))
 
     def mark_executing(self, source: str, step: int, index: int) -> Operation:
         op = self._op(source, step)
