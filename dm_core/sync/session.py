@@ -15,6 +15,9 @@ Time bounds of one source (each a parameter, documented in the README's operatio
   waiting on a shard DDL lock, or another process holds the fence) so an idle source does not
   hammer the state store; a caught-up source returns at once and the caller's poke interval paces
   the next look at the binlog.
+- ``held_warn_seconds``: a table this source holds back in optimistic mode (optimism/held.py) for
+  longer is warned about in the task log, and again after as long again while it stays held: its
+  rows wait in the upstream's binlog, which must not be purged before the lock resolves.
 - ``record_seconds``: windows are recorded (rows/s, lag: the chart on the Migrations page) and
   mirrored (Variable, XCom) at most this often, aggregated, plus at once when the source's state
   changes (paused, waiting, resumed).
@@ -48,6 +51,8 @@ log = logging.getLogger(__name__)
 POKE_INTERVAL = 0.5
 # Transient errors in a row before the source pauses (backoff min(60, 2**n) s between them).
 TRANSIENT_RETRIES = 8
+# A table held back this long (optimistic shard DDL) is warned about, and again as often while it stays held.
+HELD_WARN_SECONDS = 1800.0
 
 
 @dataclass
@@ -69,13 +74,15 @@ class SyncSession:
 
     def __init__(self, task, source_id: str, store, *, generation: int | None = None,
                  step_seconds: float = 10.0, window_seconds: float = 30.0, rest_seconds: float = 2.0,
-                 record_seconds: float = 5.0, transient_retries: int = TRANSIENT_RETRIES, clock=time.monotonic,
-                 sleep=time.sleep):
+                 record_seconds: float = 5.0, transient_retries: int = TRANSIENT_RETRIES,
+                 held_warn_seconds: float = HELD_WARN_SECONDS, clock=time.monotonic, sleep=time.sleep, wall=time.time):
         self.task, self.source_id, self.store, self.generation = task, source_id, store, generation
         self.step_seconds, self.window_seconds = step_seconds, window_seconds
         self.rest_seconds, self.record_seconds = rest_seconds, record_seconds
         self.transient_retries = transient_retries
-        self._clock, self._sleep = clock, sleep
+        self.held_warn_seconds = held_warn_seconds
+        self._clock, self._sleep, self._wall = clock, sleep, wall
+        self._held_warned: dict[tuple, float] = {}   # held table → clock of its last warning
         self._syncer = None
         self._fenced = False
         self._last_state: str | None = None
@@ -180,8 +187,33 @@ class SyncSession:
             return self._rest(out)
         if res.caught_up:
             out.state = "caught_up"
+        self._warn_held(out)
         self._finish(out)
         return out
+
+    def _warn_held(self, out: StepOutcome) -> None:
+        """Say which tables have been held back longer than ``held_warn_seconds`` (once per that
+        long, per table and process): nothing else shows a lock that a shard never completes."""
+        from dm_core.shardddl.optimism.held import held_for
+
+        if self._syncer is None:
+            return
+        now, tick = self._wall(), self._clock()
+        holds = self._syncer.shard.holds()
+        for table, h in holds:
+            age = h.age(now)
+            last = self._held_warned.get(table)
+            if age is None or age < self.held_warn_seconds or (last is not None and tick - last < self.held_warn_seconds):
+                continue
+            self._held_warned[table] = tick
+            out.say(logging.WARNING,
+                    f"source {self.source_id}: `{table[0]}`.`{table[1]}` has been held back{held_for(h, now)} on lock "
+                    f"{h.lock_id}: its rows from {h.start} on wait in the upstream's binlog until every shard has run "
+                    f"the same DDL. Keep the upstream's binlogs from {h.start.file} on until then (purged, the rows "
+                    f"are lost); see `dmctl shard-ddl-lock {self.task.name}`; a shard that will never make the change: "
+                    f"fix the downstream table by hand, then `dmctl shard-ddl-lock unlock {h.lock_id} --action skip`")
+        for table in set(self._held_warned) - {t for t, _ in holds}:
+            del self._held_warned[table]   # released: a later hold of it is warned about afresh
 
     # ---- errors ------------------------------------------------------------------------
     def _failed(self, e: Exception, out: StepOutcome) -> StepOutcome:

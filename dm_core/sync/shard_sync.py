@@ -78,7 +78,7 @@ from dm_core.shardddl.ddl_norm import CREATE, IGNORE, NormalizedDDL
 from dm_core.shardddl.downstream import read_table_schema
 from dm_core.shardddl.lock_ops import ops_for
 from dm_core.shardddl.membership import Membership, task_membership
-from dm_core.shardddl.optimism.held import HeldTables
+from dm_core.shardddl.optimism.held import HeldTables, Hold, held_for
 from dm_core.shardddl.source_group import DONE, RECORDED, REPORT, SourceGroup, SourceShardGroups
 
 log = logging.getLogger("shardflow.sync.shard")
@@ -211,13 +211,15 @@ class ShardSync:
             self.store.update_source_state(self.task.name, self.source_id, shard_groups=text)
             self._saved = text
 
-    def held_notes(self) -> list[str]:
+    def held_notes(self, now: float | None = None) -> list[str]:
         """Optimistic: the tables this source holds back, for every window's summary while it does."""
-        if not isinstance(self.groups, HeldTables):
-            return []
-        return [f"`{t[0]}`.`{t[1]}` held back from {h.start} on lock {h.lock_id} until every shard has run its "
-                f"DDL (or `dmctl shard-ddl-lock unlock {h.lock_id} --action skip`)"
-                for t, h in sorted(self.groups.held.items())]
+        return [f"`{t[0]}`.`{t[1]}` held back from {h.start}{held_for(h, now)} on lock {h.lock_id} until every "
+                f"shard has run its DDL (or `dmctl shard-ddl-lock unlock {h.lock_id} --action skip`)"
+                for t, h in self.holds()]
+
+    def holds(self) -> list[tuple[tuple[str, str], Hold]]:
+        """Optimistic: (table, Hold) of every table this source holds back, in name order."""
+        return sorted(self.groups.held.items()) if isinstance(self.groups, HeldTables) else []
 
     def pending(self) -> list[dict]:
         """This source's pessimistic groups that wait for DDLs (optimistic: ``held_notes``)."""
@@ -330,7 +332,7 @@ class ShardSync:
                 executor.run_operation(self.store, dconn, own, ops, replay=True)
                 op = ops.put_info(self.store, info, sources=self.membership.sources_by_target())
         if op.action == HOLD:
-            self.groups.hold(table, op.lock_id, txn.start)
+            self.groups.hold(table, op.lock_id, txn.start, since=txn.timestamp or None)
             self._idle = None
             self.persist()   # before the checkpoint moves past the DDL
             log.warning("source %s: `%s`.`%s` held back from %s on lock %s: %s", self.source_id, table[0], table[1],

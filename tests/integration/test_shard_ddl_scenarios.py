@@ -341,6 +341,35 @@ def test_optimistic_three_sources_differing_timing(three):
     assert_union(setup.task, setup.store)
 
 
+def _assert_long_hold_is_warned(setup, sid, shard, lock_id):
+    """The sensor's task log warns about a table held back longer than ``held_warn_seconds``
+    (here: the clock an hour on), once per that long, naming the table, the lock and the fix."""
+    import logging
+    import time
+
+    from dm_core.state import StateStore
+    from dm_core.sync.session import SyncSession
+
+    now = [time.time() + 3600]
+    ticks = [0.0]
+    store = StateStore()   # its own connection: the session's fence goes with it
+    session = SyncSession(setup.task, sid, store, held_warn_seconds=1800, rest_seconds=0, step_seconds=1,
+                          wall=lambda: now[0], clock=lambda: ticks[0], sleep=lambda s: None)
+    try:
+        def warned():
+            return [t for lvl, t in session.step().messages if lvl == logging.WARNING and "has been held back" in t]
+        first = warned()
+        assert len(first) == 1, first
+        assert f"`{shard.schema}`.`{shard.table}`" in first[0] and lock_id in first[0] and "for 1h" in first[0], first
+        assert "Keep the upstream's binlogs" in first[0] and "--action skip" in first[0], first
+        ticks[0] += 60
+        assert warned() == [], "said once per held_warn_seconds, not every step"
+        ticks[0] += 1800
+        assert len(warned()) == 1, "said again while it stays held"
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("two", ["optimistic"], indirect=True)
 @pytest.mark.parametrize("stmt,what,others_follow", [
     ("ALTER TABLE {t} MODIFY COLUMN name text NULL", "converts", True),  # another type family (DM: not comparable)
@@ -360,9 +389,12 @@ def test_optimistic_change_of_one_shard_is_held_until_every_shard_runs_it(two, s
     renamed = "label" in stmt
     col = "label" if renamed else "name"
     run(bad.ep, f"INSERT INTO {bad.q} ({col}, amount) VALUES ('after', 9)")
-    drive(setup.task, setup.store, setup.sources, max_rounds=3, fail=False)
+    last = drive(setup.task, setup.store, setup.sources, max_rounds=3, fail=False)
     assert not _paused(setup)
     lock_id = f"{setup.name}-`{setup.tdb}`.`t`"
+    assert [n for n in last[b].held if f"`{bad.schema}`.`{bad.table}` held back from" in n and " since " in n
+            and lock_id in n], last[b].held
+    _assert_long_hold_is_warned(setup, b, bad, lock_id)
     locks = ops_for("optimistic").list_locks(setup.store, setup.name)
     held = [m for m in locks[0]["members"] if m["held"]]
     assert [(m["source"], m["table"]) for m in held] == [(b, [bad.schema, bad.table])], locks

@@ -35,7 +35,9 @@ window's rows of the replayed tables again, below the source's safe-mode exit po
 
     >>> from dm_core.position import Position as P
     >>> h = HeldTables()
-    >>> h.hold(("s", "t_1"), "task-`db`.`t`", P("b.1", 100))
+    >>> h.hold(("s", "t_1"), "task-`db`.`t`", P("b.1", 100), since=1_700_000_000)
+    >>> HeldTables.from_json(h.to_json()).held == h.held, h.held[("s", "t_1")].age(1_700_003_600)
+    (True, 3600)
     >>> h.should_skip_dml(("s", "t_1"), P("b.1", 120)), h.should_skip_dml(("s", "t_2"), P("b.1", 120))
     (True, False)
     >>> h.release([("s", "t_1")], P("b.1", 300))
@@ -52,7 +54,9 @@ window's rows of the replayed tables again, below the source's safe-mode exit po
 
 from __future__ import annotations
 
+import datetime
 import json
+import time
 from dataclasses import dataclass
 
 from dm_core.position import Position
@@ -65,6 +69,41 @@ Table = tuple[str, str]
 class Hold:
     lock_id: str             # the lock of the merged table
     start: Position          # the held DDL event's start: its rows from here on are held back
+    since: float | None = None  # the upstream's time of that DDL (epoch seconds; None: saved by an older version)
+
+    def age(self, now: float) -> float | None:
+        """Seconds the table has been held back at ``now`` (upstream clock vs ours: a warning's
+        precision, not a measurement's)."""
+        return None if self.since is None else max(0.0, now - self.since)
+
+
+def held_for(h: Hold, now: float | None = None) -> str:
+    """`` since <UTC time> (for <age>)`` for a summary line; empty when the time is unknown.
+
+    >>> held_for(Hold("l", Position("b.1", 4), 1_700_000_000), now=1_700_008_000)
+    ' since 2023-11-14 22:13:20 UTC (for 2h13m)'
+    """
+    if h.since is None:
+        return ""
+    age = h.age(time.time() if now is None else now)
+    stamp = datetime.datetime.fromtimestamp(h.since, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return f" since {stamp} UTC (for {span(age)})"
+
+
+def span(seconds: float) -> str:
+    """A short duration: 45s, 12m30s, 2h13m, 3d4h.
+
+    >>> [span(s) for s in (45, 750, 8000, 273600)]
+    ['45s', '12m30s', '2h13m', '3d4h']
+    """
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600}h"
 
 
 class HeldTables:
@@ -84,10 +123,10 @@ class HeldTables:
     def in_replay(self, pos: Position) -> bool:
         return self.horizon is not None and pos.key() < self.horizon.key()
 
-    def hold(self, table: Table, lock_id: str, start: Position) -> None:
+    def hold(self, table: Table, lock_id: str, start: Position, since: float | None = None) -> None:
         table = tuple(table)
         if table not in self.held:
-            self.held[table] = Hold(lock_id, start)
+            self.held[table] = Hold(lock_id, start, since)
 
     def release(self, tables, at: Position) -> Position:
         """Release ``tables`` (the lock no longer holds them) while the first pass has reached
@@ -134,7 +173,7 @@ class HeldTables:
 
     def to_json(self) -> str:
         return json.dumps({"mode": "optimistic", "horizon": pos_to_json(self.horizon),
-                           "held": [{"table": list(t), "lock_id": h.lock_id, "start": pos_to_json(h.start)}
+                           "held": [{"table": list(t), "lock_id": h.lock_id, "start": pos_to_json(h.start), "since": h.since}
                                     for t, h in sorted(self.held.items())],
                            "replaying": [{"table": list(t), "since": pos_to_json(p)}
                                          for t, p in sorted(self.replaying.items())]}, sort_keys=True)
@@ -144,7 +183,7 @@ class HeldTables:
         d = (json.loads(text) if isinstance(text, str) else text) or {}
         if d.get("mode") != "optimistic":
             return cls()   # nothing saved, or a pessimistic group state of an earlier run of the task
-        return cls({tuple(x["table"]): Hold(x["lock_id"], pos_from_json(x["start"]))
+        return cls({tuple(x["table"]): Hold(x["lock_id"], pos_from_json(x["start"]), x.get("since"))
                     for x in d.get("held", [])},
                    {tuple(x["table"]): pos_from_json(x["since"]) for x in d.get("replaying", [])},
                    pos_from_json(d.get("horizon")))
