@@ -211,6 +211,49 @@ class ShardSync:
             self.store.update_source_state(self.task.name, self.source_id, shard_groups=text)
             self._saved = text
 
+    def lost_replay(self, err, at: Position):
+        """``err`` as the source should pause on it: a binlog position lost while replaying
+        released tables (their rows from a held start on were purged upstream) is
+        HELD_ROWS_PURGED, naming the tables and positioned at ``at`` for `dmctl binlog skip`."""
+        from dm_core.errors import ErrorCode
+
+        g = self.groups
+        if getattr(err, "code", None) is not ErrorCode.BINLOG_POSITION_LOST or not isinstance(g, HeldTables) \
+                or not g.replaying or not g.in_replay(at):
+            return err
+        tables = ", ".join(f"`{t[0]}`.`{t[1]}` (from {p})" for t, p in sorted(g.replaying.items()))
+        router = self.task.rules_for(self.source_id).router
+        targets = sorted({".".join(router.route(*t)) for t in g.replaying})
+        new = ErrorCode.HELD_ROWS_PURGED.error(
+            f"source {self.source_id} cannot replay the rows it held back of {tables} up to {g.horizon}: {err}",
+            workaround=f"Those rows are not downstream. `dmctl binlog skip {self.task.name} -s {self.source_id}` gives "
+                       f"the replay up (the source goes on from {g.horizon}); then re-sync {', '.join(targets)}: "
+                       f"trigger dm_{self.task.name}_resync with what=tables and tables={targets}. Keep the "
+                       "upstream's binlogs longer than a shard DDL lock takes to resolve.")
+        new.position = at
+        return new
+
+    def give_up_replay(self, state: dict) -> tuple[list, Position | None]:
+        """The operator skipped a replay whose binlog is gone: (tables, where to go on from) and
+        the source state's fields that record it (one write with the checkpoint)."""
+        from dm_core.shardddl.common import lock_id_of
+
+        self.load(state)
+        if not isinstance(self.groups, HeldTables):
+            return [], None
+        tables, horizon = self.groups.give_up_replay()
+        # the lock waits for each table's skip ack, which the replay would have given at the
+        # table's DDL: given here, before the state says the replay is over (a kill in between
+        # leaves the pause, and the next skip acks again)
+        ops, router = ops_for("optimistic"), self.task.rules_for(self.source_id).router
+        for t in tables:
+            lock_id = lock_id_of(self.task.name, tuple(router.route(*t)))
+            op = ops.get_operation(self.store, self.task.name, self.source_id, lock_id, table=t)
+            if op is not None and op.action == SKIP and not op.done:
+                ops.ack_done(self.store, self.task.name, self.source_id, lock_id, op.step)
+        self._saved = self.groups.to_json()
+        return tables, horizon
+
     def held_notes(self, now: float | None = None) -> list[str]:
         """Optimistic: the tables this source holds back, for every window's summary while it does."""
         return [f"`{t[0]}`.`{t[1]}` held back from {h.start}{held_for(h, now)} on lock {h.lock_id} until every "

@@ -239,6 +239,7 @@ class Syncer:
         except ShardflowError as e:
             if not isinstance(e, Terminal):
                 raise                          # retried by the session from the checkpoint
+            e = self.shard.lost_replay(e, w.checkpoint)
             w.applier.take_error()  # the pause position must be committed, not just submitted
             self._pause(None, e, w.res, at=e.position or w.checkpoint, exact=e.position is not None)
         finally:
@@ -268,6 +269,13 @@ class Syncer:
             held = parse_binlog_pos(st["error_pos"]) if st["error_pos"] else None
             if held is None or not any(op.pos.key() >= held.key() for op in ops.ops):
                 return WindowResult(self.source_id, "-", "-", "-", paused=st["error"], state="paused")
+            if st.get("error_code") == ErrorCode.HELD_ROWS_PURGED.number:
+                given_up = self._give_up_replay(st, ops.at(held))
+                if given_up is None:
+                    return WindowResult(self.source_id, "-", "-", "-", paused=st["error"], state="paused")
+                st, held = given_up, None
+                recorded = Position(st["binlog_file"], st["binlog_pos"]) if st["binlog_file"] else None
+                ops = PendingOps.load(self.store, self.task.name, self.source_id, recorded)
 
         up = self._up = source_endpoint(self.store, self.source_id)
         uconn = connect(up)
@@ -316,6 +324,26 @@ class Syncer:
                        unrecorded=not st["binlog_file"],
                        safe_until=safe_exit.key() if safe_exit is not None else None,
                        catch_up_until=high.key() if high is not None else None)
+
+    def _give_up_replay(self, st: dict, op) -> dict | None:
+        """`dmctl binlog skip` on HELD_ROWS_PURGED: the released tables' rows are gone from the
+        upstream's binlog, so their replay is given up and the source goes on from where its
+        first pass had read. One write clears the replay, moves the checkpoint and ends the
+        pause, so a kill leaves either the pause or the source going on. None: not a skip."""
+        if op is None or op.op != "skip":
+            return None
+        tables, horizon = self.shard.give_up_replay(st)
+        fields = dict(stage="sync", error=None, error_code=None, error_stmt=None, error_pos=None,
+                      shard_groups=self.shard.groups.to_json())
+        if horizon is not None:
+            fields.update(binlog_file=horizon.file, binlog_pos=horizon.pos,
+                          **({"binlog_gtid": horizon.gtid} if horizon.gtid else {}))
+        self.store.update_source_state(self.task.name, self.source_id, **fields)
+        log.warning("source %s: the operator's binlog skip gives up replaying %s (their binlog is gone upstream); "
+                    "it goes on from %s. Their rows from the held DDL on are missing downstream until a re-sync "
+                    "of their target tables", self.source_id,
+                    ", ".join(f"`{t[0]}`.`{t[1]}`" for t in tables) or "nothing", horizon)
+        return self.store.source_state(self.task.name, self.source_id)
 
     def _start_applier(self, st: dict, res: WindowResult, until: Position):
         """The background apply thread with its own downstream and state-store connections."""

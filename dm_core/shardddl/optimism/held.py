@@ -144,6 +144,15 @@ class HeldTables:
         past it reads from here."""
         return min(self.replaying.values(), key=Position.key) if self.replaying else None
 
+    def give_up_replay(self) -> tuple[list[Table], Position | None]:
+        """Stop replaying (its binlog is gone: the operator accepted losing those rows); returns
+        the tables that were being replayed and where the first pass had read (the horizon):
+        the source goes on from there."""
+        tables, horizon = sorted(self.replaying), self.horizon
+        self.replaying.clear()
+        self.horizon = None
+        return tables, horizon
+
     def should_skip_dml(self, table: Table, pos: Position) -> bool:
         table = tuple(table)
         h = self.held.get(table)
