@@ -213,17 +213,18 @@ class ShardSync:
 
     def lost_replay(self, err, at: Position):
         """``err`` as the source should pause on it: a binlog position lost while replaying
-        released tables (their rows from a held start on were purged upstream) is
-        HELD_ROWS_PURGED, naming the tables and positioned at ``at`` for `dmctl binlog skip`."""
+        (the rows of released held tables, optimistic, or a group's skipped rows, pessimistic,
+        purged upstream before the lock resolved) is HELD_ROWS_PURGED, naming the tables and
+        positioned at ``at`` for `dmctl binlog skip`."""
         from dm_core.errors import ErrorCode
 
         g = self.groups
-        if getattr(err, "code", None) is not ErrorCode.BINLOG_POSITION_LOST or not isinstance(g, HeldTables) \
-                or not g.replaying or not g.in_replay(at):
+        replaying = self._replaying()
+        if getattr(err, "code", None) is not ErrorCode.BINLOG_POSITION_LOST or not replaying or not g.in_replay(at):
             return err
-        tables = ", ".join(f"`{t[0]}`.`{t[1]}` (from {p})" for t, p in sorted(g.replaying.items()))
+        tables = ", ".join(f"`{t[0]}`.`{t[1]}` (from {p})" for t, p in sorted(replaying.items()))
         router = self.task.rules_for(self.source_id).router
-        targets = sorted({".".join(router.route(*t)) for t in g.replaying})
+        targets = sorted({".".join(router.route(*t)) for t in replaying})
         new = ErrorCode.HELD_ROWS_PURGED.error(
             f"source {self.source_id} cannot replay the rows it held back of {tables} up to {g.horizon}: {err}",
             workaround=f"Those rows are not downstream. `dmctl binlog skip {self.task.name} -s {self.source_id}` gives "
@@ -233,24 +234,31 @@ class ShardSync:
         new.position = at
         return new
 
+    def _replaying(self) -> dict:
+        g = self.groups
+        if isinstance(g, HeldTables):
+            return dict(g.replaying)
+        return g.replaying() if isinstance(g, SourceShardGroups) else {}
+
     def give_up_replay(self, state: dict) -> tuple[list, Position | None]:
-        """The operator skipped a replay whose binlog is gone: (tables, where to go on from) and
-        the source state's fields that record it (one write with the checkpoint)."""
+        """The operator skipped a replay whose binlog is gone: (tables, where to go on from);
+        ``groups`` then holds the state to write with the checkpoint (one write)."""
         from dm_core.shardddl.common import lock_id_of
 
         self.load(state)
-        if not isinstance(self.groups, HeldTables):
+        if not isinstance(self.groups, (HeldTables, SourceShardGroups)):
             return [], None
         tables, horizon = self.groups.give_up_replay()
-        # the lock waits for each table's skip ack, which the replay would have given at the
-        # table's DDL: given here, before the state says the replay is over (a kill in between
-        # leaves the pause, and the next skip acks again)
-        ops, router = ops_for("optimistic"), self.task.rules_for(self.source_id).router
-        for t in tables:
-            lock_id = lock_id_of(self.task.name, tuple(router.route(*t)))
-            op = ops.get_operation(self.store, self.task.name, self.source_id, lock_id, table=t)
-            if op is not None and op.action == SKIP and not op.done:
-                ops.ack_done(self.store, self.task.name, self.source_id, lock_id, op.step)
+        if isinstance(self.groups, HeldTables):
+            # the lock waits for each table's skip ack, which the replay would have given at the
+            # table's DDL: given here, before the state says the replay is over (a kill in between
+            # leaves the pause, and the next skip acks again)
+            ops, router = ops_for("optimistic"), self.task.rules_for(self.source_id).router
+            for t in tables:
+                lock_id = lock_id_of(self.task.name, tuple(router.route(*t)))
+                op = ops.get_operation(self.store, self.task.name, self.source_id, lock_id, table=t)
+                if op is not None and op.action == SKIP and not op.done:
+                    ops.ack_done(self.store, self.task.name, self.source_id, lock_id, op.step)
         self._saved = self.groups.to_json()
         return tables, horizon
 

@@ -444,21 +444,24 @@ def _purge_to(ep, newest: str) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("two", ["optimistic"], indirect=True)
-def test_optimistic_held_rows_purged_from_the_binlog_pause_naming_the_table_and_the_way_out(two):
-    """A shard's table is held back (a rename only it ran) and the upstream purges the binlog
-    holding its rows before the other shards follow: the replay cannot read them. The source
-    pauses with HELD_ROWS_PURGED naming the table and the way out (not "run the full phase
-    again"); a resume pauses again; `binlog skip` gives the replay up and the source goes on;
-    the validation names the missing rows and the re-sync writes them: equal again."""
+@pytest.mark.parametrize("two,stmt,col", [
+    ("optimistic", "ALTER TABLE {t} CHANGE COLUMN name label varchar(64) NULL", "label"),   # held back
+    ("pessimistic", "ALTER TABLE {t} ADD COLUMN c1 int NULL", "name"),                    # skipped, to rewind
+], indirect=["two"])
+def test_held_rows_purged_from_the_binlog_pause_naming_the_table_and_the_way_out(two, stmt, col):
+    """A shard runs a DDL the others have not (optimistic: a rename, its table held back;
+    pessimistic: its rows past the DDL skipped until the lock resolves) and the upstream purges
+    the binlog holding its rows before the others follow: the replay cannot read them. The
+    source pauses with HELD_ROWS_PURGED naming the table and the way out (not "run the full
+    phase again"); a resume pauses again; `binlog skip` gives the replay up and the source goes
+    on; the validation names the missing rows and the re-sync writes them: equal again."""
     setup = two
     a, b = setup.sources
     bad = setup.of(b)[0]
     for sh in setup.shards:
         dml(sh.ep, sh.schema, sh.table, "pre", n=3)
-    stmt = "ALTER TABLE {t} CHANGE COLUMN name label varchar(64) NULL"
     run(bad.ep, stmt.format(t=bad.q))
-    run(bad.ep, f"INSERT INTO {bad.q} (label, amount) VALUES ('after', 9)")
+    run(bad.ep, f"INSERT INTO {bad.q} ({col}, amount) VALUES ('after', 9)")
     drive(setup.task, setup.store, setup.sources, max_rounds=3, fail=False)
     assert not _paused(setup)
     run(bad.ep, "FLUSH BINARY LOGS")
@@ -490,12 +493,12 @@ def test_optimistic_held_rows_purged_from_the_binlog_pause_naming_the_table_and_
     drive(setup.task, setup.store, setup.sources, max_rounds=2, fail=False)
     assert source_states(setup.task, setup.store)[b]["error_code"] == 50019, "a resume reads the same gone binlog"
     assert dmctl(["binlog", "skip", setup.name, "-s", b]) == 0
-    run(bad.ep, f"INSERT INTO {bad.q} (label, amount) VALUES ('later', 10)")
+    run(bad.ep, f"INSERT INTO {bad.q} ({col}, amount) VALUES ('later', 10)")
     assert_settled(drive(setup.task, setup.store, setup.sources))
     st = source_states(setup.task, setup.store)[b]
-    assert st["stage"] != "paused" and not st["shard_groups"]["replaying"], st
+    assert st["stage"] != "paused" and st["error"] is None, st
     t = qt(setup.tdb, "t")
-    assert query(setup.down, f"SELECT COUNT(*) FROM {t} WHERE label IN ('after', 'later')")[0][0] == 1, \
+    assert query(setup.down, f"SELECT COUNT(*) FROM {t} WHERE {qi(col)} IN ('after', 'later')")[0][0] == 1, \
         "the rows after the give-up arrive; the held ones are missing until the re-sync"
     found = validate_task(setup.task, setup.store)
     keys, again = keys_of(found.to_dict())
