@@ -184,6 +184,7 @@ def _status(store, name: str, only: list[str] | None = None) -> dict:
     from dm_core.cli.status_view import describe
     from dm_core.errors import ErrorCode
     from dm_core.shardddl import coordinator
+    from dm_core.shardddl.optimism.held import held_lines
 
     info = store.task_info(name)  # no credentials: status must show even if the file needs env it lacks
     if info is None:
@@ -201,6 +202,7 @@ def _status(store, name: str, only: list[str] | None = None) -> dict:
         row["loaded_rows"] = loaded.get(s["source_id"], 0)   # the full phase's (DM: the load unit's progress)
         row["status"], row["message"] = describe(name, info, s, view, loaded.get(s["source_id"], 0))
         row["unresolved_groups"] = coordinator.unresolved_groups(s["source_id"], s.get("shard_groups"), locks)
+        row["held_tables"] = held_lines(s.get("shard_groups"))   # optimistic: tables held back, since when
         sources.append(row)
     return {"task": name, "status": info["status"], "start": info["generation"], "phases": view.get("phases", {}),
             "waiting": view.get("waiting", []), **({"airflow_error": view["error"]} if view.get("error") else {}),

@@ -78,7 +78,7 @@ from dm_core.shardddl.ddl_norm import CREATE, IGNORE, NormalizedDDL
 from dm_core.shardddl.downstream import read_table_schema
 from dm_core.shardddl.lock_ops import ops_for
 from dm_core.shardddl.membership import Membership, task_membership
-from dm_core.shardddl.optimism.held import HeldTables, Hold, held_for
+from dm_core.shardddl.optimism.held import HeldTables, Hold, held_line
 from dm_core.shardddl.source_group import DONE, RECORDED, REPORT, SourceGroup, SourceShardGroups
 
 log = logging.getLogger("shardflow.sync.shard")
@@ -264,9 +264,7 @@ class ShardSync:
 
     def held_notes(self, now: float | None = None) -> list[str]:
         """Optimistic: the tables this source holds back, for every window's summary while it does."""
-        return [f"`{t[0]}`.`{t[1]}` held back from {h.start}{held_for(h, now)} on lock {h.lock_id} until every "
-                f"shard has run its DDL (or `dmctl shard-ddl-lock unlock {h.lock_id} --action skip`)"
-                for t, h in self.holds()]
+        return [held_line(t, h, now) for t, h in self.holds()]
 
     def holds(self) -> list[tuple[tuple[str, str], Hold]]:
         """Optimistic: (table, Hold) of every table this source holds back, in name order."""

@@ -341,6 +341,20 @@ def test_optimistic_three_sources_differing_timing(three):
     assert_union(setup.task, setup.store)
 
 
+def _one_shard_runs(setup, stmt, col):
+    """Rows on every shard, then ``stmt`` on source b's first shard only and a row ('after', in
+    ``col``) past it; every source syncs and none pauses. Returns (a, b, that shard, last windows)."""
+    a, b = setup.sources
+    bad = setup.of(b)[0]
+    for sh in setup.shards:
+        dml(sh.ep, sh.schema, sh.table, "pre", n=3)
+    run(bad.ep, stmt.format(t=bad.q))
+    run(bad.ep, f"INSERT INTO {bad.q} ({col}, amount) VALUES ('after', 9)")
+    last = drive(setup.task, setup.store, setup.sources, max_rounds=3, fail=False)
+    assert not _paused(setup)
+    return a, b, bad, last
+
+
 def _assert_long_hold_is_warned(setup, sid, shard, lock_id):
     """The sensor's task log warns about a table held back longer than ``held_warn_seconds``
     (here: the clock an hour on), once per that long, naming the table, the lock and the fix."""
@@ -381,20 +395,17 @@ def test_optimistic_change_of_one_shard_is_held_until_every_shard_runs_it(two, s
     once every shard ran it, the DDL runs downstream once and the held rows are replayed. A shard
     that never will: the operator's `unlock --action skip` releases the held table."""
     setup = two
-    a, b = setup.sources
-    bad = setup.of(b)[0]
-    for sh in setup.shards:
-        dml(sh.ep, sh.schema, sh.table, "pre", n=3)
-    run(bad.ep, stmt.format(t=bad.q))
     renamed = "label" in stmt
     col = "label" if renamed else "name"
-    run(bad.ep, f"INSERT INTO {bad.q} ({col}, amount) VALUES ('after', 9)")
-    last = drive(setup.task, setup.store, setup.sources, max_rounds=3, fail=False)
-    assert not _paused(setup)
+    a, b, bad, last = _one_shard_runs(setup, stmt, col)
     lock_id = f"{setup.name}-`{setup.tdb}`.`t`"
     assert [n for n in last[b].held if f"`{bad.schema}`.`{bad.table}` held back from" in n and " since " in n
             and lock_id in n], last[b].held
     _assert_long_hold_is_warned(setup, b, bad, lock_id)
+    from dm_core.cli.dmctl import _status
+    shown = {s["source"]: s["held_tables"] for s in _status(setup.store, setup.name)["sources"]}
+    assert shown[a] == [] and len(shown[b]) == 1 and f"`{bad.schema}`.`{bad.table}` held back from" in shown[b][0] \
+        and " since " in shown[b][0], shown   # query-status names it too
     locks = ops_for("optimistic").list_locks(setup.store, setup.name)
     held = [m for m in locks[0]["members"] if m["held"]]
     assert [(m["source"], m["table"]) for m in held] == [(b, [bad.schema, bad.table])], locks
@@ -456,14 +467,7 @@ def test_held_rows_purged_from_the_binlog_pause_naming_the_table_and_the_way_out
     phase again"); a resume pauses again; `binlog skip` gives the replay up and the source goes
     on; the validation names the missing rows and the re-sync writes them: equal again."""
     setup = two
-    a, b = setup.sources
-    bad = setup.of(b)[0]
-    for sh in setup.shards:
-        dml(sh.ep, sh.schema, sh.table, "pre", n=3)
-    run(bad.ep, stmt.format(t=bad.q))
-    run(bad.ep, f"INSERT INTO {bad.q} ({col}, amount) VALUES ('after', 9)")
-    drive(setup.task, setup.store, setup.sources, max_rounds=3, fail=False)
-    assert not _paused(setup)
+    a, b, bad, _ = _one_shard_runs(setup, stmt, col)
     run(bad.ep, "FLUSH BINARY LOGS")
     newest = query(bad.ep, "SHOW MASTER STATUS")[0][0]
     for sh in setup.shards:   # the checkpoints move on into the newest file

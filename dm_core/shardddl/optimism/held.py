@@ -90,6 +90,17 @@ def held_for(h: Hold, now: float | None = None) -> str:
     return f" since {stamp} UTC (for {span(age)})"
 
 
+def held_line(table: Table, h: Hold, now: float | None = None) -> str:
+    """One held table as window summaries and query-status say it."""
+    return (f"`{table[0]}`.`{table[1]}` held back from {h.start}{held_for(h, now)} on lock {h.lock_id} until every "
+            f"shard has run its DDL (or `dmctl shard-ddl-lock unlock {h.lock_id} --action skip`)")
+
+
+def held_lines(saved, now: float | None = None) -> list[str]:
+    """``held_line`` of every table a source's saved state (``source_state.shard_groups``) holds."""
+    return [held_line(t, h, now) for t, h in sorted(HeldTables.from_json(saved).held.items())]
+
+
 def span(seconds: float) -> str:
     """A short duration: 45s, 12m30s, 2h13m, 3d4h.
 
