@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from dm_core.cli import binlog_cmd, secret_cmds
+from dm_core.cli import binlog_cmd, secret_cmds, validation_cmds
 from dm_core.errors import ShardflowError
 
 
@@ -386,8 +386,6 @@ def cmd_shard_ddl_lock(a) -> int:
 
 
 def cmd_validate(a) -> int:
-    from dm_core.cli import validation_cmds
-
     with _store() as store:
         task, _ = _load_task_from_store(store, _task_name(a.task), credentials=True)
         return validation_cmds.cmd_validate(a, store, task) if a.cmd == "validate" else \
@@ -455,13 +453,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="re-check rows that differ while replication catches up for at most this long "
                         "(default 60; the task file's row-error-delay applies to scheduled runs)")
     s.set_defaults(fn=cmd_validate)
-    s = sub.add_parser("validation", help="status: the last validation result; start: run dm_<task>_validate now")
-    s.add_argument("op", choices=["status", "start"])
+    s = sub.add_parser("validation", help="status: the last validation result; start: run dm_<task>_validate now; "
+                                          "stop: pause its schedule and end its runs; show-error: the differing rows")
+    s.add_argument("op", choices=["status", "start", "stop", "show-error", *validation_cmds.NO_ERROR_STATES])
     s.add_argument("task")
     s.add_argument("--mode", choices=["full", "fast"], help="start: override the task file's mode")
     s.add_argument("--table-stage", choices=["running", "stopped"], help="status: only tables in this stage")
     s.add_argument("--wait-result", type=float, metavar="SECONDS",
                    help="start: wait for the run and print its result (exit 0 equal, 1 differences, 2 failed)")
+    s.add_argument("--error", choices=["all", "unprocessed", "ignored"], default="unprocessed",
+                   help="show-error: which errors (DM's states; none is ever ignored here)")
     s.set_defaults(fn=cmd_validate)
     s = sub.add_parser("binlog-schema", help="DM's schema tracker commands: shardflow has no tracker (see the message)")
     s.add_argument("words", nargs=argparse.REMAINDER)

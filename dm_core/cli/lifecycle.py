@@ -47,15 +47,15 @@ def end_runs(api, name: str, note: str) -> list[str]:
     return ended
 
 
-def stop_validation(api, name: str, note: str) -> list[str]:
+def stop_validation(api, name: str, note: str, *, resync: bool = True) -> list[str]:
     """Pause the task's scheduled validation DAG and end its active runs: a stopped task's
     downstream no longer follows the upstream, so a validation would report drift that is only
-    the stop. start-task unpauses it. A re-sync run ends too (its hold then lapses:
-    dm_core/resync/hold.py)."""
+    the stop. start-task (and `validation start`) unpauses it. With ``resync``, a re-sync run
+    ends too (its hold then lapses: dm_core/resync/hold.py)."""
     dag = lc.dag_id(name, "validate")
     api.set_paused(dag, True)  # a task file without it (404) is fine
     ended = []
-    for d in (dag, lc.dag_id(name, "resync")):
+    for d in (dag, lc.dag_id(name, "resync")) if resync else (dag,):
         for run in api.active_runs(d):
             api.end_run(d, run["dag_run_id"], "failed", note)
             ended.append(f"{d} run {run['dag_run_id']} ({run['state']} → failed)")

@@ -2,8 +2,15 @@
 
 - ``validate TASK``: compare now, in this process (dm_core/validate/compare.py); the result is
   also stored as the task's newest validation (run id ``dmctl-<time>``).
-- ``validation start TASK``: trigger the scheduled DAG ``dm_<task>_validate`` now (on Spark).
+- ``validation start TASK``: trigger the scheduled DAG ``dm_<task>_validate`` now (on Spark),
+  its schedule resumed.
+- ``validation stop TASK``: pause that schedule and end the runs under way (DM stops its
+  continuous validator; `validation start` resumes both).
 - ``validation status TASK``: the newest validation result in DM's response shape.
+- ``validation show-error [--error all|unprocessed|ignored] TASK``: the newest result's differing
+  rows as DM's validation errors (every one unprocessed: shardflow has no ignore-error).
+- DM's ``validation ignore-error|resolve-error|clear-error|update`` say why there is nothing to
+  act on (no error states kept: a re-sync mends the rows).
 """
 
 from __future__ import annotations
@@ -41,6 +48,15 @@ def cmd_validation(a, store, task) -> int:
             out["tableStatuses"] = [t for t in out["tableStatuses"] if t["stage"].lower() == a.table_stage]
         print(json.dumps(out, indent=2, default=str))
         return 0
+    if a.op in NO_ERROR_STATES:
+        print(f"dmctl validation {a.op}: shardflow's validation keeps no error states to change: every run compares "
+              f"the tables anew. To mend the rows a validation named, trigger dm_{task.name}_resync "
+              "(what=last_validation); the validation it triggers afterwards shows what is left", file=sys.stderr)
+        return 1
+    if a.op == "show-error":
+        got = store.validation(task.name)
+        print(json.dumps(dm_errors(from_dict(got) if got else None, a.error), indent=2, default=str))
+        return 0
     from dm_core.cli.airflow_api import AirflowAPI
 
     from dm_core.state.lifecycle import dag_id as dag_of
@@ -51,6 +67,13 @@ def cmd_validation(a, store, task) -> int:
         print(f"task {task.name}: Airflow has no DAG {dag_id} (start the task with `dmctl start-task` first)",
               file=sys.stderr)
         return 1
+    if a.op == "stop":
+        from dm_core.cli.lifecycle import stop_validation
+
+        done = stop_validation(api, task.name, "stopped by `dmctl validation stop`", resync=False)
+        print(f"task {task.name}: validation stopped: {'; '.join(done)}. `dmctl validation start {task.name}` "
+              "runs it now and resumes its schedule")
+        return 0
     api.set_paused(dag_id, False)
     run = api.trigger(dag_id, {"mode": a.mode} if a.mode else {})
     run_id = run.get("dag_run_id")
@@ -59,6 +82,32 @@ def cmd_validation(a, store, task) -> int:
     if not a.wait_result:
         return 0
     return _wait_for_result(api, store, task.name, dag_id, run_id, a.wait_result)
+
+
+# DM's commands on its continuous validator's error states and settings, which shardflow has not
+NO_ERROR_STATES = ("ignore-error", "resolve-error", "clear-error", "update")
+
+# DM's validation error types (dm/syncer/validator_checkpoint.go), by kind of differing row
+_ERROR_TYPE = {"missing": "Expected rows not exist", "changed": "Column data not matched", "extra": "Deleted rows exist"}
+
+
+def dm_errors(r, state: str = "unprocessed") -> dict:
+    """DM's ``validation show-error`` response: the differing rows of result ``r``, each a new
+    (unprocessed) error; ``state`` ignored lists none (nothing is ever ignored here)."""
+    if r is None or state == "ignored":
+        return {"result": True, "msg": "" if r else "no validation has run yet", "error": []}
+    errors = []
+    for t in r.tables:
+        for n, d in enumerate(t.differences, 1):
+            source, _, src_table = d.origin.partition(":")
+            errors.append({
+                "id": f"{t.target}#{n}", "source": source, "srcTable": src_table,
+                "srcData": json.dumps(d.upstream, default=str) if d.upstream is not None else "",
+                "dstTable": t.target,
+                "dstData": json.dumps(d.downstream, default=str) if d.downstream is not None else "",
+                "errorType": _ERROR_TYPE.get(d.kind, d.kind), "status": "NewErr",
+                "time": r.finished_at or r.started_at or "", "message": f"{d.kind}: {d.key_text()}"})
+    return {"result": True, "msg": "", "error": errors}
 
 
 def _wait_for_result(api, store, name: str, dag_id: str, run_id: str, timeout: float) -> int:

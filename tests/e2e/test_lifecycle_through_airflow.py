@@ -339,3 +339,20 @@ def test_airflow_killed_mid_sync_resumes_every_source_from_its_checkpoint(mig, s
     mig.synced(timeout=900)  # no manual step: every source resumed from its checkpoint
     assert {s["status"] for s in mig.status()["sources"]} <= {"running", "waiting"}  # (see above)
     mig.validate()
+
+
+def test_validation_stop_pauses_its_schedule_and_ends_its_run_then_start_resumes_both(mig, stack):
+    """DM's `validation stop` / `validation start`: what `validation start` starts (a run of the
+    scheduled dm_<task>_validate) `validation stop` stops, with the schedule; start resumes both."""
+    api = _api(stack)
+    dag = f"dm_{mig.name}_validate"
+    started = dmctl(stack, "validation", "start", mig.name)
+    run_id = started.stdout.split("run ", 1)[1].split(" of ", 1)[0]
+    stopped = dmctl(stack, "validation", "stop", mig.name)
+    assert "validation stopped" in stopped.stdout and f"{dag} paused" in stopped.stdout, stopped.stdout
+    assert api.dag(dag)["is_paused"] and api.active_runs(dag) == []
+    state = api.run(dag, run_id)["state"]
+    assert state == "failed" or (state == "success" and run_id not in stopped.stdout), (state, stopped.stdout)
+    r = dmctl(stack, "validation", "start", mig.name, "--wait-result", "900", check=False)
+    assert r.returncode == 0 and "EQUAL" in r.stdout, r.stdout + r.stderr
+    assert not api.dag(dag)["is_paused"], "validation start resumes the schedule"

@@ -3,6 +3,8 @@ partition-id mapping vs the downstream table. Equal tables compare equal; each k
 damage downstream is named by its downstream key; differences the task's filters explain
 are counted as filtered, not reported."""
 
+import json
+
 import pytest
 import yaml
 
@@ -59,7 +61,7 @@ DAMAGE = [
 
 
 @pytest.mark.parametrize("kind, damage, expected", DAMAGE, ids=[k for k, _, _ in DAMAGE])
-def test_damage_downstream_is_named_by_key(merged, kind, damage, expected):
+def test_damage_downstream_is_named_by_key(merged, kind, damage, expected, capsys):
     rows = _down_rows(merged)
     run(merged.down, *[s.format(t=f"`{merged.tdb}`.`t`") for s in damage(rows)])
     r = compare_task(merged.task, merged.store, settings=_fast(merged.task))
@@ -70,6 +72,26 @@ def test_damage_downstream_is_named_by_key(merged, kind, damage, expected):
     assert t.pending == [] and t.filtered == 0
     for d in t.differences:
         assert d.kind != "missing" or d.origin.startswith(("a-", "b-")), d
+
+    # DM's `validation show-error`: each differing row as an unprocessed error of DM's types
+    from dm_core.cli.dmctl import main as dmctl
+
+    merged.store.put_validation(merged.name, f"show-{kind}", r.status, r.to_dict(), finished=True)
+    capsys.readouterr()
+    assert dmctl(["validation", "show-error", merged.name]) == 0
+    errors = json.loads(capsys.readouterr().out)["error"]
+    types = {"missing": "Expected rows not exist", "changed": "Column data not matched", "extra": "Deleted rows exist"}
+    assert sorted((e["errorType"], e["message"]) for e in errors) == \
+        sorted((types[k], f"{k}: id={i}") for k, i in expected(rows)), errors
+    assert {(e["dstTable"], e["status"]) for e in errors} == {(f"{merged.tdb}.t", "NewErr")}, errors
+    for e in errors:
+        assert (e["srcData"] == "") == (e["errorType"] == types["extra"]), e     # extra rows have no upstream row
+        assert (e["dstData"] == "") == (e["errorType"] == types["missing"]), e
+        assert e["errorType"] == types["extra"] or (e["source"].startswith(("a-", "b-")) and e["srcTable"]), e
+    assert dmctl(["validation", "show-error", "--error", "ignored", merged.name]) == 0
+    assert json.loads(capsys.readouterr().out)["error"] == []
+    assert dmctl(["validation", "resolve-error", merged.name]) == 1     # DM's error states: none kept here
+    assert f"dm_{merged.name}_resync" in capsys.readouterr().err
 
 
 def test_keyless_downstream_duplicates_are_extra_rows(merged):
