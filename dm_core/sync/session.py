@@ -209,8 +209,8 @@ class SyncSession:
             out.say(logging.WARNING,
                     f"source {self.source_id}: `{table[0]}`.`{table[1]}` has been held back{held_for(h, now)} on lock "
                     f"{h.lock_id}: its rows from {h.start} on wait in the upstream's binlog until every shard has run "
-                    f"the same DDL. Keep the upstream's binlogs from {h.start.file} on until then (purged, the rows "
-                    f"are lost); see `dmctl shard-ddl-lock {self.task.name}`; a shard that will never make the change: "
+                    f"the same DDL. Keep the upstream's binlogs from {h.start.file} on until then (purged, the replay "
+                    f"cannot read them: the source pauses with 50019 and only a re-sync brings them back); see `dmctl shard-ddl-lock {self.task.name}`; a shard that will never make the change: "
                     f"fix the downstream table by hand, then `dmctl shard-ddl-lock unlock {h.lock_id} --action skip`")
         for table in set(self._held_warned) - {t for t, _ in holds}:
             del self._held_warned[table]   # released: a later hold of it is warned about afresh
