@@ -115,13 +115,14 @@ class Replay:
 class _DDL:
     ddls: tuple[str, ...]
     end: Position
+    ts: float | None = None   # the upstream's time of the DDL (None: recorded by an older version)
 
     def to_json(self) -> dict:
-        return {"ddls": list(self.ddls), "end": pos_to_json(self.end)}
+        return {"ddls": list(self.ddls), "end": pos_to_json(self.end), "ts": self.ts}
 
     @classmethod
     def from_json(cls, d: dict) -> "_DDL":
-        return cls(tuple(d["ddls"]), pos_from_json(d["end"]))
+        return cls(tuple(d["ddls"]), pos_from_json(d["end"]), d.get("ts"))
 
 
 @dataclass
@@ -173,6 +174,14 @@ class SourceGroup:
                 "synced": sorted(list(t) for t, m in self.members.items() if m.total() >= k),
                 "unsynced": [list(t) for t in sorted(self.waiting_for(k))]}
 
+    def skipping(self) -> list[tuple[Table, "_DDL"]]:
+        """Members past the next round's DDL while others are not: their rows from that DDL on
+        are skipped until the round resolves (step 3), (table, its DDL of the round)."""
+        k = self.resolved + 1
+        if self.complete(k):
+            return []
+        return [(t, m.nth(k)) for t, m in sorted(self.members.items()) if m.nth(k) is not None]
+
     def complete(self, k: int) -> bool:
         return bool(self.members) and all(m.total() >= k for m in self.members.values())
 
@@ -190,8 +199,9 @@ class SourceGroup:
         return self.reached is not None and pos.key() < self.reached.key()
 
     # ---- transitions --------------------------------------------------------------------------
-    def on_ddl(self, table: Table, ddls: Iterable[str], pos: Position) -> DDLOutcome:
-        """A DDL event of member ``table`` ending at ``pos`` (normalised, routed ``ddls``)."""
+    def on_ddl(self, table: Table, ddls: Iterable[str], pos: Position, ts: float | None = None) -> DDLOutcome:
+        """A DDL event of member ``table`` ending at ``pos`` (normalised, routed ``ddls``), run
+        upstream at ``ts``."""
         table, ddls = tuple(table), tuple(ddls)
         m = self._member(table)
         if m.folded_until is not None and pos.key() <= m.folded_until.key():
@@ -210,7 +220,7 @@ class SourceGroup:
             raise ShardDDLInconsistent(_inconsistent(self.target, k, first[0], first[1], table, ddls))
         if first is None:
             self.round_ddls[k] = (table, ddls)
-        m.ddls.append(_DDL(ddls, pos))
+        m.ddls.append(_DDL(ddls, pos, ts))
         return self._outcome(k, ddls, pos)
 
     def _outcome(self, k: int, ddls: tuple[str, ...], pos: Position) -> DDLOutcome:
@@ -370,11 +380,11 @@ class SourceShardGroups:
         """A DDL of a table outside every group: skip it if it was executed in an earlier pass."""
         return self.in_replay(pos)
 
-    def on_ddl(self, table: Table, ddls: Iterable[str], pos: Position) -> DDLOutcome:
+    def on_ddl(self, table: Table, ddls: Iterable[str], pos: Position, ts: float | None = None) -> DDLOutcome:
         g = self.group_of(table)
         if g is None:
             raise ShardDDLLockError(f"`{table[0]}`.`{table[1]}` is in no sharding group of this source")
-        return g.on_ddl(table, ddls, pos)
+        return g.on_ddl(table, ddls, pos, ts)
 
     def on_resolved(self, target: Table) -> Replay:
         return self.groups[tuple(target)].on_resolved()

@@ -15,8 +15,9 @@ Time bounds of one source (each a parameter, documented in the README's operatio
   waiting on a shard DDL lock, or another process holds the fence) so an idle source does not
   hammer the state store; a caught-up source returns at once and the caller's poke interval paces
   the next look at the binlog.
-- ``held_warn_seconds``: a table this source holds back in optimistic mode (optimism/held.py) for
-  longer is warned about in the task log, and again after as long again while it stays held: its
+- ``held_warn_seconds``: a table whose rows this source holds back for a shard DDL lock
+  (optimistic: a held table, optimism/held.py; pessimistic: a shard past a DDL the others of its
+  group have not reached, source_group.py) for longer is warned about in the task log, and again after as long again while it stays held: its
   rows wait in the upstream's binlog, which must not be purged before the lock resolves.
 - ``record_seconds``: windows are recorded (rows/s, lag: the chart on the Migrations page) and
   mirrored (Variable, XCom) at most this often, aggregated, plus at once when the source's state
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 POKE_INTERVAL = 0.5
 # Transient errors in a row before the source pauses (backoff min(60, 2**n) s between them).
 TRANSIENT_RETRIES = 8
-# A table held back this long (optimistic shard DDL) is warned about, and again as often while it stays held.
+# A table held back this long (shard DDL, either mode) is warned about, and again as often while it stays held.
 HELD_WARN_SECONDS = 1800.0
 
 
@@ -206,12 +207,18 @@ class SyncSession:
             if age is None or age < self.held_warn_seconds or (last is not None and tick - last < self.held_warn_seconds):
                 continue
             self._held_warned[table] = tick
+            name = self.task.name
+            way_out = (f"see `dmctl shard-ddl-lock {name}`; a shard that will never make the change: fix the "
+                       f"downstream table by hand, then `dmctl shard-ddl-lock unlock {h.lock_id} --action skip`"
+                       if self.task.shard_mode == "optimistic" else
+                       f"`dmctl query-status {name}` lists under unresolved_groups the shards that have not run it: "
+                       "run the same DDL there, or take them out of the task")
             out.say(logging.WARNING,
-                    f"source {self.source_id}: `{table[0]}`.`{table[1]}` has been held back{held_for(h, now)} on lock "
-                    f"{h.lock_id}: its rows from {h.start} on wait in the upstream's binlog until every shard has run "
-                    f"the same DDL. Keep the upstream's binlogs from {h.start.file} on until then (purged, the replay "
-                    f"cannot read them: the source pauses with 50019 and only a re-sync brings them back); see `dmctl shard-ddl-lock {self.task.name}`; a shard that will never make the change: "
-                    f"fix the downstream table by hand, then `dmctl shard-ddl-lock unlock {h.lock_id} --action skip`")
+                    f"source {self.source_id}: `{table[0]}`.`{table[1]}` has been held back{held_for(h, now)} for "
+                    f"the shard DDL lock {h.lock_id}: its rows from {h.start} on wait in the upstream's binlog until "
+                    f"every shard has run the same DDL. Keep the upstream's binlogs from {h.start.file} on until then "
+                    f"(purged, the replay cannot read them: the source pauses with 50019 and only a re-sync brings "
+                    f"them back); {way_out}")
         for table in set(self._held_warned) - {t for t, _ in holds}:
             del self._held_warned[table]   # released: a later hold of it is warned about afresh
 

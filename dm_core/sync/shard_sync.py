@@ -264,11 +264,20 @@ class ShardSync:
 
     def held_notes(self, now: float | None = None) -> list[str]:
         """Optimistic: the tables this source holds back, for every window's summary while it does."""
-        return [held_line(t, h, now) for t, h in self.holds()]
+        return [held_line(t, h, now) for t, h in self.holds()] if isinstance(self.groups, HeldTables) else []
 
     def holds(self) -> list[tuple[tuple[str, str], Hold]]:
-        """Optimistic: (table, Hold) of every table this source holds back, in name order."""
-        return sorted(self.groups.held.items()) if isinstance(self.groups, HeldTables) else []
+        """(table, Hold) of every table whose rows this source holds back, in name order:
+        optimistic, the held tables; pessimistic, the members past a DDL their group's other
+        members have not reached (their rows are skipped until the round resolves)."""
+        if isinstance(self.groups, HeldTables):
+            return sorted(self.groups.held.items())
+        if not isinstance(self.groups, SourceShardGroups):
+            return []
+        from dm_core.shardddl.common import lock_id_of
+
+        return sorted((t, Hold(lock_id_of(self.task.name, g.target), d.end, d.ts))
+                      for g in self.groups.groups.values() for t, d in g.skipping())
 
     def pending(self) -> list[dict]:
         """This source's pessimistic groups that wait for DDLs (optimistic: ``held_notes``)."""
@@ -319,7 +328,7 @@ class ShardSync:
         if table not in g.members:
             g.add_member(table, version=g.resolved)
         ddls = tuple(x.sql for x in n.split())
-        out = groups.on_ddl(table, ddls, txn.end)
+        out = groups.on_ddl(table, ddls, txn.end, txn.timestamp or None)
         self.persist()  # before the checkpoint moves past the DDL
         faults.hit("shardddl.sync.after_record")
         if out.action == DONE:
