@@ -39,7 +39,7 @@ def cmd_validate(a, store, task) -> int:
 
 
 def cmd_validation(a, store, task) -> int:
-    from dm_core.validate.result import dm_status, from_dict
+    from dm_core.validate.result import dm_errors, dm_status, from_dict
 
     if a.op == "status":
         got = store.validation(task.name)
@@ -86,29 +86,6 @@ def cmd_validation(a, store, task) -> int:
 
 # DM's commands on its continuous validator's error states and settings, which shardflow has not
 NO_ERROR_STATES = ("ignore-error", "resolve-error", "clear-error", "update")
-
-# DM's validation error types (dm/syncer/validator_checkpoint.go), by kind of differing row
-_ERROR_TYPE = {"missing": "Expected rows not exist", "changed": "Column data not matched", "extra": "Deleted rows exist"}
-
-
-def dm_errors(r, state: str = "unprocessed") -> dict:
-    """DM's ``validation show-error`` response: the differing rows of result ``r``, each a new
-    (unprocessed) error; ``state`` ignored lists none (nothing is ever ignored here)."""
-    if r is None or state == "ignored":
-        return {"result": True, "msg": "" if r else "no validation has run yet", "error": []}
-    errors = []
-    for t in r.tables:
-        for n, d in enumerate(t.differences, 1):
-            source, _, src_table = d.origin.partition(":")
-            errors.append({
-                "id": f"{t.target}#{n}", "source": source, "srcTable": src_table,
-                "srcData": json.dumps(d.upstream, default=str) if d.upstream is not None else "",
-                "dstTable": t.target,
-                "dstData": json.dumps(d.downstream, default=str) if d.downstream is not None else "",
-                "errorType": _ERROR_TYPE.get(d.kind, d.kind), "status": "NewErr",
-                "time": r.finished_at or r.started_at or "", "message": f"{d.kind}: {d.key_text()}"})
-    return {"result": True, "msg": "", "error": errors}
-
 
 def _wait_for_result(api, store, name: str, dag_id: str, run_id: str, timeout: float) -> int:
     """Wait for the run to finish; print its result. 0: equal, 1: differences/pending, 2: failed."""

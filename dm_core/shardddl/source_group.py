@@ -395,15 +395,17 @@ class SourceShardGroups:
         for g in self.groups.values():
             g.committed(pos)
 
+    @property
     def replaying(self) -> dict[Table, Position]:
-        """Member tables whose skipped rows a replay under way brings back → from where."""
+        """Member tables whose skipped rows a replay under way brings back → from where (as
+        ``HeldTables.replaying``)."""
         return {t: g.replay.rewind_to for g in self.groups.values() if g.replay is not None for t in g.replay.tables}
 
     def give_up_replay(self) -> tuple[list[Table], Position | None]:
         """Stop every replay (its binlog is gone: the operator accepted losing those rows); returns
         the tables they were bringing back and where the first pass had read (the horizon): the
         source goes on from there, every row before it counting as handled."""
-        tables = sorted(self.replaying())
+        tables = sorted(self.replaying)
         for g in self.groups.values():
             if g.replay is not None:
                 g.replay = None

@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from dm_core import faults
 from dm_core.position import Position
 from dm_core.shardddl import executor
-from dm_core.shardddl.common import EXEC, HOLD, SKIP, WAIT, fmt_tables
+from dm_core.shardddl.common import EXEC, HOLD, SKIP, WAIT, fmt_tables, lock_id_of
 from dm_core.shardddl.ddl_norm import CREATE, IGNORE, NormalizedDDL
 from dm_core.shardddl.downstream import read_table_schema
 from dm_core.shardddl.lock_ops import ops_for
@@ -219,12 +219,11 @@ class ShardSync:
         from dm_core.errors import ErrorCode
 
         g = self.groups
-        replaying = self._replaying()
+        replaying = g.replaying if isinstance(g, (HeldTables, SourceShardGroups)) else {}
         if getattr(err, "code", None) is not ErrorCode.BINLOG_POSITION_LOST or not replaying or not g.in_replay(at):
             return err
         tables = ", ".join(f"`{t[0]}`.`{t[1]}` (from {p})" for t, p in sorted(replaying.items()))
-        router = self.task.rules_for(self.source_id).router
-        targets = sorted({".".join(router.route(*t)) for t in replaying})
+        targets = sorted({".".join(self._target(t)) for t in replaying})
         new = ErrorCode.HELD_ROWS_PURGED.error(
             f"source {self.source_id} cannot replay the rows it held back of {tables} up to {g.horizon}: {err}",
             workaround=f"Those rows are not downstream. `dmctl binlog skip {self.task.name} -s {self.source_id}` gives "
@@ -234,33 +233,29 @@ class ShardSync:
         new.position = at
         return new
 
-    def _replaying(self) -> dict:
-        g = self.groups
-        if isinstance(g, HeldTables):
-            return dict(g.replaying)
-        return g.replaying() if isinstance(g, SourceShardGroups) else {}
+    def _target(self, table) -> tuple[str, str]:
+        """The routed (schema, table) of one of this source's upstream tables."""
+        return tuple(self.task.rules_for(self.source_id).router.route(*table))
 
-    def give_up_replay(self, state: dict) -> tuple[list, Position | None]:
-        """The operator skipped a replay whose binlog is gone: (tables, where to go on from);
-        ``groups`` then holds the state to write with the checkpoint (one write)."""
-        from dm_core.shardddl.common import lock_id_of
-
+    def give_up_replay(self, state: dict) -> tuple[list, Position | None, str | None]:
+        """The operator skipped a replay whose binlog is gone: (tables, where to go on from, the
+        groups' state to write with the checkpoint in one write; None: no shard state)."""
         self.load(state)
         if not isinstance(self.groups, (HeldTables, SourceShardGroups)):
-            return [], None
+            return [], None, None
         tables, horizon = self.groups.give_up_replay()
         if isinstance(self.groups, HeldTables):
             # the lock waits for each table's skip ack, which the replay would have given at the
             # table's DDL: given here, before the state says the replay is over (a kill in between
             # leaves the pause, and the next skip acks again)
-            ops, router = ops_for("optimistic"), self.task.rules_for(self.source_id).router
+            ops = ops_for("optimistic")
             for t in tables:
-                lock_id = lock_id_of(self.task.name, tuple(router.route(*t)))
+                lock_id = lock_id_of(self.task.name, self._target(t))
                 op = ops.get_operation(self.store, self.task.name, self.source_id, lock_id, table=t)
                 if op is not None and op.action == SKIP and not op.done:
                     ops.ack_done(self.store, self.task.name, self.source_id, lock_id, op.step)
         self._saved = self.groups.to_json()
-        return tables, horizon
+        return tables, horizon, self._saved
 
     def held_notes(self, now: float | None = None) -> list[str]:
         """Optimistic: the tables this source holds back, for every window's summary while it does."""
@@ -274,8 +269,6 @@ class ShardSync:
             return sorted(self.groups.held.items())
         if not isinstance(self.groups, SourceShardGroups):
             return []
-        from dm_core.shardddl.common import lock_id_of
-
         return sorted((t, Hold(lock_id_of(self.task.name, g.target), d.end, d.ts))
                       for g in self.groups.groups.values() for t, d in g.skipping())
 
@@ -362,9 +355,8 @@ class ShardSync:
 
         if n.action == IGNORE:
             if n.kind == "drop table":  # the dropped shards leave their locks (DM's TryRemoveTable)
-                route = self.task.rules_for(self.source_id).router.route
                 for t in n.tables:
-                    ops_for("optimistic").remove_member(self.store, self.task.name, tuple(route(*t)),
+                    ops_for("optimistic").remove_member(self.store, self.task.name, self._target(t),
                                                         (self.source_id, t[0], t[1]))
             return ShardStep(GO, f"ignored on a sharded table: {n.reason}")
         if self.groups is not None and self.groups.should_skip_dml(table, txn.start):

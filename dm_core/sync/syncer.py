@@ -332,9 +332,9 @@ class Syncer:
         pause, so a kill leaves either the pause or the source going on. None: not a skip."""
         if op is None or op.op != "skip":
             return None
-        tables, horizon = self.shard.give_up_replay(st)
+        tables, horizon, groups = self.shard.give_up_replay(st)
         fields = dict(stage="sync", error=None, error_code=None, error_stmt=None, error_pos=None,
-                      shard_groups=self.shard.groups.to_json())
+                      **({"shard_groups": groups} if groups is not None else {}))
         if horizon is not None:
             fields.update(binlog_file=horizon.file, binlog_pos=horizon.pos,
                           **({"binlog_gtid": horizon.gtid} if horizon.gtid else {}))

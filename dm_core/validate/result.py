@@ -178,5 +178,28 @@ def dm_status(r: ValidationResult | None, task: str, sources: list[str]) -> dict
     return {"result": True, "msg": "", "validators": validators, "tableStatuses": tables, "validation": r.to_dict()}
 
 
+# DM's validation error types (dm/syncer/validator_checkpoint.go), by kind of differing row
+_ERROR_TYPE = {"missing": "Expected rows not exist", "changed": "Column data not matched", "extra": "Deleted rows exist"}
+
+
+def dm_errors(r: ValidationResult | None, state: str = "unprocessed") -> dict:
+    """DM's ``validation show-error`` response shape: the differing rows of result ``r``, each a
+    new (unprocessed) error; ``state`` ignored lists none (nothing is ever ignored here)."""
+    if r is None or state == "ignored":
+        return {"result": True, "msg": "" if r else "no validation has run yet", "error": []}
+    errors = []
+    for t in r.tables:
+        for n, d in enumerate(t.differences, 1):
+            source, _, src_table = d.origin.partition(":")
+            errors.append({
+                "id": f"{t.target}#{n}", "source": source, "srcTable": src_table,
+                "srcData": json.dumps(d.upstream, default=str) if d.upstream is not None else "",
+                "dstTable": t.target,
+                "dstData": json.dumps(d.downstream, default=str) if d.downstream is not None else "",
+                "errorType": _ERROR_TYPE.get(d.kind, d.kind), "status": "NewErr",
+                "time": r.finished_at or r.started_at or "", "message": f"{d.kind}: {d.key_text()}"})
+    return {"result": True, "msg": "", "error": errors}
+
+
 def _has_source(t: TableResult, sid: str) -> bool:
     return any(s.split(":", 1)[0] == sid for s in t.shards)
