@@ -47,7 +47,8 @@ class AirflowAPI:
                 return pw
         return ""
 
-    def _call(self, method: str, path: str, body: dict | None = None, auth: bool = True):
+    def _call(self, method: str, path: str, body: dict | None = None, auth: bool = True, *,
+              conflict_ok: bool = False):
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
@@ -58,7 +59,7 @@ class AirflowAPI:
                 raw = r.read()
                 return json.loads(raw) if raw else None
         except urllib.error.HTTPError as e:
-            if e.code == 404:
+            if e.code == 404 or (e.code == 409 and conflict_ok):
                 return None
             detail = e.read().decode(errors="replace")[:500]
             raise ErrorCode.AIRFLOW_API.error(f"Airflow {method} {path}: HTTP {e.code}: {detail}") from None
@@ -126,9 +127,11 @@ class AirflowAPI:
         return out.get("task_instances", [])
 
     def end_task(self, dag_id: str, run_id: str, task_id: str, state: str, note: str) -> None:
-        """Set one task instance to ``state`` (success | failed | skipped); a running one is killed."""
+        """Set one task instance to ``state`` (success | failed | skipped); a running one is killed.
+        One that finished meanwhile (Airflow answers 409 "already in ... state": a sensor that saw
+        the stop ended itself) is left as it is: it has ended, which is what was asked."""
         self._call("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}",
-                   {"new_state": state, "note": note})
+                   {"new_state": state, "note": note}, conflict_ok=True)
 
     def clear_tasks(self, dag_id: str, run_id: str, task_ids: list[str]) -> None:
         """Run ``task_ids`` of a run again (their run becomes active again if it had ended)."""
