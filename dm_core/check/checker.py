@@ -52,10 +52,13 @@ NEVER_IGNORED = frozenset({"connection"})
 SHARDING_ITEMS = frozenset({sharding.schema_of_shard_tables.item, sharding.auto_increment_ID.item})
 
 
-def run_prechecks(task, sources: dict[str, Endpoint], target: Endpoint, *, resuming: str = "fresh") -> CheckReport:
+def run_prechecks(task, sources: dict[str, Endpoint], target: Endpoint, *, resuming: str = "fresh",
+                  start_times: dict[str, str] | None = None) -> CheckReport:
     """Check a task against its real servers. ``sources`` maps source-id -> Endpoint;
-    ``resuming``: fresh | full | incremental (lifecycle.resume_point)."""
+    ``resuming``: fresh | full | incremental (lifecycle.resume_point); ``start_times``: the
+    sources `start-task --start-time` moves to a time (their `meta` is not used)."""
     ctx = CheckContext.gather(task, sources, target)
+    ctx.start_times = dict(start_times or {})
     results: list[CheckResult] = []
     for check in CHECKS:
         if _skipped(check, task) or (resuming != "fresh" and check.item in SHARDING_ITEMS) \

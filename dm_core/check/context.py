@@ -76,6 +76,7 @@ class CheckContext:
     sources: dict[str, ServerFacts]                # source-id -> facts, in task order
     target: ServerFacts
     endpoints: dict[str, Endpoint] = field(default_factory=dict, repr=False)
+    start_times: dict[str, str] = field(default_factory=dict)   # source-id -> start-task --start-time
 
     @classmethod
     def gather(cls, task, sources: dict[str, Endpoint], target: Endpoint) -> "CheckContext":

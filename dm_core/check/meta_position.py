@@ -21,6 +21,9 @@ _FIX = ("set mysql-instances[].meta to an existing binlog position (see SHOW BIN
 def meta_position(ctx, src: ServerFacts):
     if ctx.task.task_mode != "incremental":
         return []
+    if src.label in ctx.start_times:   # as DM: --start-time wins over meta, which is not checked
+        return [passed(f"start-task --start-time {ctx.start_times[src.label]}: the sync starts at that time's "
+                       f"binlog position, not at meta")]
     meta = getattr(ctx.instance(src.label), "meta", None)
     if meta is None:
         return [passed("no meta: replication starts at the task's checkpoint, else at the current position")]

@@ -215,17 +215,22 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         on_loaded(task)
     text = Path(a.file).read_text()
     all_ids = [i.source_id for i in task.mysql_instances]
+    start_time = getattr(a, "start_time", None)
+    if start_time is not None:
+        check_start_time(task, start_time)
     api = api_factory()
     with open_store() as store:
         only = _sources(task, a.source) if a.source else None
         for sid in all_ids:
             source_endpoint(store, sid)  # every source must be registered
+        if start_time is not None and not a.remove_meta:
+            refuse_start_time_with_shard_state(store, task)
         info = store.task_info(task.name)
         if info is not None and info["status"] != lc.STOPPED:
             active = [f"{lc.dag_id(task.name, p)} run {r['dag_run_id']} ({r['state']})"
                       for p in lc.PHASES for r in api.active_runs(lc.dag_id(task.name, p))]
             if only:
-                return _start_sources(api, store, task, only, active)
+                return _start_sources(api, store, task, only, active, start_time)
             if active:
                 print(f"task {task.name} is already {info['status']} ({'; '.join(active)}): nothing done. "
                       f"`dmctl stop-task {task.name}` first to start it again"
@@ -251,6 +256,11 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         generation = store.start_task(task.name, text)
         if only:
             store.request_sources(task.name, [s for s in all_ids if s not in only], lc.STOPPED, all_sources=all_ids)
+        if start_time is not None:
+            store.set_start_time(task.name, only or all_ids, start_time)
+            print(f"task {task.name}: source(s) {', '.join(only or all_ids)} start at the binlog position of "
+                  f"{start_time}{'' if _has_offset(start_time) else ' (in the upstream time zone)'}; "
+                  f"their checkpoints move there")
         resume = lc.resume_point(task, store.all_source_states(task.name))
     ids = {p: lc.dag_id(task.name, p) for p in ("precheck", "full", "incremental", "shard_ddl_unlock", "validate",
                                                  "resync")}
@@ -275,10 +285,55 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
     return 0
 
 
-def _start_sources(api, store, task, sources: list[str], active: list[str]) -> int:
+def check_start_time(task, text: str) -> None:
+    """``--start-time``: a time in one of DM's spellings, for a task whose sync starts at a
+    binlog position it is told (task-mode incremental). Raises CONFIG_INVALID saying why not."""
+    from dm_core.binlog.by_time import parse_start_time
+    from dm_core.errors import ErrorCode
+
+    parse_start_time(text)
+    if task.task_mode != "incremental":
+        raise ErrorCode.CONFIG_INVALID.error(
+            f"--start-time is for task-mode incremental; task {task.name} has task-mode {task.task_mode}, whose "
+            f"sync starts where its full phase's dump was taken",
+            workaround="Set `task-mode: incremental` in the task file to sync from that time, or start without "
+                       "--start-time.")
+
+
+def _has_offset(text: str) -> bool:
+    from dm_core.binlog.by_time import parse_start_time
+
+    return parse_start_time(text).offset is not None
+
+
+def refuse_start_time_with_shard_state(store, task) -> None:
+    """The sharding groups a source tracks (what its tables have met, where a replay would
+    begin; every source of a shard-mode task that has synced has them) and the task's locks
+    refer to binlog positions the new start would jump over or go back behind: only a start
+    that forgets them (--remove-meta) may move the sources to a time."""
+    from dm_core.errors import ErrorCode
+    from dm_core.shardddl import coordinator
+
+    if not task.shard_mode:
+        return
+    held = [s["source_id"] for s in store.all_source_states(task.name) if s.get("shard_groups")]
+    locks = coordinator.list_locks(store, task.name, active_only=True)
+    if held or locks:
+        raise ErrorCode.CONFIG_INVALID.error(
+            f"--start-time: task {task.name} has shard DDL state ("
+            + "; ".join(([f"sources {', '.join(held)} track their sharding groups"] if held else [])
+                        + ([f"{len(locks)} lock(s) active"] if locks else []))
+            + "), which positions before or after the new start would contradict",
+            workaround="Add --remove-meta to start over from that time (checkpoints and shard DDL state are "
+                       "forgotten), or start without --start-time.")
+
+
+def _start_sources(api, store, task, sources: list[str], active: list[str], start_time: str | None = None) -> int:
     """start-task -s on a running task: start the named stopped sources again."""
     all_ids = [i.source_id for i in task.mysql_instances]
     store.request_sources(task.name, sources, lc.RUNNING, all_sources=all_ids, clear_error=True)
+    if start_time is not None:
+        store.set_start_time(task.name, sources, start_time)
     dag = lc.dag_id(task.name, "incremental")
     runs = api.active_runs(dag) or api.runs(dag, 1)
     if not runs:
@@ -287,7 +342,8 @@ def _start_sources(api, store, task, sources: list[str], active: list[str]) -> i
     run_id = runs[-1]["dag_run_id"]
     api.clear_tasks(dag, run_id, [lc.sensor_task_id(s) for s in sources])
     print(f"task {task.name}: source(s) {', '.join(sources)} started again in {dag} run {run_id}; "
-          f"they resume from their checkpoints")
+          + (f"they start at the binlog position of {start_time}" if start_time is not None
+             else "they resume from their checkpoints"))
     return 0
 
 

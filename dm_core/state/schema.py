@@ -103,6 +103,9 @@ ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS requested text NOT NULL DE
 ALTER TABLE {s}.operator_command ADD COLUMN IF NOT EXISTS binlog_pos text;
 -- which upstream server the checkpoint's file and position belong to (dm_core/sync/checkpoint.py)
 ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS binlog_server text;
+-- `dmctl start-task --start-time`: the time the source's next window starts at, until it has
+-- moved its checkpoint there (dm_core/binlog/by_time.py, Syncer._start_at_time)
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS start_time text;
 """
 
 
@@ -129,7 +132,7 @@ def apply_schema(cur, ddl: str, lock_key: int, *, newest: tuple[str, str]) -> No
 def migrate_state(cur) -> None:
     """The state store's own tables (``StateStore.migrate``); shard DDL, the full phase's
     plans and online DDL add theirs through ``apply_schema`` under their own lock keys."""
-    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("source_state", "binlog_server"))
+    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("source_state", "start_time"))
 
 
 @contextmanager

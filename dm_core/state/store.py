@@ -197,11 +197,21 @@ class StateStore:
                 f"generation = {SCHEMA}.task.generation + 1, updated_at = now() RETURNING generation",
                 (name, state_key.seal(config_text)))
             gen = cur.fetchone()[0]
-            cur.execute(f"UPDATE {SCHEMA}.source_state SET requested = 'running', updated_at = now() WHERE task = %s",
-                        (name,))
+            # a --start-time belongs to the start-task that gave it (set_start_time, after this)
+            cur.execute(f"UPDATE {SCHEMA}.source_state SET requested = 'running', start_time = NULL, updated_at = now() "
+                        "WHERE task = %s", (name,))
             cur.execute(f"UPDATE {SCHEMA}.source_state SET stage = 'sync', error = NULL, error_code = NULL, "
                         "updated_at = now() WHERE task = %s AND stage = 'paused'", (name,))
             return gen
+
+    def set_start_time(self, name: str, sources: list[str], text: str) -> None:
+        """`start-task --start-time`: each source's next window starts at the binlog position of
+        that time (Syncer._start_at_time), then the source goes on from its checkpoints."""
+        with self.tx() as cur:
+            for sid in sources:
+                cur.execute(f"INSERT INTO {SCHEMA}.source_state (task, source_id, start_time) VALUES (%s, %s, %s) "
+                            "ON CONFLICT (task, source_id) DO UPDATE SET start_time = EXCLUDED.start_time, "
+                            "updated_at = now()", (name, sid, text))
 
     def stop_task(self, name: str) -> int:
         """``name`` stopped; the generation moves on, so no run of an earlier start goes on.
@@ -296,7 +306,7 @@ class StateStore:
             "stage", "binlog_file", "binlog_pos", "binlog_gtid", "safe_exit_file", "safe_exit_pos",
             "low_file", "low_pos", "low_gtid", "high_file", "high_pos", "high_gtid", "applied_rows",
             "applied_events", "last_event_ts", "lag_seconds", "rows_per_second", "error", "error_code",
-            "error_stmt", "error_pos", "shard_groups", "binlog_server",
+            "error_stmt", "error_pos", "shard_groups", "binlog_server", "start_time",
         }
         unknown = set(fields) - allowed
         if unknown:

@@ -61,6 +61,48 @@ class SourcePositions:
         self.server = server
         return start
 
+    def start_at_time(self, st: dict, up, server: str | None) -> dict:
+        """`start-task --start-time`: move the checkpoint to where the upstream's binlog stood at
+        that time (dm_core/binlog/by_time.py) and forget the time, in one state write; returns
+        the source's state as it is now. What the source had applied before may lie past the
+        new start: its old checkpoint (and exit point) becomes the safe-mode exit point, so that
+        stretch replays in safe mode; a source that had none gets the start's time-based safe
+        mode (safe_mode.start_phase), as any first start. A time past the upstream's newest
+        event raises START_TIME_TOO_LATE and keeps the time: resume-task looks again."""
+        from dm_core.binlog.by_time import instant, parse_start_time, position_at_time
+        from dm_core.db import connect
+
+        text = st["start_time"]
+        conn = connect(up)
+        try:
+            when = instant(conn, parse_start_time(text))
+        finally:
+            conn.close()
+        found = position_at_time(up, when, server_id=replica_server_id(self.task.name, self.source_id))
+        utc = datetime.datetime.fromtimestamp(when, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        if found.position is None:
+            raise ErrorCode.START_TIME_TOO_LATE.error(
+                f"source {self.source_id}: start-time {text} ({utc}) is too late, no binlog location matches it: "
+                f"nothing {up} has written up to {found.newest} is stamped at or after it")
+        if found.kind == "before_first":
+            log.warning("source %s: start-time %s (%s) is before the oldest binlog %s keeps (%s): starting from "
+                        "its oldest transaction at %s; what the upstream wrote before it was purged and is not "
+                        "replayed", self.source_id, text, utc, up, found.oldest, found.position)
+        same_server = not st.get("binlog_server") or not server or st["binlog_server"] == server
+        applied = [Position(st[f], int(st[p])) for f, p in (("binlog_file", "binlog_pos"),
+                                                            ("safe_exit_file", "safe_exit_pos"),
+                                                            ("high_file", "high_pos")) if st.get(f)] if same_server else []
+        exit_point = max(applied, key=Position.key, default=None)
+        fields = dict(binlog_file=found.position.file, binlog_pos=found.position.pos, binlog_gtid=None,
+                      binlog_server=server, start_time=None,
+                      safe_exit_file=exit_point.file if exit_point else None,
+                      safe_exit_pos=exit_point.pos if exit_point else None)
+        self.store.update_source_state(self.task.name, self.source_id, **fields)
+        log.info("source %s: start-time %s (%s) is at %s on %s: the checkpoint moves there%s", self.source_id, text,
+                 utc, found.position, up,
+                 f"; safe mode up to {exit_point}, what the source had applied before" if exit_point else "")
+        return {**st, **fields}
+
     def _switched(self, up, start: Position, was: str, now: str) -> Position:
         got = self.store.get_source(self.source_id)
         enabled = bool(got and got[0].get("enable-gtid"))

@@ -286,6 +286,8 @@ class Syncer:
         finally:
             uconn.close()
         try:
+            if st.get("start_time"):   # start-task --start-time: the checkpoint moves to that time first
+                st = self.positions.start_at_time(st, up, server)
             start = self.positions.start(st, until, up, server)
         except Terminal as e:   # no place to start from on this server (checkpoint.py says why)
             return self._refuse_start(e, WindowResult(self.source_id, "-", "-", str(until)))

@@ -47,12 +47,14 @@ class PrecheckOperator(BaseOperator):
             self.log.warning("task file: %s", w)
         with runtime.open_store() as store:
             _end_if_not_current(store, task.name, context)
-            resuming = lifecycle.resume_point(task, store.all_source_states(task.name))
+            states = store.all_source_states(task.name)
+            resuming = lifecycle.resume_point(task, states)
+            start_times = {s["source_id"]: s["start_time"] for s in states if s.get("start_time")}
             sources = {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances}
             if resuming == "fresh":  # a restart keeps the stage that says where it resumes
                 for sid in sources:
                     store.update_source_state(task.name, sid, stage="precheck", error=None)
-        report = run_prechecks(task, sources, target_endpoint(task), resuming=resuming)
+        report = run_prechecks(task, sources, target_endpoint(task), resuming=resuming, start_times=start_times)
         self.log.info("precheck of task %s (%s):\n%s", task.name,
                       "a fresh start" if resuming == "fresh" else f"a restart that resumes its {resuming} phase; "
                       "sharding items are skipped as the task has checkpoints", report.render())

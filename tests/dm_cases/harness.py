@@ -135,7 +135,7 @@ def start(files: DMFiles, store):
     return task, sync
 
 
-def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = True):
+def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = True, start_time: str | None = None):
     """What `dmctl start-task [--remove-meta] FILE` has Airflow run, in this process: the reset
     (--remove-meta), the precheck as the precheck DAG runs it (a task resuming from checkpoints
     skips the sharding items, as in DM), the start in the state store, then the phases the
@@ -148,14 +148,23 @@ def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = Tr
     from dm_core.sources import source_endpoint, target_endpoint
     from dm_core.state import lifecycle
 
+    from dm_core.cli import lifecycle as cli_lifecycle
+
     task = load_task_file(str(task_file))
+    if start_time is not None:   # dmctl's checks of --start-time
+        cli_lifecycle.check_start_time(task, start_time)
+        if not remove_meta:
+            cli_lifecycle.refuse_start_time_with_shard_state(store, task)
     if remove_meta:
         reset_task(store, task.name, task)
     resume = lifecycle.resume_point(task, store.all_source_states(task.name))
-    report = run_prechecks(task, {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances},
-                           target_endpoint(task), resuming=resume)
+    ids = [i.source_id for i in task.mysql_instances]
+    report = run_prechecks(task, {sid: source_endpoint(store, sid) for sid in ids}, target_endpoint(task),
+                           resuming=resume, start_times=dict.fromkeys(ids, start_time) if start_time else None)
     assert report.ok, report.render()
     store.start_task(task.name, Path(task_file).read_text())
+    if start_time is not None:
+        store.set_start_time(task.name, ids, start_time)
     if task.task_mode in ("all", "full") and resume != "incremental":
         full_phase(task, store, fresh=resume == "fresh")
     if task.task_mode == "full":

@@ -2,7 +2,16 @@
 files (conf/, vendored unchanged; the source says `flavor: ''` with GTID on, the test sets mariadb)
 and our own statements for its situations:
 
-1. start_task_by_time: `start-task --start-time` is not ported (see the end);
+1. start_task_by_time: the upstream's global zone +02:00, the downstream's +06:00; `t1` created,
+   the time taken (upstream wall clock, as DM's `TZ='UTC-2' date`), `t2` created with four rows;
+   DM's task file with run.sh's `sed` to task-mode incremental. `start-task --start-time` with
+   that time: only `t2` downstream, with its rows. Stopped and started again with the same time
+   over the rows already downstream: they replay in safe mode (no duplicate-key pause; DM greps
+   "enable safe-mode for safe mode exit point"), then again into an empty downstream database
+   (DM's run: only `t2`). A time before the oldest binlog ('1995-03-07 01:02:03'): starts at the
+   oldest transaction, so `t1` too. A time after the newest event ('2037-12-12 01:02:03'): the
+   source pauses with "no binlog location matches it" (code 50020) and keeps the time, resume-task
+   pauses again. Plus what dmctl refuses: a time in none of DM's spellings, and task-mode all;
 2. init_tracker_test: 100 tables of two rows (`i TINYINT, j INT UNIQUE KEY`, no primary key),
    full phase, rows into the first 50 only, stop-task, start-task from the checkpoints, two more
    rows in every table: all 100 equal upstream (DM greps its schema tracker's log for t50 and t51:
@@ -13,16 +22,18 @@ and our own statements for its situations:
 4. test_COMMIT_in_QueryEvent: MyISAM tables (their binlog transactions end with a COMMIT query
    event, not an XID), one created through the binlog: every row arrives, query-status running.
 
-Not ported: `start-task --start-time` (DM's start_task_by_time: only what the upstream wrote
-after that time replicates, a time before the oldest binlog starts there, a time after the newest
-event pauses with "no binlog location matches it"): shardflow's dmctl has no `--start-time`; a
-task starts at its `meta` position or its checkpoints. Relay (`stop-relay`, `transfer-source`),
-DM's log greps.
+Not ported: relay (`stop-relay`, `transfer-source`: the time is found in the upstream's own binlog
+here, DM's remote finder), DM's log greps. For part 1 the upstream's binlogs are purged first
+(FLUSH + PURGE), so "the oldest binlog" holds only this case's events.
 """
 
+import datetime
 import json
+import logging
+import time
 
 import pytest
+import yaml
 
 from dm_core import faults
 
@@ -121,3 +132,121 @@ def test_myisam_transactions_end_with_a_commit_query(case, stack):
     assert run_sql(stack["down"], f"SELECT COUNT(*) FROM {DB}.t1") == [(11,)]
     st = _status(task.name)
     assert st["error"] is None and st["stage"] == "sync", st
+
+
+@pytest.fixture
+def zones(stack):
+    run_sql(stack["up1"], "SET GLOBAL time_zone = '+02:00'")
+    run_sql(stack["down"], "SET GLOBAL time_zone = '+06:00'")
+    yield
+    run_sql(stack["up1"], "SET GLOBAL time_zone = SYSTEM")
+    run_sql(stack["down"], "SET GLOBAL time_zone = SYSTEM")
+
+
+def _purge_older_binlogs(ep) -> None:
+    """FLUSH, then PURGE up to the new file once no dump reads an older one (the server keeps
+    such a file, silently)."""
+    run_sql(ep, "FLUSH BINARY LOGS")
+    newest = run_sql(ep, "SHOW MASTER STATUS")[0][0]
+    deadline = time.monotonic() + 30
+    while True:
+        run_sql(ep, f"PURGE BINARY LOGS TO '{newest}'")
+        if [r[0] for r in run_sql(ep, "SHOW BINARY LOGS")] == [newest]:
+            return
+        assert time.monotonic() < deadline, run_sql(ep, "SHOW PROCESSLIST")
+        time.sleep(0.2)
+
+
+def _downstream_tables(stack) -> list[str]:
+    return sorted(r[0] for r in run_sql(stack["down"], f"SELECT table_name FROM information_schema.tables "
+                                                      f"WHERE table_schema = '{DB}'"))
+
+
+def _fresh_downstream(stack) -> None:
+    run_sql(stack["down"], f"DROP DATABASE IF EXISTS {DB}", f"CREATE DATABASE {DB}")
+
+
+def _stop(sync, name: str) -> None:
+    stop_task(name)
+    assert set(sync.step().values()) == {"stopped"}
+
+
+def test_start_task_by_time(case, stack, zones, caplog):
+    """Part 1."""
+    files, store = case
+    up = stack["up1"]
+    _purge_older_binlogs(up)
+    # a meta the server no longer has: --start-time wins over it (DM does not check it then)
+    gone = run_sql(up, "SHOW BINARY LOGS")[0][0].rsplit(".", 1)[0] + ".000000"
+    incremental = files.task("dm-task.yaml", {"task-mode: all": "task-mode: incremental"},
+                             out="dm-task-incremental.yaml")
+    doc = yaml.safe_load(incremental.read_text())
+    doc["mysql-instances"][0]["meta"] = {"binlog-name": gone, "binlog-pos": 4}
+    incremental.write_text(yaml.safe_dump(doc, sort_keys=False))
+    run_sql(up, f"CREATE DATABASE {DB}", f"CREATE TABLE {DB}.t1 (c INT PRIMARY KEY)")
+    time.sleep(2)   # binlog events are stamped in whole seconds
+    # the upstream's wall clock at +02:00 (same machine, same clock), as DM's TZ='UTC-2' date
+    start_time = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=2)).strftime(
+        "%Y-%m-%d %H:%M:%S")
+    time.sleep(2)
+    run_sql(up, f"CREATE TABLE {DB}.t2 (c INT PRIMARY KEY)", f"INSERT INTO {DB}.t2 VALUES (1), (2)",
+            f"INSERT INTO {DB}.t2 VALUES (3), (4)")
+    register_sources(files)
+
+    # what dmctl refuses, before anything starts
+    before = store.task_info(files.name)
+    for args, says in ((["--start-time", "yesterday"], "'2021-10-21 00:01:00'"),
+                       (["--start-time", "2021-10-21 00:01"], "is not a time")):
+        rc, out, err = dmctl("start-task", str(incremental), *args)
+        assert rc != 0 and "--start-time" in out + err and says in out + err, out + err
+    rc, out, err = dmctl("start-task", str(files.task_file), "--start-time", start_time)
+    assert rc != 0 and "task-mode incremental" in out + err, out + err
+    rc, out, err = dmctl("check-task", str(incremental))
+    assert rc != 0 and f"meta binlog file {gone} is not on the server" in out, out + err
+    rc, out, err = dmctl("check-task", str(incremental), "--start-time", start_time)
+    assert rc == 0 and "0 failed" in out, out + err
+    assert store.task_info(files.name) == before, "a refused start-task started nothing"
+
+    _fresh_downstream(stack)
+    task, sync = start_task(incremental, store, remove_meta=True, start_time=start_time)
+    assert _downstream_tables(stack) == ["t2"]
+    assert table_rows(stack["down"], DB, "t2", ["c"]) == [(1,), (2,), (3,), (4,)]
+    st = _status(task.name)
+    assert st["start_time"] is None and st["error"] is None and st["checkpoint"], st
+
+    # again over what is downstream: the stretch it had applied replays in safe mode
+    _stop(sync, task.name)
+    caplog.set_level(logging.INFO, logger="shardflow")
+    task, sync = start_task(incremental, store, start_time=start_time)
+    assert any("safe mode up to" in r.getMessage() for r in caplog.records), caplog.text
+    assert _downstream_tables(stack) == ["t2"]
+    assert table_rows(stack["down"], DB, "t2", ["c"]) == [(1,), (2,), (3,), (4,)]
+
+    # DM's run: into an empty downstream database
+    _stop(sync, task.name)
+    _fresh_downstream(stack)
+    task, sync = start_task(incremental, store, start_time=start_time)
+    assert _downstream_tables(stack) == ["t2"]
+
+    # too early: from the oldest binlog the upstream keeps
+    _stop(sync, task.name)
+    _fresh_downstream(stack)
+    caplog.clear()
+    task, sync = start_task(incremental, store, start_time="1995-03-07 01:02:03")
+    assert _downstream_tables(stack) == ["t1", "t2"]
+    assert table_rows(stack["down"], DB, "t2", ["c"]) == [(1,), (2,), (3,), (4,)]
+    assert any("before the oldest binlog" in r.getMessage() for r in caplog.records), caplog.text
+
+    # too late: paused, saying so; the time is kept for the next look
+    _stop(sync, task.name)
+    _fresh_downstream(stack)
+    task, sync = start_task(incremental, store, start_time="2037-12-12 01:02:03", settle=False)
+    assert set(sync.settle(paused_ok=True).values()) == {"paused"}
+    st = _status(task.name)
+    assert "no binlog location matches it" in st["error"] and "50020" in st["error"], st
+    assert st["start_time"] == "2037-12-12 01:02:03" and _downstream_tables(stack) == [], st
+    rc, out, err = dmctl("resume-task", task.name)
+    assert rc == 0, out + err
+    assert set(sync.settle(paused_ok=True).values()) == {"paused"}
+    assert "no binlog location matches it" in _status(task.name)["error"]
+    _stop(sync, task.name)

@@ -105,6 +105,29 @@ def test_transitions_in_the_store(scenario):
     assert {s["requested"] for s in store.all_source_states(task.name)} == {"running"}
 
 
+def test_start_time_is_one_starts_and_refused_over_shard_ddl_state(scenario):
+    """`start-task --start-time` writes the time for the sources it starts; the next start-task
+    forgets it; a task with shard DDL state takes one only with --remove-meta (the groups'
+    positions would contradict the new start)."""
+    from dm_core.cli.lifecycle import refuse_start_time_with_shard_state
+    from dm_core.errors import ErrorCode, ShardflowError
+
+    task, store, (s1, s2), *_, text = scenario
+    store.start_task(task.name, text)
+    store.set_start_time(task.name, [s1], "2021-10-21 00:01:00")
+    assert {s["source_id"]: s["start_time"] for s in store.all_source_states(task.name)} == \
+        {s1: "2021-10-21 00:01:00", s2: None}
+    store.start_task(task.name, text)
+    assert {s["start_time"] for s in store.all_source_states(task.name)} == {None}
+    with pytest.raises(ShardflowError) as e:   # both sources synced: their sharding groups are tracked
+        refuse_start_time_with_shard_state(store, task)
+    assert e.value.code is ErrorCode.CONFIG_INVALID and f"sources {s1}, {s2}" in str(e.value), e.value
+    assert "--remove-meta" in str(e.value)
+    for sid in (s1, s2):   # as --remove-meta leaves them (reset_task): nothing tracked, nothing to contradict
+        store.update_source_state(task.name, sid, shard_groups=None)
+    refuse_start_time_with_shard_state(store, task)
+
+
 def test_a_stop_beats_a_pause_on_an_error(scenario, stack):
     task, store, (s1, _), schema, tdb, _ = scenario
     _pause_on_a_downstream_error(stack, task, store, s1, schema, tdb)
