@@ -282,7 +282,8 @@ def _wait_synced(store, name: str, timeout: float, only: list[str] | None = None
                 why = "paused on an error" if gate.state == lifecycle.RUNNING else gate.reason
                 print(f"task {name}: source {sid} cannot sync: {why} (see above)", file=sys.stderr)
                 return 2
-            if not s or not s["binlog_file"] or Position(s["binlog_file"], s["binlog_pos"]).key() < target.key():
+            if not s or not s["binlog_file"] or s.get("start_time") \
+                    or Position(s["binlog_file"], s["binlog_pos"]).key() < target.key():   # a --start-time moves it first
                 behind.append(sid)
         if not behind:
             print(f"task {name}: synced: every source applied its upstream up to {', '.join(f'{k} {v}' for k, v in targets.items())}")

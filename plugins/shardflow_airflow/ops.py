@@ -97,6 +97,12 @@ class RegisterSourceOperator(BaseOperator):
             return run_dmctl(self.log, "operate-source", "create", path)
 
 
+def _start_time(p: dict) -> list[str]:
+    """Param ``start_time`` as dmctl's ``--start-time`` (empty: none)."""
+    at = str(p.get("start_time") or "").strip()
+    return ["--start-time", at] if at else []
+
+
 class AddTaskOperator(BaseOperator):
     """A pasted DM task file (Param ``task_yaml``): ``dmctl check-task``, then ``start-task``
     (Param ``start``; ``remove_meta`` starts over) or, without starting, into the tasks folder
@@ -121,9 +127,10 @@ class AddTaskOperator(BaseOperator):
         with tempfile.TemporaryDirectory(prefix="shardflow-task-") as d:
             path = Path(d) / f"{name}.yaml"     # start-task copies it into the tasks folder under this name
             path.write_text(text)
-            out = run_dmctl(self.log, "check-task", str(path))
+            at = _start_time(p)
+            out = run_dmctl(self.log, "check-task", str(path), *at)
             if p.get("start", True):
-                args = ["start-task", str(path)] + (["--remove-meta"] if p.get("remove_meta") else [])
+                args = ["start-task", str(path)] + (["--remove-meta"] if p.get("remove_meta") else []) + at
                 return out + run_dmctl(self.log, *args)
             dest = install_task_file(runtime.tasks_dir(), name, path)
             self.log.info("task %s: checked and saved as %s; its DAGs appear once the dag-processor reads it. "
@@ -147,7 +154,8 @@ class OperateTaskOperator(BaseOperator):
             f = runtime.tasks_dir() / f"{task}.yaml"
             if not f.exists():
                 raise AirflowFailException(f"task {task!r} has no file {f}: add it first (DAG shardflow_add_task)")
-            args = ["start-task", str(f), *sources] + (["--remove-meta"] if p.get("remove_meta") else [])
+            args = ["start-task", str(f), *sources] + (["--remove-meta"] if p.get("remove_meta") else []) \
+                + _start_time(p)
         else:
             args = [f"{action}-task", task, *sources]
         return run_dmctl(self.log, *args)

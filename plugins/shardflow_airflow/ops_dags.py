@@ -35,6 +35,15 @@ def _task_param(names: list[str]):
                  description="task name (the task file's `name`)", **({"examples": names} if names else {}))
 
 
+def _start_time_param():
+    from airflow.sdk import Param
+
+    return Param("", type=["null", "string"],
+                 description="start: task-mode incremental only: sync from the binlog position of this time "
+                             "(dmctl start-task --start-time), e.g. 2021-10-21 00:01:00 in the upstream's time "
+                             "zone, or 2021-10-21T00:01:00+08:00; empty: from meta or the checkpoints")
+
+
 def build_ops_dags(task_names: list[str]) -> dict:
     """``task_names``: the tasks the factory found, offered in the forms (any name may be typed)."""
     from airflow.sdk import DAG, Param
@@ -63,6 +72,7 @@ def build_ops_dags(task_names: list[str]) -> dict:
                  "start": Param(True, type="boolean", description="start it now (else only add it: its DAGs appear)"),
                  "remove_meta": Param(False, type="boolean",
                                       description="forget earlier checkpoints and loaded chunks of a task of this name"),
+                 "start_time": _start_time_param(),
              }, **_COMMON) as d:
         AddTaskOperator(task_id="add_task")
     dags[d.dag_id] = d
@@ -76,6 +86,7 @@ def build_ops_dags(task_names: list[str]) -> dict:
                  "sources": Param([], type="array", items={"type": "string"},
                                   description="only these source ids (one per line); empty: the whole task"),
                  "remove_meta": Param(False, type="boolean", description="start: begin again from a new full dump"),
+                 "start_time": _start_time_param(),
              }, **_COMMON) as d:
         OperateTaskOperator(task_id="operate_task")
     dags[d.dag_id] = d

@@ -61,6 +61,8 @@ def test_valid_and_broken_task_files(tmp_path):
     # the operations DAGs' forms offer the tasks that load (a broken file's is not among them)
     operate = out["params"]["shardflow_operate_task"]
     assert operate["task"]["examples"] == ["demo"] and operate["action"]["enum"] == ["start", "pause", "resume", "stop"]
+    assert operate["start_time"]["type"] == ["null", "string"]   # dmctl start-task --start-time
+    assert set(out["params"]["shardflow_add_task"]) == {"task_yaml", "start", "remove_meta", "start_time"}
     assert set(out["params"]["shardflow_register_source"]) == {"source_yaml", "password_connection"}
     assert out["tasks"]["dm_demo_validate"] == ["publish", "spark_validate"]
     # the re-sync: what to rewrite from Params, a Spark comparison only when tables are named

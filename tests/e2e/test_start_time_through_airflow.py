@@ -1,6 +1,8 @@
 """`dmctl start-task --start-time` through real Airflow: an incremental task started at a time
-syncs what the upstream wrote from then on and nothing before it (the DM case with its edge
-cases is tests/dm_cases/test_start_task.py::test_start_task_by_time)."""
+syncs what the upstream wrote from then on and nothing before it; stopped and started again
+from the UI's form (shardflow_operate_task, Param start_time) at an earlier time, the rows
+before the first time arrive too (the DM case with its edge cases is
+tests/dm_cases/test_start_task.py::test_start_task_by_time)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import yaml
 from dm_core.db import connect, qi, qt
 
 from ..integration.helpers import drop_schemas, target_database
-from .test_migration_through_airflow import ROOT, _source_file, dmctl
+from .test_migration_through_airflow import ROOT, _api, _source_file, dmctl
+from .test_migrations_page import _run_dag
 from .test_migration_through_airflow import airflow  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.e2e
@@ -51,6 +54,8 @@ def test_an_incremental_task_started_at_a_time_syncs_from_then_on(stack, airflow
     task_file = tmp_path / f"{name}.yaml"
     task_file.write_text(yaml.safe_dump(task, sort_keys=False))
     try:
+        first = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        time.sleep(2)
         # before the time: a table (made downstream by hand, as for any incremental task) and rows
         _run(up, f"CREATE DATABASE {qi(schema)}", _DDL.format(t=qt(schema, "t_1")),
              f"INSERT INTO {qt(schema, 't_1')} VALUES (1, 'before'), (2, 'before')")
@@ -73,6 +78,18 @@ def test_an_incremental_task_started_at_a_time_syncs_from_then_on(stack, airflow
         assert _rows(down, tdb, "t_2") == [(1, "after")]
         shown = json.loads(dmctl(stack, "query-status", name).stdout)["tasks"][0]["sources"][0]
         assert shown["start_time"] is None and shown["error"] is None, shown
+
+        # stopped, then started from the Airflow UI's form at a time before everything: the rows
+        # written before the first time arrive too (a start from the checkpoints would not)
+        dmctl(stack, "stop-task", name)
+        state, log = _run_dag(_api(stack), "shardflow_operate_task",
+                              {"task": name, "action": "start", "sources": [], "remove_meta": False,
+                               "start_time": first})
+        assert state == "success" and f"start at the binlog position of {first}" in log, log[-3000:]
+        r = dmctl(stack, "query-status", name, "--wait-synced", "600", check=False, timeout=900)
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr
+        assert _rows(down, tdb, "t_1") == [(1, "after"), (2, "before"), (3, "after")]
+        assert _rows(down, tdb, "t_2") == [(1, "after")]
     finally:
         dmctl(stack, "stop-task", name, check=False)
         (ROOT / "config" / "tasks" / f"{name}.yaml").unlink(missing_ok=True)
