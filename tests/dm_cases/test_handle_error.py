@@ -23,7 +23,9 @@ user-made downstream index rejects a row (1062 on a DML). Each scenario of DM's 
   `-b` with the position as query-status prints it (DM's 4202);
 * sharding, both shard modes: a merged-table DDL refused downstream (rows a user wrote make a
   UNIQUE key fail, DM's EXEC_ERROR_SKIP) skipped; DM's REPLACE_ERROR_MULTIPLE: a two-column
-  UNIQUE ALTER replaced by four statements on every source.
+  UNIQUE ALTER replaced by four statements on every source; DM's CROSS_DDL_SHARDING: two tables
+  per source, each running two DDLs, interleaved across tables and sources, with nothing to
+  handle (passed as first written).
 """
 
 import pytest
@@ -324,3 +326,39 @@ def test_sharded_ddls_skipped_ahead_per_source(sharding, stack):
     sync.settle()
     assert table_rows(down, DB, "tb", ["id"]) == [(1,), (2,), (3,), (4,)]
     assert "no operation waits" in _ok("binlog", "list", task.name)
+
+
+def test_two_tables_per_source_each_run_two_ddls_interleaved(sharding, stack):
+    """DM's CROSS_DDL_SHARDING: tb1 and tb2 of both sources merge into tb; tb1s run ADD COLUMN c
+    and then ADD COLUMN d (rows between, source 2's d after source 1's row), and only then do the
+    tb2s run c and d. Nothing errs: every source syncs, the merged table has c and d and the ten
+    rows (DM: every source Running, count 10)."""
+    files, store = sharding
+    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    for ep in (up1, up2):
+        run_sql(ep, f"CREATE DATABASE {DB}", f"CREATE TABLE {DB}.tb1 (a int primary key, b int)",
+                f"CREATE TABLE {DB}.tb2 (a int primary key, b int)")
+    register_sources(files)
+    task, sync = start(files, store)
+    t1, t2 = f"{DB}.tb1", f"{DB}.tb2"
+    run_sql(up1, f"alter table {t1} add column c int")
+    run_sql(up2, f"alter table {t1} add column c int")
+    run_sql(up1, f"insert into {t1} values(1,1,1)", f"insert into {t1} values(11,11,11)")
+    run_sql(up2, f"insert into {t1} values(2,2,2)", f"insert into {t1} values(22,22,22)")
+    run_sql(up1, f"alter table {t1} add column d int", f"insert into {t1} values(3,3,3,3)")
+    run_sql(up2, f"alter table {t1} add column d int", f"insert into {t1} values(6,6,6,6)")
+    run_sql(up1, f"alter table {t2} add column c int")
+    run_sql(up2, f"alter table {t2} add column c int")
+    run_sql(up1, f"insert into {t2} values(4,4,4)")
+    run_sql(up2, f"insert into {t2} values(5,5,5)")
+    run_sql(up1, f"alter table {t2} add column d int")
+    run_sql(up2, f"alter table {t2} add column d int")
+    run_sql(up1, f"insert into {t2} values(7,7,7,7)")
+    run_sql(up2, f"insert into {t2} values(8,8,8,8)")
+    sync.settle()
+    st = _status(store, task)
+    assert {v["stage"] for v in st.values()} == {"sync"} and not any(v["error"] for v in st.values()), st
+    assert run_sql(down, f"SELECT COUNT(*) FROM {DB}.tb") == [(10,)]
+    want = sorted((tuple(r) for ep in (up1, up2) for t in (t1, t2) for r in run_sql(ep, f"SELECT a, b, c, d FROM {t}")),
+                  key=repr)
+    assert table_rows(down, DB, "tb", ["a", "b", "c", "d"]) == want
