@@ -41,3 +41,9 @@ class Txn:
     # table, which, in words); the syncer pauses before a transaction with such rows of a table
     # it moves rather than write them
     partial_images: list | None = None
+    # A transaction too large to hold whole (window.PIECE_BYTES of row events) comes in pieces:
+    # ``piece`` counts them from 0, ``more`` says others follow. A piece that is not the last has
+    # ``end`` == ``start``: no checkpoint lands inside a transaction; a replay from there applies
+    # the pieces again in safe mode (the exit point covers the window).
+    piece: int = 0
+    more: bool = False

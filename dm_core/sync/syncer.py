@@ -419,14 +419,17 @@ class Syncer:
             return False               # still paused: no operation for the event it stopped at
         if txn.ddl is not None:
             return self._take_ddl(w, txn, safe, op)
+        if op is not None and txn.piece and op.op == "inject":
+            op = None   # a large transaction's later piece: the injected statements ran before the first
         if op is not None:
             w.settle(txn.start)
-            err = operator_step.on_rows(self, w, txn, op)
+            # skip and replace act on the whole transaction: its later pieces are dropped with it
+            err = operator_step.on_rows(self, w, txn, op) if not txn.piece else None
             if err is not None:
                 self._pause(txn, err, w.res)
                 return False
             if op.op != "inject":
-                w.pending.txns, w.pending.last_ts = 1, txn.timestamp
+                w.pending.txns, w.pending.last_ts = 0 if txn.more else 1, txn.timestamp
                 w.settle(txn.end)
                 return True
         partial = txn.partial_images and next(
@@ -447,7 +450,7 @@ class Syncer:
         p.spans.append((txn.start, txn.end))
         p.jobs.extend(jobs)
         p.rows += len(txn.rows)
-        p.txns += 1
+        p.txns += 0 if txn.more else 1   # a large transaction's pieces count once, at the last
         p.last_ts = txn.timestamp or p.last_ts
         # DM's `batch` is per worker: a batch feeds every worker one transaction's worth
         if p.rows >= max(1, int(self.syncer_cfg.batch)) * max(1, int(self.syncer_cfg.worker_count)):

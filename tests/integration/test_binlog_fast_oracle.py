@@ -7,6 +7,7 @@ before/after dicts, end/start positions, gtid, timestamps), on ``position`` and 
 ``events_read``.
 """
 
+import dataclasses
 import datetime
 import decimal
 
@@ -92,6 +93,18 @@ def _insert(cur, table, row_id, values, raw=()):
     cur.execute(sql, [row_id, *values.values()])
 
 
+def _joined(txns):
+    """A large transaction's pieces (BinlogWindow.PIECE_BYTES) as the one Txn the oracle gives."""
+    out = []
+    for t in txns:
+        if out and out[-1].more:
+            prev = out.pop()
+            images = (prev.partial_images or []) + (t.partial_images or [])
+            t = dataclasses.replace(t, rows=prev.rows + t.rows, piece=0, partial_images=images or None)
+        out.append(t)
+    return out
+
+
 def _both(ep, start, until, **budget):
     """Read [start, until) with both readers (each in as many windows as the budget needs)."""
     out = []
@@ -99,7 +112,7 @@ def _both(ep, start, until, **budget):
         txns, pos, reads = [], start, []
         while pos.key() < until.key():
             w = cls(ep, pos, until, server_id=sid, **budget)
-            txns.extend(w)
+            txns.extend(_joined(list(w)))
             assert w.position.key() > pos.key(), f"{cls.__name__}: a window must make progress"
             pos = w.position
             reads.append(w.events_read)
