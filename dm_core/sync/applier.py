@@ -46,6 +46,9 @@ class Applier:
         import MySQLdb
 
         texts = [t for sql, group in groupby(stmts, key=_sql) for t in self._render.render_run(sql, list(group))]
+        longest = max(map(len, texts))
+        if longest >= self._render.packet:
+            raise _too_large(texts, longest, self._render.packet)
         for attempt in range(_ATTEMPTS):
             try:
                 return self._apply_once(texts)
@@ -74,3 +77,23 @@ class Applier:
             cur.execute(b"COMMIT")
         finally:
             cur.close()
+
+
+def _too_large(texts: list[bytes], longest: int, packet: int):
+    """A statement the server would refuse for its size (one row longer than max_allowed_packet:
+    multi-row statements are cut below it). Sent anyway, the server drops the connection ("Server
+    has gone away", 2006), which reads as transient: the source would retry for minutes and then
+    pause naming the wrong cause. Refused here instead, as a permanent error naming the fix."""
+    import re
+
+    mb = 1 << 20
+    text = next(t for t in texts if len(t) == longest)
+    m = re.search(rb"`(?:[^`]|``)+`\.`(?:[^`]|``)+`", text[:512])   # the statement's table, as rendered
+    where = f" on {m.group(0).decode(errors='replace')}" if m else ""
+    err = ErrorCode.DML_REJECTED.error(
+        f"a statement{where} is {longest / mb:.1f} MB, more than the downstream's max_allowed_packet "
+        f"({packet / mb:.1f} MB): the server would refuse it (error 1153)",
+        workaround="Raise max_allowed_packet on the downstream above the row's size (SET GLOBAL "
+                   "max_allowed_packet = ...; TiDB takes up to 1 GB), then `dmctl resume-task TASK -s SOURCE`.")
+    err.errno = 1153
+    return err

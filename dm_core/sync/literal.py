@@ -46,7 +46,8 @@ class Renderer:
 
     def __init__(self, conn, max_bytes: int | None = None):
         """:param max_bytes: the longest statement to send (default: from the server)."""
-        self.max_bytes = max_bytes or _statement_cap(conn)
+        self.packet = _max_packet(conn)   # the longest statement the server accepts
+        self.max_bytes = max_bytes or max(64 << 10, min(MAX_STATEMENT_BYTES, self.packet // 2))
         quote = conn.string_literal  # C; str is encoded in the connection charset
         self._quote = quote
 
@@ -152,13 +153,12 @@ class Renderer:
         return t
 
 
-def _statement_cap(conn) -> int:
+def _max_packet(conn) -> int:
     cur = conn.cursor()
     try:
         cur.execute("SELECT @@max_allowed_packet")
-        packet = int(cur.fetchone()[0])
+        return int(cur.fetchone()[0])
     except Exception:  # a server without the variable: MySQL's smallest default
-        packet = 4 << 20
+        return 4 << 20
     finally:
         cur.close()
-    return max(64 << 10, min(MAX_STATEMENT_BYTES, packet // 2))

@@ -153,3 +153,39 @@ def test_a_transient_error_is_retried_with_backoff_and_converges_or_pauses(plain
     store.request_sources(task.name, [sid], "running", all_sources=[sid], clear_error=True)
     steps(sess, "caught_up")
     assert rows(down, tdb, "t") == [(1, "c")]
+
+
+def test_a_row_larger_than_the_downstream_packet_pauses_at_once_naming_the_fix(plain, stack):
+    """A row whose statement is longer than the downstream's max_allowed_packet: the server would
+    drop the connection ("gone away", transient: minutes of retries, then a pause naming the wrong
+    cause). The source pauses at once at the transaction, saying to raise max_allowed_packet; raised,
+    resume-task writes it."""
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    run(up, f"ALTER TABLE {qt(db, 't')} MODIFY name longtext")
+    steps(sess, "caught_up")
+    (was,) = _one(down, "SELECT @@GLOBAL.max_allowed_packet")
+    run(down, "SET GLOBAL max_allowed_packet = 1048576")   # read by the connections opened from now on
+    try:
+        run(up, f"INSERT INTO {qt(db, 't')} VALUES (1, REPEAT('x', 2 * 1048576))")
+        out = sess.step()
+        assert out.state == "paused", out.messages
+        st = store.source_state(task.name, sid)
+        assert "50011" in st["error"] and "max_allowed_packet (1.0 MB)" in st["error"], st["error"]
+        assert f"`{tdb}`.`t`" in st["error"] and "SET GLOBAL max_allowed_packet" in st["error"], st["error"]
+        assert st["error_pos"], "paused at the transaction"
+    finally:
+        run(down, f"SET GLOBAL max_allowed_packet = {int(was)}")
+    store.request_sources(task.name, [sid], "running", all_sources=[sid], clear_error=True)
+    steps(sess, "caught_up")
+    assert _one(down, f"SELECT LENGTH(name) FROM {qt(tdb, 't')} WHERE id = 1") == (2 * 1048576,)
+
+
+def _one(ep, sql):
+    conn = connect(ep)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return tuple(cur.fetchone())
+    finally:
+        conn.close()
