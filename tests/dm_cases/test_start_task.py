@@ -37,6 +37,8 @@ import yaml
 
 from dm_core import faults
 
+from tests.integration.helpers import purge_binlogs_to
+
 from .harness import dm_case, dmctl, register_sources, run_sql, start_task, stop_task, table_rows
 
 pytestmark = pytest.mark.integration
@@ -144,17 +146,8 @@ def zones(stack):
 
 
 def _purge_older_binlogs(ep) -> None:
-    """FLUSH, then PURGE up to the new file once no dump reads an older one (the server keeps
-    such a file, silently)."""
     run_sql(ep, "FLUSH BINARY LOGS")
-    newest = run_sql(ep, "SHOW MASTER STATUS")[0][0]
-    deadline = time.monotonic() + 30
-    while True:
-        run_sql(ep, f"PURGE BINARY LOGS TO '{newest}'")
-        if [r[0] for r in run_sql(ep, "SHOW BINARY LOGS")] == [newest]:
-            return
-        assert time.monotonic() < deadline, run_sql(ep, "SHOW PROCESSLIST")
-        time.sleep(0.2)
+    purge_binlogs_to(ep, run_sql(ep, "SHOW MASTER STATUS")[0][0])
 
 
 def _downstream_tables(stack) -> list[str]:

@@ -16,7 +16,7 @@ import yaml
 
 from dm_core.db import connect, qi, qt
 
-from ..integration.helpers import drop_schemas, target_database
+from ..integration.helpers import drop_schemas, run_sql, target_database
 from .test_migration_through_airflow import ROOT, _api, _source_file, dmctl
 from .test_migrations_page import _run_dag
 from .test_migration_through_airflow import airflow  # noqa: F401 - the fixture
@@ -24,14 +24,6 @@ from .test_migration_through_airflow import airflow  # noqa: F401 - the fixture
 pytestmark = pytest.mark.e2e
 
 _DDL = "CREATE TABLE {t} (id int PRIMARY KEY, name varchar(32) NOT NULL)"
-
-
-def _run(ep, *stmts):
-    conn = connect(ep)
-    with conn.cursor() as cur:
-        for s in stmts:
-            cur.execute(s)
-    conn.close()
 
 
 def _rows(ep, schema, table) -> list[tuple]:
@@ -57,13 +49,13 @@ def test_an_incremental_task_started_at_a_time_syncs_from_then_on(stack, airflow
         first = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         time.sleep(2)
         # before the time: a table (made downstream by hand, as for any incremental task) and rows
-        _run(up, f"CREATE DATABASE {qi(schema)}", _DDL.format(t=qt(schema, "t_1")),
+        run_sql(up, f"CREATE DATABASE {qi(schema)}", _DDL.format(t=qt(schema, "t_1")),
              f"INSERT INTO {qt(schema, 't_1')} VALUES (1, 'before'), (2, 'before')")
-        _run(down, f"CREATE DATABASE {qi(tdb)}", _DDL.format(t=qt(tdb, "t_1")))
+        run_sql(down, f"CREATE DATABASE {qi(tdb)}", _DDL.format(t=qt(tdb, "t_1")))
         time.sleep(2)   # binlog events are stamped in whole seconds
         at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
         time.sleep(2)
-        _run(up, f"INSERT INTO {qt(schema, 't_1')} VALUES (3, 'after')", _DDL.format(t=qt(schema, "t_2")),
+        run_sql(up, f"INSERT INTO {qt(schema, 't_1')} VALUES (3, 'after')", _DDL.format(t=qt(schema, "t_2")),
              f"INSERT INTO {qt(schema, 't_2')} VALUES (1, 'after')",
              f"UPDATE {qt(schema, 't_1')} SET name = 'after' WHERE id = 1")
 

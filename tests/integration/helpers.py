@@ -70,3 +70,38 @@ def register(store, sources: dict, task_name: str, task_text: str) -> None:
         store.put_source(sid, {"source-id": sid, "host": ep.host, "port": ep.port, "user": ep.user}, ep.password)
     reset_task(store, task_name)
     store.put_task(task_name, task_text, "running")
+
+
+def run_sql(ep, *stmts) -> None:
+    """Statements on one connection of ``ep``, committed."""
+    conn = connect(ep)
+    try:
+        with conn.cursor() as cur:
+            for s in stmts:
+                cur.execute(s)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def purge_binlogs_to(ep, newest: str) -> None:
+    """PURGE BINARY LOGS TO ``newest`` once no binlog dump reads an older file (the server
+    keeps a file a dump thread still reads, silently)."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while True:
+        run_sql(ep, f"PURGE BINARY LOGS TO '{newest}'")
+        conn = connect(ep)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW BINARY LOGS")
+                files = [r[0] for r in cur.fetchall()]
+                cur.execute("SHOW PROCESSLIST")
+                procs = cur.fetchall()
+        finally:
+            conn.close()
+        if files == [newest]:
+            return
+        assert time.monotonic() < deadline, procs
+        time.sleep(0.2)

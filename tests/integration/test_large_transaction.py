@@ -25,20 +25,11 @@ from dm_core.reset import reset_task
 from dm_core.state import StateStore
 from dm_core.sync.syncer import Syncer
 
-from .helpers import drop_schemas, make_shards, register, shard_task_yaml
+from .helpers import drop_schemas, make_shards, register, run_sql, shard_task_yaml
 
 pytestmark = pytest.mark.integration
 
 ROWS = 30_000   # one INSERT ... SELECT of this many rows: about 2.5 MB of row events, so several pieces
-
-
-def _run(ep, *stmts):
-    conn = connect(ep)
-    with conn.cursor() as cur:
-        for s in stmts:
-            cur.execute(s)
-    conn.commit()
-    conn.close()
 
 
 def _position(ep) -> Position:
@@ -52,7 +43,7 @@ def _position(ep) -> Position:
 
 def _big_insert(ep, schema: str, first: int) -> None:
     """ROWS rows in one transaction (pad makes each row event ~80 bytes)."""
-    _run(ep, f"INSERT INTO {qt(schema, 't_1')} (id, name, amount) SELECT seq, CONCAT('big-', seq, REPEAT('x', 40)), "
+    run_sql(ep, f"INSERT INTO {qt(schema, 't_1')} (id, name, amount) SELECT seq, CONCAT('big-', seq, REPEAT('x', 40)), "
              f"seq % 1000 FROM {qt(schema, f'seq_{first}_to_{first + ROWS - 1}')}")
 
 
@@ -62,9 +53,9 @@ def test_the_window_hands_a_large_transaction_on_in_pieces(stack, uniq):
     make_shards(up, [schema], ["t_1"])
     try:
         start = _position(up)
-        _run(up, f"INSERT INTO {qt(schema, 't_1')} (id, name) VALUES (0, 'small before')")
+        run_sql(up, f"INSERT INTO {qt(schema, 't_1')} (id, name) VALUES (0, 'small before')")
         _big_insert(up, schema, 1)
-        _run(up, f"UPDATE {qt(schema, 't_1')} SET amount = amount + 1 WHERE id = 0")
+        run_sql(up, f"UPDATE {qt(schema, 't_1')} SET amount = amount + 1 WHERE id = 0")
         until = _position(up)
         sid = 990000 + int(uniq[:4], 16) % 9000
 
@@ -128,7 +119,7 @@ def test_killed_inside_a_large_transaction_the_restart_converges(merged, stack, 
     Syncer(task, sid, store).run_until(float("inf"), max_windows=5)   # caught up: an empty start
     start = _position(up)
     _big_insert(up, schema, 1)
-    _run(up, f"UPDATE {qt(schema, 't_1')} SET amount = amount + 1, name = CONCAT(name, '!')")   # another, larger
+    run_sql(up, f"UPDATE {qt(schema, 't_1')} SET amount = amount + 1, name = CONCAT(name, '!')")   # another, larger
     until = _position(up)
 
     # killed once the first batch committed downstream: the first piece of the first large

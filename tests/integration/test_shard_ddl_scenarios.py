@@ -25,6 +25,7 @@ from dm_core.db import qi, qt
 from dm_core.shardddl.lock_ops import ops_for
 from dm_core.validate.compare import compare_task, render
 
+from .helpers import purge_binlogs_to
 from .shard_helpers import (SourceSpec, active_locks, assert_settled, assert_union, columns, dml, drive, drive_some,
                             indexes, query, run, setup_shards, source_states, teardown)
 
@@ -443,20 +444,6 @@ def test_optimistic_change_of_one_shard_is_held_until_every_shard_runs_it(two, s
         assert_union(setup.task, setup.store)
 
 
-def _purge_to(ep, newest: str) -> None:
-    """PURGE BINARY LOGS TO ``newest`` once no binlog dump reads an older file (the server
-    keeps a file a dump thread still reads, silently)."""
-    import time
-
-    deadline = time.monotonic() + 30
-    while True:
-        run(ep, f"PURGE BINARY LOGS TO '{newest}'")
-        if [r[0] for r in query(ep, "SHOW BINARY LOGS")] == [newest]:
-            return
-        assert time.monotonic() < deadline, query(ep, "SHOW PROCESSLIST")
-        time.sleep(0.2)
-
-
 @pytest.mark.parametrize("two,stmt,col", [
     ("optimistic", "ALTER TABLE {t} CHANGE COLUMN name label varchar(64) NULL", "label"),   # held back
     ("pessimistic", "ALTER TABLE {t} ADD COLUMN c1 int NULL", "name"),                    # skipped, to rewind
@@ -478,7 +465,7 @@ def test_held_rows_purged_from_the_binlog_pause_naming_the_table_and_the_way_out
             dml(sh.ep, sh.schema, sh.table, "mid", n=2)
     drive(setup.task, setup.store, setup.sources, max_rounds=3, fail=False)
     assert source_states(setup.task, setup.store)[b]["binlog_file"] == newest
-    _purge_to(bad.ep, newest)
+    purge_binlogs_to(bad.ep, newest)
     for sh in setup.shards:
         if sh != bad:
             run(sh.ep, stmt.format(t=sh.q))
