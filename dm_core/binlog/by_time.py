@@ -59,9 +59,13 @@ def parse_start_time(text: str) -> StartTime:
             workaround="Write the time as shown (seconds included), then run start-task again.") from None
     offset = None
     if m[3]:
-        offset = datetime.timedelta(0) if m[3] == "Z" else \
-            (1 if m[3][0] == "+" else -1) * datetime.timedelta(hours=int(m[3][1:3]), minutes=int(m[3][4:6]))
+        offset = datetime.timedelta(0) if m[3] == "Z" else _offset(m[3])
     return StartTime(text.strip(), local, offset)
+
+
+def _offset(zone: str) -> datetime.timedelta:
+    """``+HH:MM`` / ``-HH:MM`` as a timedelta."""
+    return (1 if zone[0] == "+" else -1) * datetime.timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
 
 
 def instant(conn, st: StartTime) -> int:
@@ -77,9 +81,8 @@ def instant(conn, st: StartTime) -> int:
     if got is None:
         from dm_core.ddl.session import upstream_time_zone
 
-        zone = upstream_time_zone(conn)
-        minutes = (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 60 + int(zone[4:6]))
-        return int((st.local - datetime.timedelta(minutes=minutes)).replace(tzinfo=datetime.timezone.utc).timestamp())
+        st = StartTime(st.text, st.local, _offset(upstream_time_zone(conn)))
+        return instant(conn, st)
     return int(got)
 
 

@@ -216,8 +216,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
     text = Path(a.file).read_text()
     all_ids = [i.source_id for i in task.mysql_instances]
     start_time = getattr(a, "start_time", None)
-    if start_time is not None:
-        check_start_time(task, start_time)
+    at = check_start_time(task, start_time) if start_time is not None else None
     api = api_factory()
     with open_store() as store:
         only = _sources(task, a.source) if a.source else None
@@ -259,7 +258,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         if start_time is not None:
             store.set_start_time(task.name, only or all_ids, start_time)
             print(f"task {task.name}: source(s) {', '.join(only or all_ids)} start at the binlog position of "
-                  f"{start_time}{'' if _has_offset(start_time) else ' (in the upstream time zone)'}; "
+                  f"{start_time}{'' if at.offset is not None else ' (in the upstream time zone)'}; "
                   f"their checkpoints move there")
         resume = lc.resume_point(task, store.all_source_states(task.name))
     ids = {p: lc.dag_id(task.name, p) for p in ("precheck", "full", "incremental", "shard_ddl_unlock", "validate",
@@ -285,25 +284,21 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
     return 0
 
 
-def check_start_time(task, text: str) -> None:
+def check_start_time(task, text: str):
     """``--start-time``: a time in one of DM's spellings, for a task whose sync starts at a
-    binlog position it is told (task-mode incremental). Raises CONFIG_INVALID saying why not."""
+    binlog position it is told (task-mode incremental): the parsed ``by_time.StartTime``.
+    Raises CONFIG_INVALID saying why not."""
     from dm_core.binlog.by_time import parse_start_time
     from dm_core.errors import ErrorCode
 
-    parse_start_time(text)
+    at = parse_start_time(text)
     if task.task_mode != "incremental":
         raise ErrorCode.CONFIG_INVALID.error(
             f"--start-time is for task-mode incremental; task {task.name} has task-mode {task.task_mode}, whose "
             f"sync starts where its full phase's dump was taken",
             workaround="Set `task-mode: incremental` in the task file to sync from that time, or start without "
                        "--start-time.")
-
-
-def _has_offset(text: str) -> bool:
-    from dm_core.binlog.by_time import parse_start_time
-
-    return parse_start_time(text).offset is not None
+    return at
 
 
 def refuse_start_time_with_shard_state(store, task) -> None:

@@ -104,7 +104,7 @@ ALTER TABLE {s}.operator_command ADD COLUMN IF NOT EXISTS binlog_pos text;
 -- which upstream server the checkpoint's file and position belong to (dm_core/sync/checkpoint.py)
 ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS binlog_server text;
 -- `dmctl start-task --start-time`: the time the source's next window starts at, until it has
--- moved its checkpoint there (dm_core/binlog/by_time.py, Syncer._start_at_time)
+-- moved its checkpoint there (dm_core/binlog/by_time.py, SourcePositions.start_at_time)
 ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS start_time text;
 """
 

@@ -206,7 +206,7 @@ class StateStore:
 
     def set_start_time(self, name: str, sources: list[str], text: str) -> None:
         """`start-task --start-time`: each source's next window starts at the binlog position of
-        that time (Syncer._start_at_time), then the source goes on from its checkpoints."""
+        that time (SourcePositions.start_at_time), then the source goes on from its checkpoints."""
         with self.tx() as cur:
             for sid in sources:
                 cur.execute(f"INSERT INTO {SCHEMA}.source_state (task, source_id, start_time) VALUES (%s, %s, %s) "
