@@ -73,13 +73,12 @@ def register(store, sources: dict, task_name: str, task_text: str) -> None:
 
 
 def run_sql(ep, *stmts) -> None:
-    """Statements on one connection of ``ep``, committed."""
+    """Statements on one (autocommit) connection of ``ep``."""
     conn = connect(ep)
     try:
         with conn.cursor() as cur:
             for s in stmts:
                 cur.execute(s)
-        conn.commit()
     finally:
         conn.close()
 

@@ -29,21 +29,13 @@ from pathlib import Path
 from dm_core.db import Endpoint, connect, qi, qt
 from dm_core.reset import reset_task
 
+from .helpers import run_sql as run  # noqa: F401 - the tests import it from here
+
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_EXIT = 97
 
 
 # ---- upstream / downstream SQL ------------------------------------------------------------------
-def run(ep, *stmts) -> None:
-    conn = connect(ep)
-    try:
-        with conn.cursor() as cur:
-            for s in stmts:
-                cur.execute(s)
-    finally:
-        conn.close()
-
-
 def query(ep, sql, args=()) -> list[tuple]:
     conn = connect(ep)
     try:

@@ -17,18 +17,9 @@ from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
 
 from .helpers import drop_schemas, register, target_database
+from .helpers import run_sql as run
 
 pytestmark = pytest.mark.integration
-
-
-def run(ep, *stmts):
-    conn = connect(ep)
-    try:
-        with conn.cursor() as cur:
-            for s in stmts:
-                cur.execute(s)
-    finally:
-        conn.close()
 
 
 def show_create(ep, schema, table) -> str:

@@ -13,18 +13,9 @@ from dm_core.state import StateStore
 from dm_core.sync.session import SyncSession
 
 from .helpers import drop_schemas, register, target_database
+from .helpers import run_sql as run
 
 pytestmark = pytest.mark.integration
-
-
-def run(ep, *stmts):
-    conn = connect(ep)
-    try:
-        with conn.cursor() as cur:
-            for s in stmts:
-                cur.execute(s)
-    finally:
-        conn.close()
 
 
 def rows(ep, schema, table) -> list[tuple]:
