@@ -72,11 +72,13 @@ PESSIMISTIC_SEQ = ["ALTER TABLE {t} ADD COLUMN c1 int NULL",
                    "ALTER TABLE {t} ADD INDEX idx_amount (amount)"]
 
 
-def _write_sequence(setup, ddls, *, with_c1_after=0, c1_until=None, pause=0.0):
+def _write_sequence(setup, ddls, *, with_c1_after=0, c1_until=None, pause=0.0, first=1):
     """Every shard runs the DDLs in the same order, with DML before and after each; after the
     ``with_c1_after``-th DDL (1-based; 0: never) and before the ``c1_until``-th, rows also
-    write the new column c1."""
+    write the new column c1. ``first``: the DDLs before it were written already."""
     for k, ddl in enumerate(ddls, 1):
+        if k < first:
+            continue
         for i, sh in enumerate(setup.shards):
             dml(sh.ep, sh.schema, sh.table, f"r{k}b{i}", n=3)
             run(sh.ep, ddl.format(t=sh.q))
@@ -184,25 +186,38 @@ OPTIMISTIC_HOLD_FAULTS = [
     "shardddl.exec.after_downstream=2", "shardddl.sync.after_skip_ack=1",
     "shardddl.sync.after_rewind_checkpoint=1", "shardddl.sync.after_rewind_checkpoint=2",
 ]
-# name → (DDLs, the DDL before which rows stop writing c1, columns at the end, (statement, index) run downstream)
+# name → (DDLs, how many of them every source syncs before the faulted runs, the DDL before which
+# rows stop writing c1, columns at the end, statements run downstream, index at the end).
+# add-index-drop syncs its ADD first: a source that has not reported counts with the schema the lock
+# was made with (DM's INIT_SCHEMA), so when one source ran ADD, INDEX and DROP on all its tables
+# before the other reported anything, DM (and shardflow) drop c1 downstream and add it again with
+# the late source's ADD: a right answer, but not the one this test counts, and whether it happens
+# is up to the processes' timing (a slow start of one source: seen in CI). The kills at the ADD
+# itself are the add-index sequence's, which no timing changes.
 OPTIMISTIC_SEQUENCES = {
+    "add-index": (["ALTER TABLE {t} ADD COLUMN c1 int NULL", "ALTER TABLE {t} ADD INDEX idx_amount (amount)"], 0,
+                  None, ["id", "name", "amount", "c1"],
+                  ["ADD COLUMN `c1` INT NULL", "ADD INDEX `idx_amount` (`amount`)"], "idx_amount"),
     "add-index-drop": (["ALTER TABLE {t} ADD COLUMN c1 int NULL", "ALTER TABLE {t} ADD INDEX idx_amount (amount)",
-                        "ALTER TABLE {t} DROP COLUMN c1"], 3, ["id", "name", "amount"],
+                        "ALTER TABLE {t} DROP COLUMN c1"], 1, 3, ["id", "name", "amount"],
                        ["ADD COLUMN `c1` INT NULL", "ADD INDEX `idx_amount` (`amount`)", "DROP COLUMN `c1`"],
                        "idx_amount"),
-    "held-rename": (["ALTER TABLE {t} ADD COLUMN c1 int NULL", "ALTER TABLE {t} CHANGE COLUMN c1 c2 int NULL"], 2,
+    "held-rename": (["ALTER TABLE {t} ADD COLUMN c1 int NULL", "ALTER TABLE {t} CHANGE COLUMN c1 c2 int NULL"], 0, 2,
                     ["id", "name", "amount", "c2"], ["ADD COLUMN `c1` INT NULL", "CHANGE COLUMN `c1` `c2` INT NULL"],
                     None),
 }
 
 
 @pytest.mark.parametrize("two_sources", ["optimistic"], indirect=True)
-@pytest.mark.parametrize("sequence,faults", [("add-index-drop", f) for f in OPTIMISTIC_FAULTS]
+@pytest.mark.parametrize("sequence,faults", [(s, f) for s in ("add-index", "add-index-drop") for f in OPTIMISTIC_FAULTS]
                          + [("held-rename", f) for f in OPTIMISTIC_HOLD_FAULTS])
 def test_optimistic_kill_at_each_step_converges_exactly_once(two_sources, tmp_path, sequence, faults):
     setup = two_sources
-    ddls, c1_until, cols, alters, index = OPTIMISTIC_SEQUENCES[sequence]
-    _write_sequence(setup, ddls, with_c1_after=1, c1_until=c1_until)
+    ddls, synced, c1_until, cols, alters, index = OPTIMISTIC_SEQUENCES[sequence]
+    if synced:
+        _write_sequence(setup, ddls[:synced], with_c1_after=1, c1_until=c1_until)
+        converge(setup, tmp_path)
+    _write_sequence(setup, ddls, with_c1_after=1, c1_until=c1_until, first=synced + 1)
     history = _faulted_rounds(setup, tmp_path, faults)
     _require_fault(history, faults)
     converge(setup, tmp_path)
