@@ -134,6 +134,8 @@ def test_a_column_one_shard_added_and_dropped_leaves_the_downstream_before_other
     h.finish("s1")
     op = h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN c")
     assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `c`",)
+    # the owner's log says why, naming the source that counts with the first schema
+    assert "s2 reported no DDL of this table yet" in op.message and "`c` leaves the downstream" in op.message
     h.finish("s1")
     assert all("`c`" not in c for c in h.joined()) and h.lock.status == "idle"
     assert h.report("s2", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT NULL").action == EXEC
@@ -141,6 +143,7 @@ def test_a_column_one_shard_added_and_dropped_leaves_the_downstream_before_other
     assert "`c` INT" in h.joined()
     op = h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN c")
     assert op.action == EXEC and op.ddls == ("ALTER TABLE `db`.`t` DROP COLUMN `c`",)
+    assert op.message == "execute the DDL downstream"   # every source has reported: nothing to explain
     h.finish("s2")
     assert all("`c`" not in c for c in h.joined()) and h.lock.status == "idle"
 

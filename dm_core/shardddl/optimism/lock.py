@@ -489,6 +489,7 @@ class Lock(LockBase):
         # the source waiting at its DDL runs it, not one whose table is held back (it would have to
         # replay up to that DDL first); its op comes first so a held member's replay waits for it
         owner = next((k for k in accepted if not self.members[k].pending.hold), accepted[0])
+        exec_message = "execute the DDL downstream" + self._silent_drop_note(diff)
         for k in [owner] + [k for k in accepted if k != owner]:
             m = self.members[k]
             m.schema = m.pending.schema_after
@@ -498,11 +499,25 @@ class Lock(LockBase):
             action = EXEC if k == owner and stmts else SKIP
             op = Operation(self.lock_id, self.task, k[0], self.op_seq, action, tuple(stmts) if action == EXEC
                            else m.pending.ddls, owner=owner[0], upstream=(k[1], k[2]), order=self.op_seq,
-                           message="execute the DDL downstream" if action == EXEC else
+                           message=exec_message if action == EXEC else
                            ("the merged schema already has this change" if not stmts else
                             f"{label(owner)} executes the change"))
             self.ops[(k[0], op.step)] = op
             m.pending.op_step = op.step
+
+    def _silent_drop_note(self, diff: list[Change]) -> str:
+        """What an operator should know when a column leaves the downstream while an expected
+        source has reported nothing: it counts with the lock's first schema (DM's INIT_SCHEMA),
+        so a source that is merely behind and adds the column later adds it back."""
+        drops = [ch.name for ch in diff if ch.op == "drop_column"]
+        reported = {k[0] for k in self.members}
+        silent = [s for s in self.sources if s not in reported]
+        if not drops or not silent:
+            return ""
+        cols = ", ".join(f"`{c}`" for c in drops)
+        return (f"; {', '.join(silent)} reported no DDL of this table yet and count{'s' if len(silent) == 1 else ''} "
+                f"with the schema the lock began with, so {cols} leave{'s' if len(drops) == 1 else ''} the "
+                f"downstream now; a source that is behind and adds {cols} later adds it back (DM does the same)")
 
     def _hold_or_resolve(self, key: Key) -> None:
         """DM's ConflictSkipWaitRedirect: member ``key``'s pending change (a rename, a conversion)
