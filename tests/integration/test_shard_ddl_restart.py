@@ -76,9 +76,7 @@ def _write_sequence(setup, ddls, *, with_c1_after=0, c1_until=None, pause=0.0, f
     """Every shard runs the DDLs in the same order, with DML before and after each; after the
     ``with_c1_after``-th DDL (1-based; 0: never) and before the ``c1_until``-th, rows also
     write the new column c1. ``first``: the DDLs before it were written already."""
-    for k, ddl in enumerate(ddls, 1):
-        if k < first:
-            continue
+    for k, ddl in enumerate(ddls[first - 1:], first):
         for i, sh in enumerate(setup.shards):
             dml(sh.ep, sh.schema, sh.table, f"r{k}b{i}", n=3)
             run(sh.ep, ddl.format(t=sh.q))

@@ -278,11 +278,15 @@ class Lock(LockBase):
         # it has the schema of then (DM's assumption, and its lock's). Taken to have the
         # downstream's instead, it kept a column one shard added and dropped again downstream
         # for good (DM's INIT_SCHEMA case), waiting for a DROP that never comes.
-        reported = {k[0] for k in self.members}
-        for src in self.sources:
-            if src not in reported and self.initial is not None:
+        if self.initial is not None:
+            for src in self.silent_sources():
                 out[label((src, "", ""))] = self.initial
         return out
+
+    def silent_sources(self) -> list[str]:
+        """Expected sources that have reported no DDL of this table (they count with ``initial``)."""
+        reported = {k[0] for k in self.members}
+        return [s for s in self.sources if s not in reported]
 
     def operation_for(self, source: str, table: tuple[str, str] | None = None) -> Operation | None:
         mine = sorted((op for (s, _), op in self.ops.items() if s == source and op.state != DONE
@@ -510,9 +514,8 @@ class Lock(LockBase):
         source has reported nothing: it counts with the lock's first schema (DM's INIT_SCHEMA),
         so a source that is merely behind and adds the column later adds it back."""
         drops = [ch.name for ch in diff if ch.op == "drop_column"]
-        reported = {k[0] for k in self.members}
-        silent = [s for s in self.sources if s not in reported]
-        if not drops or not silent:
+        silent = self.silent_sources() if drops else []
+        if not silent:
             return ""
         cols = ", ".join(f"`{c}`" for c in drops)
         return (f"; {', '.join(silent)} reported no DDL of this table yet and count{'s' if len(silent) == 1 else ''} "
