@@ -17,8 +17,8 @@ Engines, each timed from nothing downstream to every row committed downstream:
   ``finish``. Unlike the baselines it also merges the 8 tables into one and rewrites ids
   (``partition id``): that is the job it exists for. On MariaDB that job has a floor of its
   own: every insert into a table with an AUTO_INCREMENT column latches the table's root page,
-  so one merged table takes rows on one core however many chunks load (the full load gives
-  such a table one chunk at a time, spooled: dm_core/full/load_data.py).
+  so concurrent loads into one merged table contend (the full load gives such a table two
+  chunks at a time, the others spooled: dm_core/full/load_data.py).
 - shardflow_copy: the same phase doing the baselines' job -- the 8 tables copied as 8 tables,
   no routing or column mapping -- so its ratios compare like with like.
 

@@ -53,8 +53,11 @@ def _parse_arguments(argv=None):
     p.add_argument("--write-mode", choices=("load", "staging", "rows"),
                    default=os.environ.get("SHARDFLOW_WRITE_MODE", "load"))
     p.add_argument("--write-turns", choices=("auto", "on", "off"), default=os.environ.get("SHARDFLOW_WRITE_TURNS", "auto"),
-                   help="one chunk at a time loads into a table, spooled first (auto: MariaDB downstream and an "
-                        "AUTO_INCREMENT column, where concurrent loads into one table contend; dm_core/full/load_data.py)")
+                   help="at most --table-writers chunks at a time load into a table, the others spooled first "
+                        "(auto: MariaDB downstream and an AUTO_INCREMENT column, where concurrent loads into one "
+                        "table contend; dm_core/full/load_data.py)")
+    p.add_argument("--table-writers", type=int, default=int(os.environ.get("SHARDFLOW_TABLE_WRITERS") or 0) or None,
+                   help="chunks loading into one table at once where --write-turns applies (default 2)")
     p.add_argument("--report", help="write a JSON report (chunks skipped / adopted / loaded per table) to this file")
     return p.parse_args(argv)
 
@@ -205,17 +208,21 @@ def load_data_allowed(target_ep) -> tuple[bool, bool, bool]:
 
 
 class _Turns:
-    """Which target tables load one chunk at a time (``--write-turns``): under ``auto``, those
-    that can have two chunks in flight (several source tables routed into them, or several
-    chunks of one table at once) on a MariaDB downstream, with an AUTO_INCREMENT column --
-    asked downstream once per table. Any other table streams its chunks without spooling."""
+    """Which target tables take at most ``writers`` chunks at a time (``--write-turns``): under
+    ``auto``, those that can have several chunks in flight (several source tables routed into
+    them, or several chunks of one table at once) on a MariaDB downstream, with an
+    AUTO_INCREMENT column -- asked downstream once per table. Any other table streams its
+    chunks without spooling."""
 
-    def __init__(self, setting: str, mariadb: bool, shared: set):
+    def __init__(self, setting: str, mariadb: bool, shared: set, writers: int | None = None):
+        from dm_core.full.load_data import TABLE_WRITERS
+
         self.setting, self.mariadb, self.shared = setting, mariadb, shared
+        self.writers = max(1, writers or TABLE_WRITERS)
         self.lock, self.known = threading.Lock(), {}
 
-    def of(self, target_ep, schema: str, table: str) -> str | None:
-        from dm_core.full.load_data import turn_name
+    def of(self, target_ep, schema: str, table: str) -> tuple[str, ...] | None:
+        from dm_core.full.load_data import turn_names
 
         if self.setting == "off" or (self.setting == "auto" and (not self.mariadb or (schema, table) not in self.shared)):
             return None
@@ -223,10 +230,10 @@ class _Turns:
             if (schema, table) not in self.known:
                 self.known[schema, table] = self.setting == "on" or _has_auto_increment(target_ep, schema, table)
                 if self.known[schema, table]:
-                    log.info("%s.%s loads one chunk at a time, each spooled first (%s)", schema, table,
-                             "--write-turns on" if self.setting == "on"
+                    log.info("%s.%s loads at most %d chunk(s) at a time, the others spooled first (%s)", schema, table,
+                             self.writers, "--write-turns on" if self.setting == "on"
                              else "MariaDB and an AUTO_INCREMENT column: concurrent loads into it contend")
-            return turn_name(schema, table) if self.known[schema, table] else None
+            return turn_names(schema, table, self.writers) if self.known[schema, table] else None
 
 
 def _has_auto_increment(target_ep, schema: str, table: str) -> bool:
@@ -320,7 +327,7 @@ def _lander(spark, task, st, up_ep, target_ep, args):
     def _report(chunk, t0, got, how=""):
         stages.add(got)
         log.info("%s chunk %d: %d rows loaded in %.2fs (executor: read %.2fs, encode %.2fs, write %.2fs, "
-                 "wait for the table's turn %.2fs, load %.2fs, commit %.2fs)%s%s", st.name, chunk.chunk_id, got["rows"],
+                 "wait for a turn of the table %.2fs, load %.2fs, commit %.2fs)%s%s", st.name, chunk.chunk_id, got["rows"],
                  time.monotonic() - t0, got["read"], got["encode"], got["write"], got["wait"], got["load"],
                  got["finish"], ", spooled while another chunk loaded" if got.get("spooled") else "", how)
         return got["rows"]
@@ -572,7 +579,8 @@ def _load(args, session: _Starting, started: float) -> int:
     tables_at_once = max(1, sum(min(pool, len(jobs)) for _, pool, jobs in per_source))
     per_table = max(1, spark.sparkContext.defaultParallelism // tables_at_once)
     routed = Counter((st.target_schema, st.target_table) for _, _, jobs in per_source for st, _, _ in jobs)
-    args.turns = _Turns(args.write_turns, mariadb, {t for t, n in routed.items() if n > 1 or per_table > 1})
+    args.turns = _Turns(args.write_turns, mariadb, {t for t, n in routed.items() if n > 1 or per_table > 1},
+                        args.table_writers)
     t0 = time.monotonic()
     small_results, per_source = _small_tables(spark, task, store, per_source, target_ep, args)
     if small_results:  # the rest share the cores among fewer tables

@@ -15,18 +15,22 @@ batches over with ``mapInArrow``):
    reading upstream, encoding and the server's insert overlap;
 3. the marker row ``(plan_id, chunk_id, rows)`` (chunk_writer.MARKER_TABLE), then commit.
 
-One writer per table (``turn``): on MariaDB every row inserted into a table with an
+A few writers per table (``turn``): on MariaDB every row inserted into a table with an
 AUTO_INCREMENT column latches the clustered index's root page (the counter is persisted
-there), so two LOADs into one such table mostly wait for each other -- measured: two
-streams into one table took twice the server CPU of one stream for the same rows, and a
-merged shard table always has many chunks in flight. Such a table has a turn -- a named
-lock downstream (``GET_LOCK``), so it holds across executors and machines and ends with the
-connection -- and one chunk at a time loads. A chunk that finds the turn free takes it and
-streams as above (the upstream reads about three times faster than the downstream inserts,
-so the LOAD never waits for rows); one that finds it taken spools its rows into a local file
-meanwhile (reading upstream while another chunk loads), waits for the turn, and the server
-reads the file at full speed. So the first chunk starts loading at once instead of after its
-spool, and no chunk touches the disk while the table is idle.
+there), so loads into one such table contend, and a merged shard table has a chunk of every
+shard in flight. Measured on a 2-core machine (2026-11-27), 10M rows of 8 shards merged into
+one table: one chunk at a time 81-84 s, two at once 71-75 s (the server spending 92 CPU-s
+instead of 70: the latch's cost, paid on the other core); two ``LOAD DATA`` streams of 1.25M
+rows each took 12.5 s at once against 17.2 s one after the other (10.6 s against 16.8 s
+without the attribute). More streams than cores only add spinning. So such a table has a
+few turns -- named locks downstream (``GET_LOCK``), so they hold across executors and
+machines and end with the connection -- and at most that many chunks load into it at once
+(:data:`TABLE_WRITERS` by default). A chunk that finds a turn free takes it and streams as
+above (the upstream reads faster than the downstream inserts, so the LOAD never waits for
+rows); one that finds every turn taken spools its rows into a local file meanwhile (reading
+upstream while other chunks load), waits for a turn, and the server reads the file at full
+speed. So a chunk starts loading at once when it can, and no chunk touches the disk while
+a turn is idle.
 
 Restart at any point: before 3 commits nothing of the chunk is in the target (InnoDB's
 LOAD DATA is transactional; a killed connection rolls it back), after it the marker is
@@ -47,6 +51,7 @@ are (checked on MariaDB 10.11 with every byte value, invalid UTF-8 included).
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tempfile
@@ -158,9 +163,9 @@ class LoadStats:
     (text path), or the JVM reading them over JDBC, applying column mapping and converting to
     Arrow (Arrow path); ``encode``: making LOAD DATA text of them; ``write``: blocked
     writing into the pipe, i.e. the downstream ingesting slower than rows come (or, spooled,
-    writing the local file); ``wait``: waiting for the table's turn; ``load``: the LOAD
+    writing the local file); ``wait``: waiting for one of the table's turns; ``load``: the LOAD
     statement reading the spooled file; ``finish``: the statement's end, the marker and the
-    commit; ``spooled``: 1 when the chunk waited for its table's turn in a local file.
+    commit; ``spooled``: 1 when the chunk waited for a turn of its table in a local file.
     """
 
     rows: int = 0
@@ -174,7 +179,7 @@ class LoadStats:
 
 
 def load_chunk(conn, sql: str, items, before_commit=lambda rows: None, *, encoder=None,
-               duplicates_fail: bool = False, turn: str | None = None) -> LoadStats:
+               duplicates_fail: bool = False, turn: tuple[str, ...] | None = None) -> LoadStats:
     """Stream ``items`` through one LOAD DATA statement on ``conn`` (autocommit off,
     local_infile on); returns the rows sent and timings. ``encoder(item) -> (text, rows)``
     turns an item into LOAD DATA text (default: an Arrow RecordBatch through :func:`encode`).
@@ -186,18 +191,19 @@ def load_chunk(conn, sql: str, items, before_commit=lambda rows: None, *, encode
     client's stream), so the statement's first duplicate-key warning is raised as the error
     an INSERT would have given.
 
-    ``turn``: the name of the table's write turn (:func:`turn_name`); the chunk streams while
-    holding it if it is free, else it is spooled to a local file, then loaded once its turn
+    ``turn``: the names of the table's write turns (:func:`turn_names`); the chunk streams while
+    holding one if one is free, else it is spooled to a local file, then loaded once a turn
     comes (the module says why)."""
     encoder = encoder or (lambda batch: (encode(batch), batch.num_rows))
     if turn is None:
         return _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail)
-    if not _take_turn(conn, turn, wait_s=0):
+    held = _take_turn(conn, turn, wait_s=0)
+    if held is None:
         return _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, turn)
     try:
         return _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail)
     finally:
-        _release_turn(conn, turn)
+        _release_turn(conn, held)
 
 
 def _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail) -> LoadStats:
@@ -259,18 +265,20 @@ def _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail) ->
 
 
 TURN_TIMEOUT_S = 24 * 3600  # a turn is held for one chunk's LOAD; a dead holder's ends with its connection
+TABLE_WRITERS = 2  # chunks loading into one table at once, where the table has turns (the module says why)
 
 
-def turn_name(schema: str, table: str) -> str:
-    """The named lock that gives one chunk at a time its turn to load into a table (lock
+def turn_names(schema: str, table: str, writers: int = TABLE_WRITERS) -> tuple[str, ...]:
+    """The named locks that let at most ``writers`` chunks at a time load into a table (lock
     names are at most 64 characters, so the table is hashed).
 
-    >>> turn_name("db", "t")
-    'shardflow-load-17bb61500f74c5b21e145135d30ff6f8'
+    >>> turn_names("db", "t")
+    ('shardflow-load-17bb61500f74c5b21e145135d30ff6f8-0', 'shardflow-load-17bb61500f74c5b21e145135d30ff6f8-1')
     """
     import hashlib
 
-    return "shardflow-load-" + hashlib.sha1(f"{schema}.{table}".encode()).hexdigest()[:32]
+    base = "shardflow-load-" + hashlib.sha1(f"{schema}.{table}".encode()).hexdigest()[:32]
+    return tuple(f"{base}-{i}" for i in range(max(1, writers)))
 
 
 def _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, turn) -> LoadStats:
@@ -278,7 +286,7 @@ def _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, tur
     clock = time.perf_counter
     tmp = tempfile.mkdtemp(prefix="sf-load-")
     path = os.path.join(tmp, "rows.tsv")
-    held = False
+    held = None
     try:
         with open(path, "wb", buffering=1 << 20) as out:
             items = iter(items)
@@ -295,10 +303,10 @@ def _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, tur
                     stats.write + clock() - t2
                 stats.rows += n
         t0 = clock()
-        if not _take_turn(conn, turn, wait_s=TURN_TIMEOUT_S):
-            raise RuntimeError(f"could not take the write turn {turn} downstream within {TURN_TIMEOUT_S}s; "
-                               "another load into the same table holds it")
-        held = True
+        held = _take_turn(conn, turn, wait_s=TURN_TIMEOUT_S)
+        if held is None:
+            raise RuntimeError(f"could not take a write turn ({', '.join(turn)}) downstream within "
+                               f"{TURN_TIMEOUT_S}s; other loads into the same table hold them")
         t1 = clock()
         with conn.cursor() as cur:
             cur.execute(sql, (path,))
@@ -315,17 +323,27 @@ def _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, tur
             pass
         raise
     finally:
-        if held:
-            _release_turn(conn, turn)
+        if held is not None:
+            _release_turn(conn, held)
         shutil.rmtree(tmp, ignore_errors=True)
     return stats
 
 
-def _take_turn(conn, turn: str, *, wait_s: float) -> bool:
-    """Whether ``conn`` now holds the table's turn (waiting up to ``wait_s`` for it)."""
+def _take_turn(conn, turns: tuple[str, ...], *, wait_s: float) -> str | None:
+    """The turn ``conn`` now holds, or None when every one stayed taken for ``wait_s``: each is
+    tried without waiting, then (``GET_LOCK`` waits on one name) they are waited on in
+    rotation, a second each, so a released turn is taken within about a second."""
+    deadline = time.monotonic() + wait_s
     with conn.cursor() as cur:
-        cur.execute("SELECT GET_LOCK(%s, %s)", (turn, wait_s))
-        return cur.fetchone()[0] == 1
+        for i in itertools.count():
+            left = deadline - time.monotonic()
+            if i >= len(turns) and left <= 0:
+                return None
+            wait = 0 if i < len(turns) else (min(1.0, left) if len(turns) > 1 else left)
+            cur.execute("SELECT GET_LOCK(%s, %s)", (turns[i % len(turns)], wait))
+            if cur.fetchone()[0] == 1:
+                return turns[i % len(turns)]
+    return None  # unreachable: the loop ends by returning
 
 
 def _release_turn(conn, turn: str) -> None:

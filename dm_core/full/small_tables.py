@@ -18,7 +18,7 @@ Protocol; each table still lands exactly once, as a one-chunk table of loader.py
 2. ``copy_specs`` (on executors: a Spark job per batch of specs, its partitions spread
    over the cores): one upstream connection per source and one downstream connection per
    partition; each table is one ``LOAD DATA`` plus its marker, one transaction
-   (load_data.load_chunk, which also takes a merged table's write turn). A failing table
+   (load_data.load_chunk, which also takes one of a merged table's write turns). A failing table
    is rolled back and reported, the partition goes on with the next one.
 3. ``record`` (driver, after each batch): every landed table's chunk is recorded
    (``full_chunk``), with the loader's fault points around it. A table that failed in the
@@ -64,7 +64,7 @@ class Spec:
     meta: str              # the downstream meta schema (markers)
     drifted: bool          # lenient writes (extract.ChunkShape)
     duplicates_fail: bool  # on-duplicate-logical error
-    turn: str | None = None
+    turn: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -127,7 +127,7 @@ def prepare(task, store, tables, target_ep) -> Prepared:
 def specs(task, todo, target_ep, *, verb: str, turn_of) -> tuple[list, list]:
     """Step 1's reading, just before a batch is copied: each table's shape now and line query.
     Returns (specs, tables for the per-table path: the JDBC path, a dropped table, DM's
-    partition-id error). ``turn_of(schema, table)``: the target's write turn or None; ``verb``:
+    partition-id error). ``turn_of(schema, table)``: the target's write turns or None; ``verb``:
     the SQL verb of on-duplicate-logical (chunk_writer.verb)."""
     from dm_core.full import load_data
     from dm_core.full.phase import partition_id_columns

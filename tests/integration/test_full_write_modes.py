@@ -96,15 +96,16 @@ def test_downstream_without_local_infile_loads_through_staging(stack, uniq, tmp_
         drop(down, tdb)
 
 
-def test_shards_merged_into_an_auto_increment_table_load_one_chunk_at_a_time(stack, uniq, tmp_path):
+def test_shards_merged_into_an_auto_increment_table_take_turns(stack, uniq, tmp_path):
     """On MariaDB, concurrent loads into one AUTO_INCREMENT table contend on its root page, so
-    a merged target takes one chunk at a time (spooled first), under a downstream named lock:
-    while another connection holds that turn nothing lands; once it is released every row of
-    both shards does, and the report shows the time spent waiting."""
+    a merged target takes at most two chunks at a time (the others spooled first), under
+    downstream named locks: while another connection holds both turns nothing lands; once
+    they are released every row of both shards does, and the report shows the time spent
+    waiting."""
     import subprocess
     import time
 
-    from dm_core.full.load_data import turn_name
+    from dm_core.full.load_data import turn_names
 
     from .test_full_support import spark_env, submit_cmd
 
@@ -127,8 +128,9 @@ def test_shards_merged_into_an_auto_increment_table_load_one_chunk_at_a_time(sta
 
         holder = connect(down)
         with holder.cursor() as cur:
-            cur.execute("SELECT GET_LOCK(%s, 5)", (turn_name(tdb, "t"),))
-            assert cur.fetchone()[0] == 1
+            for turn in turn_names(tdb, "t"):
+                cur.execute("SELECT GET_LOCK(%s, 5)", (turn,))
+                assert cur.fetchone()[0] == 1
         report = tmp_path / "report.json"
         log = tmp_path / "spark.log"
         with open(log, "w") as out:
@@ -150,7 +152,7 @@ def test_shards_merged_into_an_auto_increment_table_load_one_chunk_at_a_time(sta
             if job.poll() is None:
                 job.kill()
         text_log = log.read_text()
-        assert f"{tdb}.t loads one chunk at a time" in text_log, text_log[-3000:]
+        assert f"{tdb}.t loads at most 2 chunk(s) at a time" in text_log, text_log[-3000:]
         rep = read_report(report)
         assert rep["rows"] == 6000 and rep["stages"]["wait"] > 0, rep
         assert rep["stages"]["spooled"] >= 1, f"the chunks that met the held turn spool first: {rep}"
@@ -196,3 +198,29 @@ def test_a_chunk_that_finds_the_turn_free_streams_under_it(stack, uniq, tmp_path
         store.close()
         drop(up, schema)
         drop(down, tdb)
+
+
+def test_a_chunk_takes_whichever_turn_is_free_and_waits_for_the_first_released(stack, uniq):
+    """A table's turns are several named locks: a chunk takes any free one at once; with every
+    one taken it gets none without waiting, and while waiting it takes the first one released,
+    whichever that is (the wait rotates over them)."""
+    import threading
+    import time
+
+    from dm_core.db import connect
+    from dm_core.full.load_data import _take_turn, turn_names
+
+    turns = turn_names(f"turns{uniq}", "t", 2)
+    a, b, c = (connect(stack["down"]) for _ in range(3))
+    try:
+        assert _take_turn(a, turns, wait_s=0) == turns[0]
+        assert _take_turn(b, turns, wait_s=0) == turns[1], "the second turn was free"
+        assert _take_turn(c, turns, wait_s=0) is None, "both turns are held"
+        threading.Timer(1.5, lambda: b.cursor().execute("SELECT RELEASE_LOCK(%s)", (turns[1],))).start()
+        t0 = time.monotonic()
+        assert _take_turn(c, turns, wait_s=30) == turns[1]
+        assert time.monotonic() - t0 < 10, "the released turn was not taken while waiting"
+        assert _take_turn(b, turns, wait_s=1) is None, "a turn went to two connections"
+    finally:
+        for conn in (a, b, c):
+            conn.close()
