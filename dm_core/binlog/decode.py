@@ -268,9 +268,8 @@ def make_bit(bits: int) -> Callable:
 def make_set(values: tuple[str, ...] | None) -> Callable:
     members = tuple((1 << i, v) for i, v in enumerate(values or ()))
 
-    def set_(mask):
-        out = {v for b, v in members if mask & b}
-        return out or None
+    def set_(mask):  # no member is the empty set '' (SQL NULL never gets here: the null bitmap says so)
+        return {v for b, v in members if mask & b}
     return set_
 
 

@@ -26,11 +26,13 @@ STOP = 3
 ROTATE = 4
 FORMAT_DESCRIPTION = 15
 XID = 16
+EXECUTE_LOAD_QUERY = 18        # a LOAD DATA logged as a statement (its rows are not in the binlog)
 TABLE_MAP = 19
 WRITE_ROWS_V1, UPDATE_ROWS_V1, DELETE_ROWS_V1 = 23, 24, 25
 HEARTBEAT = 27
 WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2 = 30, 31, 32
 GTID = 33                      # MySQL
+XA_PREPARE = 38                # ends the event group of an XA transaction's PREPARE (MySQL 5.7+, MariaDB 10.5+)
 PARTIAL_UPDATE_ROWS = 39       # MySQL 8 partial JSON updates
 HEARTBEAT_V2 = 41              # MySQL 8.0.26+
 MARIADB_ANNOTATE_ROWS = 160
@@ -50,6 +52,7 @@ ROWS = WRITE_ROWS | UPDATE_ROWS | DELETE_ROWS
 # Events a reader must refuse instead of skipping: skipping them would lose rows silently.
 # (Encrypted binlogs are fine: the server decrypts what it sends to replicas.)
 UNSUPPORTED = {
+    EXECUTE_LOAD_QUERY: "a LOAD DATA statement logged as a statement (binlog_format STATEMENT or MIXED)",
     MARIADB_QUERY_COMPRESSED: "a compressed QUERY event (log_bin_compress=ON)",
     PARTIAL_UPDATE_ROWS: "a partial JSON update (binlog_row_value_options=PARTIAL_JSON)",
     **{t: "a compressed ROWS event (log_bin_compress=ON)" for t in MARIADB_ROWS_COMPRESSED},

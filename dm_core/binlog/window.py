@@ -24,7 +24,9 @@ Differences from the oracle, all on inputs it mishandles:
 - events it would skip silently and lose rows with (MariaDB compressed events,
   MySQL partial JSON updates) raise a Terminal error instead;
 - a TABLE_MAP that changes under the same table id is recompiled (the old reader froze the
-  first one); ENUM/SET member names of 128 bytes or more are read per the format.
+  first one); ENUM/SET member names of 128 bytes or more are read per the format;
+- a SET with no member is the empty set, not None (None is SQL NULL: the row went downstream
+  with NULL instead of '').
 """
 
 from __future__ import annotations
@@ -103,7 +105,7 @@ class BinlogWindow:
         updates = ev.UPDATE_ROWS
         rows_v2 = ev.ROWS_V2
         T_MAP, T_GTID, T_XID, T_QUERY, T_ROTATE = ev.TABLE_MAP, ev.MARIADB_GTID, ev.XID, ev.QUERY, ev.ROTATE
-        T_HEARTBEAT, T_FDE = ev.HEARTBEAT, ev.FORMAT_DESCRIPTION
+        T_HEARTBEAT, T_FDE, T_XA_PREPARE = ev.HEARTBEAT, ev.FORMAT_DESCRIPTION, ev.XA_PREPARE
         verify = self.verify_checksum
         fault = faults.armed("binlog.in_transaction")  # tests only: checked once, not per event
 
@@ -212,7 +214,9 @@ class BinlogWindow:
                 else:  # `end` is set at XID/COMMIT, before the Txn is ever seen
                     txn = Txn(position, [], None, None, position, 0, gtid)  # positional: per transaction
                 continue
-            if typ == T_XID:
+            if typ == T_XID or typ == T_XA_PREPARE:
+                # XA: the rows are logged at PREPARE and delivered as committed there (as DM does);
+                # the XA COMMIT / ROLLBACK comes later as a statement of its own (the syncer's)
                 count += 1
                 done, txn = txn, None
                 if gtid is not None:
@@ -229,9 +233,11 @@ class BinlogWindow:
                 schema, text = ev.parse_query(buf, s, end, phl[T_QUERY])
                 q = text.strip()
                 uq = q.upper()
-                if uq == "BEGIN":
+                if uq == "BEGIN" or uq.startswith("XA START"):  # MySQL logs XA START as a statement
                     txn = Txn(end=position, start=position, gtid=gtid)
                     piece_bytes = 0
+                    continue
+                if txn is not None and uq.startswith("XA END"):  # inside the group, before XA_PREPARE
                     continue
                 if gtid is not None:
                     gstate, gtid = _advance(gstate, gtid), None

@@ -44,7 +44,7 @@ from dm_core.ddl.text import default_reading, tokenize
 from dm_core.shardddl.ddl_norm import combine, normalize
 from dm_core.ddl import replay as ddl_replay
 from dm_core.ddl.session import event_session, mode_names, upstream_time_zone, without_lexical
-from dm_core.sync import isolate, safe_mode
+from dm_core.sync import isolate, safe_mode, statements
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
 from dm_core.sync.online_ddl import OnlineDDL
 from dm_core.sync.apply_queue import ApplyQueue, Batch
@@ -541,6 +541,9 @@ class Syncer:
     def _handle_statement(self, txn: Txn, sql: str, dconn, res: WindowResult, *,
                           replay: bool) -> ShardflowError | ShardStep | None:
         mode = self._ddl_mode(txn)   # how the text reads (ANSI_QUOTES ...) and what it means
+        said = statements.kind_of(sql, mode)
+        if said is not None:
+            return self._row_statement(txn, sql, said, mode)
         if parse_ddl(sql, txn.ddl_schema, mode).kind not in TABLE_DDL:
             # GRANT, CREATE USER, triggers, views, OPTIMIZE/ANALYZE/REPAIR…: not table data; DM skips them too
             log.info("source %s: skipping non-table statement at %s: %.200s", self.source_id, txn.start, redact_sql(sql))
@@ -601,6 +604,27 @@ class Syncer:
             self.rows.forget(*t)
         res.ddls.extend(done)
         return None
+
+    def _row_statement(self, txn: Txn, sql: str, kind: str, mode: str | None) -> ShardflowError | None:
+        """A statement that is not DDL but concerns rows (sync/statements.py): None to go on,
+        else the error to pause with."""
+        shown = redact_sql(sql)
+        if kind == "xa commit":  # its rows were applied at the PREPARE
+            log.info("source %s: %s at %s: its rows were applied at its XA PREPARE", self.source_id, shown, txn.start)
+            return None
+        if kind == "xa rollback":
+            return ErrorCode.XA_ROLLED_BACK.error(
+                f"the upstream rolled back a prepared XA transaction: {shown}; its rows were applied downstream "
+                f"at its XA PREPARE")
+        allow = self.rules.block_allow.allow_table
+        moved = sorted((s, t) for s, t in statements.may_touch(sql, txn.ddl_schema, mode) if allow(s, t))
+        if not moved:
+            log.info("source %s: skipping a row change logged as a statement at %s, on no table the task moves: "
+                     "%.200s", self.source_id, txn.start, shown)
+            return None
+        return ErrorCode.STATEMENT_ROW_CHANGE.error(
+            f"a row change logged as a statement (binlog_format STATEMENT or MIXED), not as row events: {shown:.500} "
+            f"(session database {txn.ddl_schema or '(none)'}; it may touch a table the task moves)")
 
     def _refused_foreign_key(self, routed, sql: str, mode: str | None):
         """DM refuses a DDL that creates a foreign key while the downstream session checks them

@@ -158,7 +158,7 @@ def test_mysql8_v2_rows_json_and_metadata():
                    "ts": datetime.datetime(2023, 11, 14, 22, 13, 20, 123000), "e": "b", "s": {"x", "y"}}
     assert t.rows[1].after == {"id": -2, **{n.decode(): None for n in NAMES[1:]}}
     upd = t.rows[2]
-    assert upd.before["e"] == "a" and upd.before["s"] is None and upd.after["e"] == "" and upd.after["j"] == []
+    assert upd.before["e"] == "a" and upd.before["s"] == set() and upd.after["e"] == "" and upd.after["j"] == []
     assert upd.after["ts"] == datetime.datetime(1970, 1, 1, 0, 0, 1)
     assert t.rows[3] == RowChange("delete", "db", "t", t.rows[1].after, None)
     assert txns[1].ddl_schema == "db" and txns[1].start == t.end
