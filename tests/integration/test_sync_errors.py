@@ -18,11 +18,11 @@ from .helpers import run_sql as run
 pytestmark = pytest.mark.integration
 
 
-def rows(ep, schema, table) -> list[tuple]:
+def rows(ep, schema, table, columns="id, name") -> list[tuple]:
     conn = connect(ep)
     try:
         with conn.cursor() as cur:
-            cur.execute(f"SELECT id, name FROM {qt(schema, table)} ORDER BY id")
+            cur.execute(f"SELECT {columns} FROM {qt(schema, table)} ORDER BY id")
             return list(cur.fetchall())
     finally:
         conn.close()
