@@ -237,8 +237,8 @@ class BinlogWindow:
                     txn = Txn(end=position, start=position, gtid=gtid)
                     piece_bytes = 0
                     continue
-                if txn is not None and uq.startswith("XA END"):  # inside the group, before XA_PREPARE
-                    continue
+                if txn is not None and uq.startswith(_IN_GROUP):
+                    continue  # part of the group (an ORM's nested transaction, XA END before XA_PREPARE)
                 if gtid is not None:
                     gstate, gtid = _advance(gstate, gtid), None
                 cur = Position(file, pos, gstate)
@@ -296,6 +296,10 @@ class BinlogWindow:
 # rows would otherwise be decoded whole into memory (1M updated rows of six columns: 1.3 GB) and
 # the task process killed, at the same transaction on every retry.
 PIECE_BYTES = 1 << 20
+
+# Statements logged inside BEGIN ... COMMIT that leave the group open: the rows before and after
+# them are one transaction (ROLLBACK TO: the server already dropped the rolled-back rows from it)
+_IN_GROUP = ("SAVEPOINT", "ROLLBACK TO", "XA END")
 
 _GTID = struct.Struct("<QIB")  # MariaDB GTID body: seq_no, domain_id, flags2
 # Post-header lengths of the v4 format, until a FORMAT_DESCRIPTION says otherwise.

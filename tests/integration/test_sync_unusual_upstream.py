@@ -1,8 +1,10 @@
 """Upstream writes the team's own workloads did not make, through the real syncer: XA
-transactions (rows logged at PREPARE, COMMIT / ROLLBACK later as statements), row changes a
-session logged as statements (binlog_format STATEMENT), and edge values of every column kind.
+transactions (rows logged at PREPARE, COMMIT / ROLLBACK later as statements), savepoints
+inside a transaction, row changes a session logged as statements (binlog_format STATEMENT),
+and edge values of every column kind.
 Each either lands exactly or pauses the source naming what happened; none is lost in silence
-(before: XA rows and statement-logged rows were dropped, an empty SET became NULL)."""
+(before: XA rows, the rows of a transaction with a savepoint and statement-logged rows were
+dropped, an empty SET became NULL)."""
 
 import pytest
 
@@ -54,6 +56,28 @@ def test_xa_commit_lands_and_a_rollback_after_prepare_pauses_naming_it(plain, st
     assert dmctl_binlog("skip", task.name, "-s", sid) == 0
     steps(sess, "caught_up")
     assert rows(down, tdb, "t") == rows(up, db, "t")
+
+
+def test_savepoints_inside_a_transaction_keep_its_rows(plain, stack):
+    """An ORM's nested transactions (Django's atomic blocks): SAVEPOINT, ROLLBACK TO SAVEPOINT and
+    RELEASE inside one transaction. The binlog holds SAVEPOINT statements inside the group; the
+    rows before them were dropped (the statement ended the group as if it were DDL)."""
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    t = qt(db, "t")
+    conn = connect(up)
+    try:
+        with conn.cursor() as cur:
+            for sql in ("BEGIN", f"INSERT INTO {t} VALUES (1, 'outer')", "SAVEPOINT s1",
+                        f"INSERT INTO {t} VALUES (2, 'inner')", "SAVEPOINT s2",
+                        f"INSERT INTO {t} VALUES (3, 'rolled back')", "ROLLBACK TO SAVEPOINT s2",
+                        f"UPDATE {t} SET name = 'inner, kept' WHERE id = 2", "RELEASE SAVEPOINT s1",
+                        f"INSERT INTO {t} VALUES (4, 'outer again')", "COMMIT"):
+                cur.execute(sql)
+    finally:
+        conn.close()
+    steps(sess, "caught_up")
+    assert rows(down, tdb, "t") == rows(up, db, "t") == [(1, "outer"), (2, "inner, kept"), (4, "outer again")]
 
 
 def test_a_row_change_logged_as_a_statement_pauses_when_it_may_touch_a_moved_table(plain, stack, uniq):

@@ -165,6 +165,45 @@ def test_mysql8_v2_rows_json_and_metadata():
     assert w.position == Position(b.file, b.pos) and w.events_read == 7  # rotate, begin, 3 rows, xid, ddl
 
 
+def _one_row_insert(b, id_):
+    b.table_map(77, b"db", b"t", TYPES, META, NULLABLE, OPTIONAL)
+    b.rows(ev.WRITE_ROWS_V2, 77, 7, [image(id_, None, None, None, None, None, None)])
+
+
+def test_statements_inside_a_transaction_keep_its_rows():
+    """SAVEPOINT (ORMs' nested transactions) and ROLLBACK TO inside BEGIN ... COMMIT are part of
+    the group; they ended it before, dropping the rows read so far, as if they were DDL."""
+    b = Binlog()
+    b.start_stream()
+    b.query("BEGIN")
+    _one_row_insert(b, 1)
+    b.query("SAVEPOINT `s1`")
+    _one_row_insert(b, 2)
+    b.query("ROLLBACK TO `s1`")
+    _one_row_insert(b, 3)
+    b.xid()
+    txns, w = run(b)
+    assert [t.ddl for t in txns] == [None]
+    assert [r.after["id"] for r in txns[0].rows] == [1, 2, 3]
+    assert w.position == Position(b.file, b.pos)
+
+
+def test_an_xa_transaction_is_delivered_at_its_prepare_and_its_commit_as_a_statement():
+    """MySQL logs XA START / XA END as statements around the rows and ends the group with an
+    XA_PREPARE event; XA COMMIT follows as a statement of its own."""
+    b = Binlog()
+    b.start_stream()
+    b.query("XA START X'7831',X'',1")
+    _one_row_insert(b, 1)
+    b.query("XA END X'7831',X'',1")
+    prepared = b.add(ev.XA_PREPARE, bytes([0]) + struct.pack("<iii", 1, 2, 0) + b"x1")
+    b.query("XA COMMIT X'7831',X'',1")
+    txns, w = run(b)
+    assert [t.ddl for t in txns] == [None, "XA COMMIT X'7831',X'',1"]
+    assert [r.after["id"] for r in txns[0].rows] == [1] and txns[0].end == Position(b.file, prepared)
+    assert txns[1].start == txns[0].end
+
+
 def test_table_map_metadata_and_minimal_metadata():
     full = ev.parse_table_map(_table_map_body(OPTIONAL), mariadb=False)
     assert [c.name for c in full.columns] == [n.decode() for n in NAMES]
