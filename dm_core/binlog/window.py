@@ -242,13 +242,16 @@ class BinlogWindow:
                 if gtid is not None:
                     gstate, gtid = _advance(gstate, gtid), None
                 cur = Position(file, pos, gstate)
-                if uq == "COMMIT":
+                if uq == "COMMIT" or uq.startswith("XA COMMIT"):
                     done, txn = txn, None
-                    if done is not None:
+                    if done is not None:  # XA COMMIT ... ONE PHASE ends MySQL's group itself
                         done.end = cur
                         position, pkey = cur, (fno, pos)
                         self.position, self.events_read = position, count
                         yield done
+                    elif uq != "COMMIT":  # a prepared XA's commit: its rows came at its XA_PREPARE
+                        position, pkey = cur, (fno, pos)
+                        self.position, self.events_read = position, count
                 else:
                     position, pkey = cur, (fno, pos)
                     self.position, self.events_read = position, count

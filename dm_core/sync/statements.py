@@ -9,7 +9,7 @@ every statement that is not DDL. Two kinds must not be skipped in silence:
   the text downstream would be wrong in general (routing, column mapping, non-deterministic
   functions), so the source pauses when the statement may touch a table the task moves;
 - ``XA ROLLBACK``: an XA transaction's rows are logged at its PREPARE and applied there
-  (binlog/window.py; its COMMIT comes later, as a statement), so a rollback after the
+  (binlog/window.py, which also passes its later XA COMMIT by itself), so a rollback after the
   PREPARE means rows are downstream that the upstream threw away. The source pauses naming
   the transaction (rare: a coordinator gave up on a prepared branch).
 

@@ -609,8 +609,7 @@ class Syncer:
         """A statement that is not DDL but concerns rows (sync/statements.py): None to go on,
         else the error to pause with."""
         shown = redact_sql(sql)
-        if kind == "xa commit":  # its rows were applied at the PREPARE
-            log.info("source %s: %s at %s: its rows were applied at its XA PREPARE", self.source_id, shown, txn.start)
+        if kind == "xa commit":  # its rows were applied at the PREPARE (the window passes these by itself)
             return None
         if kind == "xa rollback":
             return ErrorCode.XA_ROLLED_BACK.error(

@@ -188,9 +188,12 @@ def test_statements_inside_a_transaction_keep_its_rows():
     assert w.position == Position(b.file, b.pos)
 
 
-def test_an_xa_transaction_is_delivered_at_its_prepare_and_its_commit_as_a_statement():
+def test_an_xa_transaction_is_delivered_at_its_prepare_or_at_its_one_phase_commit():
     """MySQL logs XA START / XA END as statements around the rows and ends the group with an
-    XA_PREPARE event; XA COMMIT follows as a statement of its own."""
+    XA_PREPARE event; XA COMMIT follows as a statement of its own, which only moves the
+    position (an XA-heavy upstream would otherwise pay a DDL's barrier per transaction).
+    XA COMMIT ... ONE PHASE ends the group itself. XA ROLLBACK after a PREPARE is handed on
+    (the syncer pauses on it)."""
     b = Binlog()
     b.start_stream()
     b.query("XA START X'7831',X'',1")
@@ -198,10 +201,20 @@ def test_an_xa_transaction_is_delivered_at_its_prepare_and_its_commit_as_a_state
     b.query("XA END X'7831',X'',1")
     prepared = b.add(ev.XA_PREPARE, bytes([0]) + struct.pack("<iii", 1, 2, 0) + b"x1")
     b.query("XA COMMIT X'7831',X'',1")
+    b.query("XA START X'7832',X'',1")
+    _one_row_insert(b, 2)
+    b.query("XA END X'7832',X'',1")
+    one_phase = b.query("XA COMMIT X'7832',X'',1 ONE PHASE")
+    b.query("XA START X'7833',X'',1")
+    _one_row_insert(b, 3)
+    b.query("XA END X'7833',X'',1")
+    b.add(ev.XA_PREPARE, bytes([0]) + struct.pack("<iii", 1, 2, 0) + b"x3")
+    b.query("XA ROLLBACK X'7833',X'',1")
     txns, w = run(b)
-    assert [t.ddl for t in txns] == [None, "XA COMMIT X'7831',X'',1"]
-    assert [r.after["id"] for r in txns[0].rows] == [1] and txns[0].end == Position(b.file, prepared)
-    assert txns[1].start == txns[0].end
+    assert [t.ddl for t in txns] == [None, None, None, "XA ROLLBACK X'7833',X'',1"]
+    assert [[r.after["id"] for r in t.rows] for t in txns[:3]] == [[1], [2], [3]]
+    assert txns[0].end == Position(b.file, prepared) and txns[1].end == Position(b.file, one_phase)
+    assert w.position == Position(b.file, b.pos)
 
 
 def test_table_map_metadata_and_minimal_metadata():
