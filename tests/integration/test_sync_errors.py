@@ -22,7 +22,7 @@ def rows(ep, schema, table, columns="id, name") -> list[tuple]:
     conn = connect(ep)
     try:
         with conn.cursor() as cur:
-            cur.execute(f"SELECT {columns} FROM {qt(schema, table)} ORDER BY id")
+            cur.execute(f"SELECT {columns} FROM {qt(schema, table)} ORDER BY 1")
             return list(cur.fetchall())
     finally:
         conn.close()

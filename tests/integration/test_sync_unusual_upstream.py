@@ -1,7 +1,7 @@
 """Upstream writes the team's own workloads did not make, through the real syncer: XA
 transactions (rows logged at PREPARE, COMMIT / ROLLBACK later as statements), savepoints
 inside a transaction, row changes a session logged as statements (binlog_format STATEMENT),
-and edge values of every column kind.
+edge values of every column kind, odd names and MariaDB-only DDL forms.
 Each either lands exactly or pauses the source naming what happened; none is lost in silence
 (before: XA rows, the rows of a transaction with a savepoint and statement-logged rows were
 dropped, an empty SET became NULL)."""
@@ -142,3 +142,84 @@ def test_edge_values_of_every_column_kind_land_exactly(plain, stack):
     for a, b in zip(want, got):
         assert a == b, [(i, x, y) for i, (x, y) in enumerate(zip(a, b)) if x != y]
     assert got[0][2] == "" and got[2][2] == "b", "an empty SET is '', not NULL"
+
+
+def _same_tables(up, db, down, tdb, *tables):
+    for name in tables:
+        want, got = rows(up, db, name, "*"), rows(down, tdb, name, "*")
+        assert want and got == want, (name, want, got)
+
+
+def test_ctas_like_and_mariadb_only_ddl_forms_land(plain, stack):
+    """CREATE TABLE ... SELECT (a DDL and rows in one group), CREATE TABLE ... LIKE, CREATE OR
+    REPLACE, IF [NOT] EXISTS clauses, ALGORITHM/LOCK options, RENAME COLUMN, partitions."""
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    t, d, p = qt(db, "t"), qt(db, "d"), qt(db, "p")
+    run(up, f"INSERT INTO {t} VALUES (1, 'a'), (2, 'b')",
+        f"CREATE TABLE {qt(db, 'c')} AS SELECT id, name FROM {t}",
+        f"INSERT INTO {qt(db, 'c')} VALUES (3, 'c')",
+        f"CREATE TABLE {qt(db, 'l')} LIKE {t}",
+        f"INSERT INTO {qt(db, 'l')} SELECT * FROM {t}",
+        f"CREATE TABLE {d} (id int PRIMARY KEY, a int)",
+        f"INSERT INTO {d} VALUES (1, 1)",
+        f"CREATE OR REPLACE TABLE {d} (id int PRIMARY KEY, a int, b int)",
+        f"INSERT INTO {d} VALUES (2, 2, 2)",
+        f"ALTER TABLE {d} ADD COLUMN IF NOT EXISTS c int DEFAULT 3, ALGORITHM=INPLACE, LOCK=NONE",
+        f"ALTER TABLE {d} ADD COLUMN IF NOT EXISTS c int",
+        f"CREATE INDEX IF NOT EXISTS ia ON {d} (a)",
+        f"ALTER TABLE {d} DROP COLUMN IF EXISTS zz",
+        f"ALTER TABLE {d} RENAME COLUMN b TO b2",
+        f"ALTER TABLE {d} MODIFY COLUMN a bigint",
+        f"INSERT INTO {d} VALUES (3, 3, 3, 3)",
+        f"CREATE TABLE {p} (id int PRIMARY KEY) PARTITION BY HASH(id) PARTITIONS 3",
+        f"INSERT INTO {p} VALUES (1), (2), (3)",
+        f"ALTER TABLE {p} ADD PARTITION PARTITIONS 1",
+        f"INSERT INTO {p} VALUES (4)")
+    steps(sess, "caught_up")
+    _same_tables(up, db, down, tdb, "c", "l", "d", "p")
+
+
+def test_odd_names_another_gtid_domain_and_invisible_columns_land(plain, stack):
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    names = ("we`ird.t", "sp ace", "ünï-cödé", "%_pct", "select")
+    for name in names:
+        t = qt(db, name)
+        run(up, f"CREATE TABLE {t} (`id col` int PRIMARY KEY, `va``l` varchar(10), `%s` int)",
+            f"INSERT INTO {t} VALUES (1, 'a', 1), (2, 'b', 2)",
+            f"UPDATE {t} SET `va``l` = 'z' WHERE `id col` = 1",
+            f"ALTER TABLE {t} ADD COLUMN `new ``col` int DEFAULT 7",
+            f"DELETE FROM {t} WHERE `id col` = 2",
+            f"INSERT INTO {t} VALUES (3, 'c', 3, 8)")
+    i = qt(db, "i")
+    run(up, f"CREATE TABLE {i} (id int PRIMARY KEY, h int INVISIBLE DEFAULT 5, y int)",
+        f"INSERT INTO {i} (id, h, y) VALUES (1, 9, 1)", f"INSERT INTO {i} VALUES (2, 2)")
+    conn = connect(up)
+    try:
+        with conn.cursor() as cur:  # a session writing in its own GTID domain
+            cur.execute("SET SESSION gtid_domain_id = 7")
+            cur.execute(f"INSERT INTO {qt(db, 't')} VALUES (10, 'domain 7')")
+    finally:
+        conn.close()
+    run(up, f"INSERT INTO {qt(db, 't')} VALUES (11, 'domain 0')")
+    steps(sess, "caught_up")
+    _same_tables(up, db, down, tdb, "t", *names)
+    assert rows(down, tdb, "i", "id, h, y") == rows(up, db, "i", "id, h, y") == [(1, 9, 1), (2, 5, 2)]
+
+
+@pytest.mark.xfail(strict=True, reason="identical rows of a keyless table cannot be told apart on replay "
+                                       "(README, safe mode; DM documents the same limit)")
+def test_a_replay_over_identical_rows_of_a_keyless_table(plain, stack):
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    k = qt(db, "k")
+    run(up, f"CREATE TABLE {k} (a int, b varchar(10))",
+        f"INSERT INTO {k} VALUES (1, 'x'), (1, 'x'), (2, 'y')", f"INSERT INTO {k} VALUES (1, 'x')",
+        f"UPDATE {k} SET b = 'z' WHERE a = 2", f"DELETE FROM {k} WHERE a = 1 LIMIT 1")
+    steps(sess, "caught_up")
+    assert sorted(rows(down, tdb, "k", "*")) == sorted(rows(up, db, "k", "*"))
+    st = store.source_state(task.name, sid)  # every checkpoint lost: replay from the start
+    store.update_source_state(task.name, sid, binlog_file=st["low_file"], binlog_pos=st["low_pos"])
+    steps(sess, "caught_up")
+    assert sorted(rows(down, tdb, "k", "*")) == sorted(rows(up, db, "k", "*"))
