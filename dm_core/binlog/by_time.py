@@ -160,13 +160,13 @@ def _scan(ep: Endpoint, file: str, when: int, newest: Position, server_id: int) 
                 gtids = begins = True
             elif typ == ev.QUERY and not gtids:
                 text = ev.parse_query(buf, s, e - cks, query_phl)[1].strip().upper()
-                if text == "BEGIN":
+                if text == "BEGIN" or text.startswith("XA START"):
                     begins = in_txn = True
-                elif text == "COMMIT":
+                elif text == "COMMIT" or (in_txn and text.startswith("XA COMMIT")):  # ONE PHASE
                     in_txn = False
                 elif not in_txn:
                     begins = True   # a DDL: a transaction of its own
-            elif typ == ev.XID:
+            elif typ == ev.XID or typ == ev.XA_PREPARE:
                 in_txn = False
             if begins and ts >= when:
                 return Position(file, pos)

@@ -59,10 +59,10 @@ class Binlog:
         body += bytes(phl) + bytes([1 if self.checksum else 0])
         self.add(ev.FORMAT_DESCRIPTION, body, log_pos=0)
 
-    def query(self, sql, schema=b"db"):
+    def query(self, sql, schema=b"db", ts=1_700_000_000):
         status = b""
         body = struct.pack("<IIBHH", 1, 0, len(schema), 0, len(status)) + status + schema + b"\0" + sql.encode()
-        return self.add(ev.QUERY, body)
+        return self.add(ev.QUERY, body, ts=ts)
 
     def xid(self, n=1):
         return self.add(ev.XID, struct.pack("<Q", n))
@@ -314,3 +314,31 @@ def test_budgets_stop_only_after_progress():
     txns, w = run(b, budget_seconds=0)
     assert len(txns) == 1
     assert isinstance(txns[0], Txn)
+
+
+def test_start_time_never_lands_inside_an_xa_group(monkeypatch):
+    """`--start-time` on a MySQL binlog without GTIDs: XA START ... XA END ... XA_PREPARE is one
+    group (its XA END read as a DDL of its own made a start inside it), and the prepared XA's
+    XA COMMIT is a group of its own."""
+    from dm_core.binlog import by_time
+
+    b = Binlog()
+    b.start_stream()
+    b.query("XA START X'7831',X'',1", ts=100)
+    b.table_map(77, b"db", b"t", TYPES, META, NULLABLE, OPTIONAL)
+    b.rows(ev.WRITE_ROWS_V2, 77, 7, [image(1, None, None, None, None, None, None)])
+    b.query("XA END X'7831',X'',1", ts=200)
+    b.add(ev.XA_PREPARE, bytes([0]) + struct.pack("<iii", 1, 2, 0) + b"x1", ts=200)
+    commit_at = b.pos
+    b.query("XA COMMIT X'7831',X'',1", ts=300)
+
+    class Dump(FakeDump):
+        def __init__(self, *args, **kw):
+            super().__init__(b)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(by_time, "BinlogDump", Dump)
+    got = by_time._scan(EP, b.file, 150, Position(b.file, b.pos), server_id=9)
+    assert got == Position(b.file, commit_at)
