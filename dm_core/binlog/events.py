@@ -52,7 +52,6 @@ ROWS = WRITE_ROWS | UPDATE_ROWS | DELETE_ROWS
 # Events a reader must refuse instead of skipping: skipping them would lose rows silently.
 # (Encrypted binlogs are fine: the server decrypts what it sends to replicas.)
 UNSUPPORTED = {
-    EXECUTE_LOAD_QUERY: "a LOAD DATA statement logged as a statement (binlog_format STATEMENT or MIXED)",
     MARIADB_QUERY_COMPRESSED: "a compressed QUERY event (log_bin_compress=ON)",
     PARTIAL_UPDATE_ROWS: "a partial JSON update (binlog_row_value_options=PARTIAL_JSON)",
     **{t: "a compressed ROWS event (log_bin_compress=ON)" for t in MARIADB_ROWS_COMPRESSED},

@@ -106,6 +106,7 @@ class BinlogWindow:
         rows_v2 = ev.ROWS_V2
         T_MAP, T_GTID, T_XID, T_QUERY, T_ROTATE = ev.TABLE_MAP, ev.MARIADB_GTID, ev.XID, ev.QUERY, ev.ROTATE
         T_HEARTBEAT, T_FDE, T_XA_PREPARE = ev.HEARTBEAT, ev.FORMAT_DESCRIPTION, ev.XA_PREPARE
+        T_LOAD_QUERY = ev.EXECUTE_LOAD_QUERY
         verify = self.verify_checksum
         fault = faults.armed("binlog.in_transaction")  # tests only: checked once, not per event
 
@@ -228,9 +229,10 @@ class BinlogWindow:
                     done.timestamp = done.timestamp or ts
                     self.position, self.events_read = position, count
                     yield done
-            elif typ == T_QUERY:
+            elif typ == T_QUERY or typ == T_LOAD_QUERY:  # the latter: a LOAD DATA logged as a statement
                 count += 1
-                schema, text = ev.parse_query(buf, s, end, phl[T_QUERY])
+                qphl = phl.get(typ, 26)
+                schema, text = ev.parse_query(buf, s, end, qphl)
                 q = text.strip()
                 uq = q.upper()
                 if uq == "BEGIN" or uq.startswith("XA START"):  # MySQL logs XA START as a statement
@@ -255,10 +257,10 @@ class BinlogWindow:
                 else:
                     position, pkey = cur, (fno, pos)
                     self.position, self.events_read = position, count
-                    qs = ev.query_status(buf, s, phl[T_QUERY])
+                    qs = ev.query_status(buf, s, qphl)
                     codec = python_codec(charsets.get(qs.client_charset)) if qs.client_charset is not None else None
                     if codec and codec != "utf-8":  # the client wrote its own charset's bytes
-                        q = ev.parse_query(buf, s, end, phl[T_QUERY], codec)[1].strip()
+                        q = ev.parse_query(buf, s, end, qphl, codec)[1].strip()
                     yield Txn(end=cur, ddl=q, ddl_schema=schema.decode() or None, start=txn_start,
                               timestamp=ts, gtid=gstate, time_zone=qs.zone, sql_mode=qs.sql_mode,
                               collation_server=qs.server_collation, event_start=Position(file, pos - size))

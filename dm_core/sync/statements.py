@@ -1,10 +1,11 @@
 """Statements in a ROW-format binlog that are not DDL but still say something about the rows:
 row changes logged as statements, and the end of an XA transaction.
 
-Why: a QUERY event outside BEGIN ... COMMIT reaches the syncer as a statement, and DM skips
-every statement that is not DDL. Two kinds must not be skipped in silence:
+Why: a QUERY event other than BEGIN, COMMIT and what belongs to the group (binlog/window.py)
+reaches the syncer as a statement, and DM skips every statement that is not DDL. Two kinds must not be skipped in silence:
 
-- a row change logged as a statement (``INSERT``/``REPLACE``/``UPDATE``/``DELETE``): a session
+- a row change logged as a statement (``INSERT``/``REPLACE``/``UPDATE``/``DELETE``/``LOAD
+  DATA``, the last one as its own event type, binlog/window.py): a session
   ran with ``binlog_format`` STATEMENT or MIXED, so the rows are not in the binlog. Replaying
   the text downstream would be wrong in general (routing, column mapping, non-deterministic
   functions), so the source pauses when the statement may touch a table the task moves;
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 from dm_core.ddl.text import Mode, tokenize
 
-_ROW_CHANGE = {"INSERT", "REPLACE", "UPDATE", "DELETE"}
+_ROW_CHANGE = {"INSERT", "REPLACE", "UPDATE", "DELETE", "LOAD"}  # LOAD DATA / LOAD XML
 
 
 def kind_of(sql: str, mode: Mode = None) -> str | None:

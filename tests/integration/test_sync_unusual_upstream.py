@@ -6,6 +6,7 @@ Each either lands exactly or pauses the source naming what happened; none is los
 (before: XA rows, the rows of a transaction with a savepoint and statement-logged rows were
 dropped, an empty SET became NULL)."""
 
+import pymysql
 import pytest
 
 from dm_core.db import connect, qi, qt
@@ -80,7 +81,7 @@ def test_savepoints_inside_a_transaction_keep_its_rows(plain, stack):
     assert rows(down, tdb, "t") == rows(up, db, "t") == [(1, "outer"), (2, "inner, kept"), (4, "outer again")]
 
 
-def test_a_row_change_logged_as_a_statement_pauses_when_it_may_touch_a_moved_table(plain, stack, uniq):
+def test_a_row_change_logged_as_a_statement_pauses_when_it_may_touch_a_moved_table(plain, stack, uniq, tmp_path):
     task, store, sid, db, tdb, sess = plain
     up, down = stack["up1"], stack["down"]
     other = f"erx{uniq}"  # a database the task does not move
@@ -110,6 +111,27 @@ def test_a_row_change_logged_as_a_statement_pauses_when_it_may_touch_a_moved_tab
         assert dmctl_binlog("skip", task.name, "-s", sid) == 0
         steps(sess, "caught_up")
         assert rows(down, tdb, "t") == rows(up, db, "t") == [(1, "a"), (2, "statement"), (3, "row")]
+
+        # LOAD DATA logged as a statement: an event type of its own, with its rows in a file
+        # the binlog carries separately; the same pause, and the same skip
+        rows_file = tmp_path / "rows.tsv"
+        rows_file.write_text("7\tloaded\n8\tloaded\n")
+        conn = pymysql.connect(host=up.host, port=up.port, user=up.user, password=up.password,
+                               local_infile=True, autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+                cur.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {qt(db, 't')}", (str(rows_file),))
+        finally:
+            conn.close()
+        run(up, f"INSERT INTO {qt(db, 't')} VALUES (9, 'row')")
+        steps(sess, "paused")
+        st = store.source_state(task.name, sid)
+        assert "50021" in st["error"] and "LOAD DATA" in st["error"] and st["error_pos"], st["error"]
+        run(down, f"INSERT INTO {qt(tdb, 't')} VALUES (7, 'loaded'), (8, 'loaded')")
+        assert dmctl_binlog("skip", task.name, "-s", sid) == 0
+        steps(sess, "caught_up")
+        assert rows(down, tdb, "t") == rows(up, db, "t")
     finally:
         drop_schemas(up, [other])
 
