@@ -27,6 +27,7 @@ ROTATE = 4
 FORMAT_DESCRIPTION = 15
 XID = 16
 EXECUTE_LOAD_QUERY = 18        # a LOAD DATA logged as a statement (its rows are not in the binlog)
+INCIDENT = 26                  # the server lost events (LOST_EVENTS): a replica stops here
 TABLE_MAP = 19
 WRITE_ROWS_V1, UPDATE_ROWS_V1, DELETE_ROWS_V1 = 23, 24, 25
 HEARTBEAT = 27
@@ -34,6 +35,7 @@ WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2 = 30, 31, 32
 GTID = 33                      # MySQL
 XA_PREPARE = 38                # ends the event group of an XA transaction's PREPARE (MySQL 5.7+, MariaDB 10.5+)
 PARTIAL_UPDATE_ROWS = 39       # MySQL 8 partial JSON updates
+TRANSACTION_PAYLOAD = 40       # MySQL 8.0.20+ binlog_transaction_compression: a whole transaction, zstd
 HEARTBEAT_V2 = 41              # MySQL 8.0.26+
 MARIADB_ANNOTATE_ROWS = 160
 MARIADB_BINLOG_CHECKPOINT = 161
@@ -51,10 +53,23 @@ ROWS = WRITE_ROWS | UPDATE_ROWS | DELETE_ROWS
 
 # Events a reader must refuse instead of skipping: skipping them would lose rows silently.
 # (Encrypted binlogs are fine: the server decrypts what it sends to replicas.)
+# type → (what the event is, what to do about it)
+_TURN_OFF = ("Turn the feature off on the upstream ({}), then run the full phase again or start from a "
+             "newer `meta` position.")
 UNSUPPORTED = {
-    MARIADB_QUERY_COMPRESSED: "a compressed QUERY event (log_bin_compress=ON)",
-    PARTIAL_UPDATE_ROWS: "a partial JSON update (binlog_row_value_options=PARTIAL_JSON)",
-    **{t: "a compressed ROWS event (log_bin_compress=ON)" for t in MARIADB_ROWS_COMPRESSED},
+    MARIADB_QUERY_COMPRESSED: ("a compressed QUERY event (log_bin_compress=ON)",
+                               _TURN_OFF.format("SET GLOBAL log_bin_compress=OFF")),
+    PARTIAL_UPDATE_ROWS: ("a partial JSON update (binlog_row_value_options=PARTIAL_JSON)",
+                          _TURN_OFF.format("SET GLOBAL binlog_row_value_options=''")),
+    TRANSACTION_PAYLOAD: ("a compressed transaction (binlog_transaction_compression=ON)",
+                          _TURN_OFF.format("SET GLOBAL binlog_transaction_compression=OFF")),
+    INCIDENT: ("an incident: the upstream says events may be missing from its binlog here (a replica "
+               "stops at it too)",
+               "Read the upstream's error log at that time for what was lost, then run the full phase again, "
+               "or start the task again from a `meta` position past the incident and re-sync the tables that "
+               "lost changes (trigger dm_TASK_resync)."),
+    **{t: ("a compressed ROWS event (log_bin_compress=ON)", _TURN_OFF.format("SET GLOBAL log_bin_compress=OFF"))
+       for t in MARIADB_ROWS_COMPRESSED},
 }
 
 HEADER_LEN = 19

@@ -281,12 +281,10 @@ class BinlogWindow:
                 tid_len = 4 if phl[T_MAP] == 6 else 6
                 continue
             elif typ in ev.UNSUPPORTED:
+                what, workaround = ev.UNSUPPORTED[typ]
                 raise ErrorCode.BINLOG_UNREADABLE.error(
-                    f"binlog at ({file}, {pos}) from {dump.ep} holds {ev.UNSUPPORTED[typ]}, "
-                    f"which shardflow cannot read",
-                    workaround="Turn the feature off on the upstream (SET GLOBAL log_bin_compress=OFF, "
-                               "or binlog_row_value_options=''), then run the full phase again or start "
-                               "from a newer `meta` position.")
+                    f"binlog at ({file}, {pos - size}) from {dump.ep} holds {what}, which shardflow cannot read",
+                    workaround=workaround)
             else:
                 continue  # events the old reader did not count: GTID_LIST, checkpoints, ...
             if txn is None:

@@ -268,14 +268,21 @@ def test_rows_without_table_map_are_skipped_like_the_old_reader():
     assert [t.rows for t in txns] == [[]] and w.events_read == 3
 
 
-@pytest.mark.parametrize("typ", [166, 165, ev.PARTIAL_UPDATE_ROWS])
-def test_events_that_would_lose_rows_are_refused(typ):
+@pytest.mark.parametrize("typ, names", [
+    (166, "log_bin_compress"), (165, "log_bin_compress"), (ev.PARTIAL_UPDATE_ROWS, "binlog_row_value_options"),
+    (ev.TRANSACTION_PAYLOAD, "binlog_transaction_compression"), (ev.INCIDENT, "error log"),
+])
+def test_events_that_would_lose_rows_are_refused(typ, names):
+    """Each refusal names the event's position (where it starts, as SHOW BINLOG EVENTS lists it)
+    and a workaround for that event, not another's."""
     b = Binlog()
     b.start_stream()
+    at = b.pos
     b.add(typ, b"\x00" * 20)
     with pytest.raises(ShardflowError) as exc:
         run(b)
     assert exc.value.code is ErrorCode.BINLOG_UNREADABLE and exc.value.code.terminal
+    assert f"({b.file}, {at})" in str(exc.value) and names in exc.value.workaround, (str(exc.value), exc.value.workaround)
 
 
 def test_crc_is_checked_when_asked():
