@@ -9,7 +9,8 @@ Layout (one module per group of items, one function per item, sqlglot-style):
 - ``probe.py``       the only server I/O: one connection and a few queries per server
 - ``context.py``     what items see; the ``@item`` tag; sharding groups
 - ``connections.py`` connection, conn_number
-- ``server.py``      version, server_id, binlog_enable, binlog_format, binlog_row_image, binlog_row_metadata
+- ``server.py``      version, server_id, binlog_enable, binlog_format, binlog_row_image, binlog_row_metadata,
+                      binlog_compression
 - ``privileges.py``  dump_privilege, replication_privilege, target_privilege
 - ``table_schema.py`` table_schema
 - ``meta_position.py`` meta_position

@@ -32,6 +32,7 @@ CHECKS = (
     server.binlog_format,
     server.binlog_row_image,
     server.binlog_row_metadata,
+    server.binlog_compression,
     privileges.replication_privilege,
     privileges.dump_privilege,
     connections.conn_number,

@@ -23,7 +23,8 @@ from dm_core.errors import ShardflowError
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
 VARIABLES = ("version", "version_comment", "server_id", "log_bin", "binlog_format", "binlog_row_image",
-             "binlog_row_metadata", "max_connections", "gtid_mode", "lower_case_table_names")
+             "binlog_row_metadata", "max_connections", "gtid_mode", "lower_case_table_names",
+             "log_bin_compress", "binlog_transaction_compression", "binlog_row_value_options")
 
 # One row per (column, index the column is part of): columns without index come once with NULLs.
 _TABLES_SQL = (

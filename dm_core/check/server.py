@@ -110,6 +110,29 @@ def binlog_row_image(ctx, src: ServerFacts):
     return _want(src, "binlog_row_image", "FULL") or [passed("no binlog_row_image on this server: rows are logged in full")]
 
 
+# Settings that make the server write binlog events shardflow refuses (binlog/events.py
+# UNSUPPORTED): the source would pause at the first such event. Absent: the server predates them.
+_UNREADABLE_WHEN = (
+    ("log_bin_compress", "OFF", "MariaDB compresses QUERY and ROWS events"),
+    ("binlog_transaction_compression", "OFF", "MySQL compresses whole transactions"),
+    ("binlog_row_value_options", "", "MySQL logs JSON updates as partial ones"),
+)
+
+
+@item("binlog_compression", scope="source", phase=REPLICATION)
+def binlog_compression(ctx, src: ServerFacts):
+    out = []
+    for name, wanted, why in _UNREADABLE_WHEN:
+        v, unreadable = _var(src, name)
+        if unreadable:
+            return [unreadable]
+        if v is None or v.strip().upper() == wanted:
+            continue
+        out.append(failed(f"{name} is {v}: {why}, which shardflow cannot read",
+                          f"SET GLOBAL {name}={wanted or chr(39) * 2} and the same in my.cnf"))
+    return out or [passed("binlog events are neither compressed nor partial")]
+
+
 @item("binlog_row_metadata", scope="source", phase=REPLICATION)
 def binlog_row_metadata(ctx, src: ServerFacts):
     got = _want(src, "binlog_row_metadata", "FULL")

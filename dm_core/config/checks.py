@@ -21,8 +21,8 @@ CHECKING_ITEMS = (
     "online_ddl", "binlog_db", "meta_position", "conn_number", "target_privilege",
     "empty_region", "region_distribution", "downstream_version", "free_space", "downstream_mutex_features",
     "downstream_table_empty", "primary_key",
-    # shardflow's own: row events must carry column names
-    "binlog_row_metadata",
+    # shardflow's own: row events must carry column names, and be neither compressed nor partial
+    "binlog_row_metadata", "binlog_compression",
 )
 
 # gh-ost / pt-osc shadow and trash tables, DM's defaults.

@@ -25,7 +25,7 @@ ALL_ITEMS = [fn.item for fn in CHECKS]
 NOT_ALL_MODE = {"meta_position"}            # task-mode incremental only
 ONLINE_DDL_ONLY = {"online_ddl"}             # tasks with online-ddl: true only (test_online_ddl's cases)
 REPLICATION_ITEMS = {"server_id", "binlog_enable", "binlog_format", "binlog_row_image", "binlog_row_metadata",
-                     "replication_privilege", "meta_position"}
+                     "binlog_compression", "replication_privilege", "meta_position"}
 SECRET = "Sup3r-s3cret!pw"
 UNUSED_PORT = 3329
 
@@ -149,7 +149,7 @@ def test_good_server_passes_every_item(servers):
     report = check(servers, {"mysql-01": servers["good"].endpoint()})
     expect(report, "mysql-01")
     assert report.ok and not report.errors and not report.warnings
-    assert report.render() == "precheck of task chk: 0 failed, 0 warnings, 16 passed"
+    assert report.render() == "precheck of task chk: 0 failed, 0 warnings, 17 passed"
     assert json.loads(json.dumps(report.to_dict()))["ok"] is True
 
 
@@ -171,6 +171,8 @@ SERVER_CASES = [
      "binlog_row_image", "fail"),
     ("minimal-metadata", "mut", ["SET GLOBAL binlog_row_metadata='MINIMAL'"],
      ["SET GLOBAL binlog_row_metadata='FULL'"], "binlog_row_metadata", "fail"),
+    ("compressed-binlog", "mut", ["SET GLOBAL log_bin_compress=ON"], ["SET GLOBAL log_bin_compress=OFF"],
+     "binlog_compression", "fail"),
 ]
 
 
