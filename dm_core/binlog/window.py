@@ -217,7 +217,8 @@ class BinlogWindow:
                 continue
             if typ == T_XID or typ == T_XA_PREPARE:
                 # XA: the rows are logged at PREPARE and delivered as committed there (as DM does);
-                # the XA COMMIT / ROLLBACK comes later as a statement of its own (the syncer's)
+                # its XA COMMIT comes later and only moves the position, an XA ROLLBACK goes on as
+                # a statement (the syncer pauses on it)
                 count += 1
                 done, txn = txn, None
                 if gtid is not None:

@@ -2,11 +2,12 @@
 row changes logged as statements, and the end of an XA transaction.
 
 Why: a QUERY event other than BEGIN, COMMIT and what belongs to the group (binlog/window.py)
-reaches the syncer as a statement, and DM skips every statement that is not DDL. Two kinds must not be skipped in silence:
+reaches the syncer as a statement, and DM skips every statement that is not DDL. Two kinds
+must not be skipped in silence:
 
-- a row change logged as a statement (``INSERT``/``REPLACE``/``UPDATE``/``DELETE``/``LOAD
-  DATA``, the last one as its own event type, binlog/window.py): a session
-  ran with ``binlog_format`` STATEMENT or MIXED, so the rows are not in the binlog. Replaying
+- a row change logged as a statement (``INSERT``/``REPLACE``/``UPDATE``/``DELETE``, and
+  ``LOAD DATA`` as an event type of its own): a session ran with ``binlog_format`` STATEMENT
+  or MIXED, so the rows are not in the binlog. Replaying
   the text downstream would be wrong in general (routing, column mapping, non-deterministic
   functions), so the source pauses when the statement may touch a table the task moves;
 - ``XA ROLLBACK``: an XA transaction's rows are logged at its PREPARE and applied there
@@ -18,8 +19,10 @@ Which tables a row-change statement touches is over-approximated from its tokens
 qualified name ``a.b``, and every other word or name as a table of the session's database.
 A false alarm costs a pause with a ``binlog skip`` away; a miss costs rows.
 
-    >>> kind_of("XA COMMIT X'7831',X'',1"), kind_of("xa rollback 'x'"), kind_of("/* c */ insert into t values (1)")
-    ('xa commit', 'xa rollback', 'row change')
+    >>> kind_of("xa rollback 'x'"), kind_of("/* c */ insert into t values (1)"), kind_of("LOAD DATA INFILE 'f' INTO TABLE t")
+    ('xa rollback', 'row change', 'row change')
+    >>> kind_of("XA COMMIT X'7831',X'',1") is None  # the window passes it: its rows came at XA PREPARE
+    True
     >>> kind_of("GRANT ALL ON *.* TO u"), kind_of("ALTER TABLE t ADD c INT")
     (None, None)
     >>> names = may_touch("UPDATE d2.t JOIN t2 ON t.id = t2.id SET t.x = 1", "d")
@@ -35,15 +38,15 @@ _ROW_CHANGE = {"INSERT", "REPLACE", "UPDATE", "DELETE", "LOAD"}  # LOAD DATA / L
 
 
 def kind_of(sql: str, mode: Mode = None) -> str | None:
-    """``row change``, ``xa commit``, ``xa rollback``, or None for anything else."""
+    """``row change``, ``xa rollback``, or None for anything else."""
     toks = tokenize(sql, mode)
     if not toks or toks[0].kind != "word":
         return None
     first = toks[0].text.upper()
     if first in _ROW_CHANGE:
         return "row change"
-    if first == "XA" and len(toks) > 1 and toks[1].is_kw("COMMIT", "ROLLBACK"):
-        return "xa " + toks[1].text.lower()
+    if first == "XA" and len(toks) > 1 and toks[1].is_kw("ROLLBACK"):
+        return "xa rollback"
     return None
 
 

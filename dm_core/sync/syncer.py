@@ -609,15 +609,12 @@ class Syncer:
         """A statement that is not DDL but concerns rows (sync/statements.py): None to go on,
         else the error to pause with."""
         shown = redact_sql(sql)
-        if kind == "xa commit":  # its rows were applied at the PREPARE (the window passes these by itself)
-            return None
         if kind == "xa rollback":
             return ErrorCode.XA_ROLLED_BACK.error(
                 f"the upstream rolled back a prepared XA transaction: {shown}; its rows were applied downstream "
                 f"at its XA PREPARE")
         allow = self.rules.block_allow.allow_table
-        moved = sorted((s, t) for s, t in statements.may_touch(sql, txn.ddl_schema, mode) if allow(s, t))
-        if not moved:
+        if not any(allow(s, t) for s, t in statements.may_touch(sql, txn.ddl_schema, mode)):
             log.info("source %s: skipping a row change logged as a statement at %s, on no table the task moves: "
                      "%.200s", self.source_id, txn.start, shown)
             return None
