@@ -21,6 +21,10 @@ from dm_core.target import TargetTable
 
 log = logging.getLogger("shardflow.sync")
 
+# The columns of a MariaDB sequence (CREATE SEQUENCE), in order, as its row events carry them
+SEQUENCE_COLUMNS = ("next_not_cached_value", "minimum_value", "maximum_value", "start_value", "increment",
+                    "cache_size", "cycle_option", "cycle_count")
+
 
 def written_columns(target: TargetTable, row_columns: set[str]) -> TargetTable:
     """``target`` narrowed to the columns a row of this upstream shape carries (its key
@@ -86,6 +90,13 @@ class RowPath:
         r = self.rules
         if not r.block_allow.allow_table(ch.schema, ch.table):
             p.skip = True
+        elif cols == SEQUENCE_COLUMNS:
+            # a MariaDB sequence: NEXTVAL logs its new state as a row; the values it hands out are
+            # in the rows that use them, and there is no table downstream to write the state to
+            p.skip = True
+            log.info("source %s: rows of `%s`.`%s` skipped: it is a sequence (its state, not data; create it "
+                     "downstream at cutover, starting past the upstream's NEXTVAL)", self.source_id, ch.schema,
+                     ch.table)
         else:
             if any(c.startswith("UNKNOWN_COL") for c in cols):
                 raise ErrorCode.SCHEMA_UNKNOWN.error(
