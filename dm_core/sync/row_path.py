@@ -146,7 +146,7 @@ class RowPath:
                 continue
             if p.missing is not None:
                 if not safe:
-                    raise p.missing
+                    raise self._no_target(ch, p)
                 # Replaying the safe-mode range over targets created after it began: a table
                 # renamed or dropped later in the binlog is gone already, and its rows as of
                 # then were read by the full load (dm_core/full/phase.py).
@@ -193,6 +193,18 @@ class RowPath:
             workaround=f"Add the column(s) to `{t.schema}`.`{t.table}` downstream, then `dmctl resume-task TASK -s "
                        f"SOURCE`; or `dmctl binlog skip TASK -s SOURCE` to drop the transaction.")
         err.statement = f"{ch.op.upper()} `{t.schema}`.`{t.table}` ({', '.join(f'`{c}`' for c in [*p.columns, *p.extract])})"
+        return err
+
+    def _no_target(self, ch: RowChange, p: "TablePlan") -> ShardflowError:
+        """Rows whose target table is not downstream, outside the replay range: nothing creates it
+        by waiting (it was retried as a transient error for minutes), so the source pauses at once."""
+        ts, tt = self.rules.router.route(ch.schema, ch.table)
+        err = ErrorCode.DML_REJECTED.error(
+            f"rows of `{ch.schema}`.`{ch.table}` have no target: {p.missing.message}",
+            workaround=f"Create `{ts}`.`{tt}` downstream (as the upstream's SHOW CREATE TABLE, routed), then "
+                       f"`dmctl resume-task TASK -s SOURCE` (a re-sync of the table then fills what it missed: "
+                       f"trigger dm_TASK_resync); or `dmctl binlog skip TASK -s SOURCE` to drop the transaction.")
+        err.statement = f"{ch.op.upper()} `{ts}`.`{tt}`"
         return err
 
     def _note_missing(self, ch: RowChange) -> None:

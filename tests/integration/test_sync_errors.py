@@ -180,3 +180,24 @@ def _one(ep, sql):
             return tuple(cur.fetchone())
     finally:
         conn.close()
+
+
+def test_rows_whose_target_table_is_gone_pause_at_once_and_resume_once_it_is_back(plain, stack):
+    """A target table dropped downstream (by hand, or a skipped CREATE): waiting creates nothing,
+    so the source pauses at the transaction at once (it was retried as transient for minutes),
+    naming the table; once it is back, resume-task applies the rows."""
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    run(up, f"INSERT INTO {qt(db, 't')} VALUES (1, 'a')")
+    steps(sess, "caught_up")
+    run(down, f"DROP TABLE {qt(tdb, 't')}")
+    run(up, f"INSERT INTO {qt(db, 't')} VALUES (2, 'b')")
+    out = sess.step()
+    assert out.state == "paused", (out.state, out.messages)
+    st = store.source_state(task.name, sid)
+    assert "50011" in st["error"] and f"`{tdb}`.`t` does not exist" in st["error"] and st["error_pos"], st
+    run(down, f"CREATE TABLE {qt(tdb, 't')} (id int PRIMARY KEY, name varchar(20))",
+        f"INSERT INTO {qt(tdb, 't')} VALUES (1, 'a')")
+    store.request_sources(task.name, [sid], "running", all_sources=[sid], clear_error=True)
+    steps(sess, "caught_up")
+    assert rows(down, tdb, "t") == [(1, "a"), (2, "b")]
