@@ -242,6 +242,15 @@ class BinlogWindow:
                     continue
                 if txn is not None and uq.startswith(_IN_GROUP):
                     continue  # part of the group (an ORM's nested transaction, XA END before XA_PREPARE)
+                if txn is not None and uq.startswith("ROLLBACK TO"):
+                    raise ErrorCode.BINLOG_UNREADABLE.error(
+                        f"binlog at ({file}, {pos - size}) from {dump.ep} holds `{q[:200]}` inside a transaction: "
+                        "the server logs it only when the transaction changed a non-transactional (MyISAM, Aria) "
+                        "table, and which of its rows after the savepoint the server kept depends on each "
+                        "table's engine, which the binlog does not say",
+                        workaround="Make the upstream tables transactional (ALTER TABLE ... ENGINE=InnoDB). Then "
+                                   "run the full phase again, or start the task again from a `meta` position past "
+                                   "this transaction and re-sync the tables it changed (trigger dm_TASK_resync).")
                 if gtid is not None:
                     gstate, gtid = _advance(gstate, gtid), None
                 cur = Position(file, pos, gstate)
@@ -302,8 +311,9 @@ class BinlogWindow:
 PIECE_BYTES = 1 << 20
 
 # Statements logged inside BEGIN ... COMMIT that leave the group open: the rows before and after
-# them are one transaction (ROLLBACK TO: the server already dropped the rolled-back rows from it)
-_IN_GROUP = ("SAVEPOINT", "ROLLBACK TO", "XA END")
+# them are one transaction. (A ROLLBACK TO of transactional tables only is not logged: the server
+# drops the rolled-back rows from the group instead.)
+_IN_GROUP = ("SAVEPOINT", "XA END")
 
 _GTID = struct.Struct("<QIB")  # MariaDB GTID body: seq_no, domain_id, flags2
 # Post-header lengths of the v4 format, until a FORMAT_DESCRIPTION says otherwise.

@@ -144,14 +144,6 @@ class RowPath:
                 continue
             if skip_table is not None and skip_table((ch.schema, ch.table)):
                 continue
-            if p.missing is not None:
-                if not safe:
-                    raise self._no_target(ch, p)
-                # Replaying the safe-mode range over targets created after it began: a table
-                # renamed or dropped later in the binlog is gone already, and its rows as of
-                # then were read by the full load (dm_core/full/phase.py).
-                self._note_missing(ch)
-                continue
             if p.unknown and not lenient:
                 raise self._unknown_columns(ch, p)
             action = p.actions.get(ch.op)
@@ -169,6 +161,14 @@ class RowPath:
                     continue
                 if ch.op == "delete" and p.expr.skip_delete(ch.before):
                     continue
+            if p.missing is not None:  # after the filters: rows they drop need no target
+                if not safe:
+                    raise self._no_target(ch, p)
+                # Replaying the safe-mode range over targets created after it began: a table
+                # renamed or dropped later in the binlog is gone already, and its rows as of
+                # then were read by the full load (dm_core/full/phase.py).
+                self._note_missing(ch)
+                continue
             before, after = ch.before, ch.after
             if p.mapping is not None or p.extract:  # else map_row would return the rows as they are
                 before, after = self.map_row(p, before), self.map_row(p, after)

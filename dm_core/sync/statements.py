@@ -15,9 +15,11 @@ must not be skipped in silence:
   PREPARE means rows are downstream that the upstream threw away. The source pauses naming
   the transaction (rare: a coordinator gave up on a prepared branch).
 
-Which tables a row-change statement touches is over-approximated from its tokens: every
-qualified name ``a.b``, and every other word or name as a table of the session's database.
-A false alarm costs a pause with a ``binlog skip`` away; a miss costs rows.
+Where a row-change statement writes is over-approximated by database: the session's database
+and every qualifier in the text; the source pauses when the task moves any table of one of
+them (a view or trigger can write a table the text does not name). A false alarm costs a
+pause with a ``binlog skip`` away; a miss costs rows. A trigger writing into another database
+than the statement names is not caught.
 
     >>> kind_of("xa rollback 'x'"), kind_of("/* c */ insert into t values (1)")
     ('xa rollback', 'row change')
@@ -27,16 +29,22 @@ A false alarm costs a pause with a ``binlog skip`` away; a miss costs rows.
     True
     >>> kind_of("GRANT ALL ON *.* TO u"), kind_of("ALTER TABLE t ADD c INT")
     (None, None)
-    >>> names = may_touch("UPDATE d2.t JOIN t2 ON t.id = t2.id SET t.x = 1", "d")
-    >>> ("d2", "t") in names, ("d", "t2") in names, ("d", "d2") in names
-    (True, True, False)
+    >>> kind_of("WITH c AS (SELECT 1) UPDATE t SET x = 1"), kind_of("SET STATEMENT max_statement_time=1 FOR DELETE FROM t")
+    ('row change', 'row change')
+    >>> sorted(databases_named("UPDATE d2.t SET x = 1", "d"))
+    ['d', 'd2']
+    >>> sorted(databases_named("DELETE t1 FROM t1 JOIN t2 ON t1.id = t2.id", "d"))  # a column's table counts too
+    ['d', 't1', 't2']
 """
 
 from __future__ import annotations
 
 from dm_core.ddl.text import Mode, tokenize
 
-_ROW_CHANGE = {"INSERT", "REPLACE", "UPDATE", "DELETE", "LOAD"}  # LOAD DATA / LOAD XML
+# First words of statements that may write rows when logged as statements: DML, LOAD DATA/XML,
+# and what is logged only for its side effects (WITH ... UPDATE, SELECT f() / DO f() of a
+# function that writes); MariaDB's SET STATEMENT ... FOR <statement> is checked separately.
+_ROW_CHANGE = {"INSERT", "REPLACE", "UPDATE", "DELETE", "LOAD", "WITH", "SELECT", "DO"}
 
 
 def kind_of(sql: str, mode: Mode = None) -> str | None:
@@ -45,27 +53,20 @@ def kind_of(sql: str, mode: Mode = None) -> str | None:
     if not toks or toks[0].kind != "word":
         return None
     first = toks[0].text.upper()
-    if first in _ROW_CHANGE:
+    if first in _ROW_CHANGE or (first == "SET" and len(toks) > 1 and toks[1].is_kw("STATEMENT")):
         return "row change"
     if first == "XA" and len(toks) > 1 and toks[1].is_kw("ROLLBACK"):
         return "xa rollback"
     return None
 
 
-def may_touch(sql: str, schema: str | None, mode: Mode = None) -> set[tuple[str, str]]:
-    """Every (schema, table) the statement could name (see the module)."""
+def databases_named(sql: str, schema: str | None, mode: Mode = None) -> set[str]:
+    """The databases a row-change statement may write (see the module): every qualifier of a
+    name ``a.b``, and the session's database."""
     toks = tokenize(sql, mode)
-    out: set[tuple[str, str]] = set()
-    i = 0
-    while i < len(toks):
-        t = toks[i]
-        if t.kind in ("word", "ident"):
-            dot, nxt = (toks[i + 1], toks[i + 2]) if i + 2 < len(toks) else (None, None)
-            if dot is not None and dot.kind == "punct" and dot.text == "." and nxt.kind in ("word", "ident"):
-                out.add((t.text, nxt.text))
-                i += 3
-                continue
-            if schema:
-                out.add((schema, t.text))
-        i += 1
+    out = {schema} if schema else set()
+    for i in range(len(toks) - 2):
+        a, dot, b = toks[i], toks[i + 1], toks[i + 2]
+        if a.kind in ("word", "ident") and dot.kind == "punct" and dot.text == "." and b.kind in ("word", "ident"):
+            out.add(a.text)
     return out

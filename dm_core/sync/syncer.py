@@ -613,14 +613,14 @@ class Syncer:
             return ErrorCode.XA_ROLLED_BACK.error(
                 f"the upstream rolled back a prepared XA transaction: {shown}; its rows were applied downstream "
                 f"at its XA PREPARE")
-        allow = self.rules.block_allow.allow_table
-        if not any(allow(s, t) for s, t in statements.may_touch(sql, txn.ddl_schema, mode)):
+        moves = self.rules.block_allow.selects_schema
+        if not any(moves(db) for db in statements.databases_named(sql, txn.ddl_schema, mode)):
             log.info("source %s: skipping a row change logged as a statement at %s, on no table the task moves: "
                      "%.200s", self.source_id, txn.start, shown)
             return None
         return ErrorCode.STATEMENT_ROW_CHANGE.error(
             f"a row change logged as a statement (binlog_format STATEMENT or MIXED), not as row events: {shown:.500} "
-            f"(session database {txn.ddl_schema or '(none)'}; it may touch a table the task moves)")
+            f"(session database {txn.ddl_schema or '(none)'}; it may write a database whose tables the task moves)")
 
     def _refused_foreign_key(self, routed, sql: str, mode: str | None):
         """DM refuses a DDL that creates a foreign key while the downstream session checks them
