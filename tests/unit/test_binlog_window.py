@@ -170,15 +170,21 @@ def _one_row_insert(b, id_):
     b.rows(ev.WRITE_ROWS_V2, 77, 7, [image(id_, None, None, None, None, None, None)])
 
 
-def test_savepoints_inside_a_transaction_keep_its_rows():
-    """SAVEPOINT (ORMs' nested transactions) inside BEGIN ... COMMIT is part of the group; it
-    ended it before, dropping the rows read so far, as if it were DDL."""
+def _in_savepoint() -> Binlog:
+    """A stream inside BEGIN: row 1, SAVEPOINT `s1`, row 2."""
     b = Binlog()
     b.start_stream()
     b.query("BEGIN")
     _one_row_insert(b, 1)
     b.query("SAVEPOINT `s1`")
     _one_row_insert(b, 2)
+    return b
+
+
+def test_savepoints_inside_a_transaction_keep_its_rows():
+    """SAVEPOINT (ORMs' nested transactions) inside BEGIN ... COMMIT is part of the group; it
+    ended it before, dropping the rows read so far, as if it were DDL."""
+    b = _in_savepoint()
     b.query("SAVEPOINT `s2`")
     _one_row_insert(b, 3)
     b.xid()
@@ -191,12 +197,7 @@ def test_savepoints_inside_a_transaction_keep_its_rows():
 def test_a_logged_rollback_to_savepoint_is_refused():
     """The server logs ROLLBACK TO only for a transaction that changed a non-transactional table;
     which rows after the savepoint it kept depends on engines the binlog does not name."""
-    b = Binlog()
-    b.start_stream()
-    b.query("BEGIN")
-    _one_row_insert(b, 1)
-    b.query("SAVEPOINT `s1`")
-    _one_row_insert(b, 2)
+    b = _in_savepoint()
     at = b.pos
     b.query("ROLLBACK TO `s1`")
     b.xid()
