@@ -77,6 +77,9 @@ HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event_size, log
 
 # MariaDB GTID event flag: the group is a single statement (a DDL), not BEGIN ... COMMIT.
 GTID_FL_STANDALONE = 0x01
+# Event header flag (MySQL and MariaDB): the statement depends on its session: it used one of
+# the session's temporary tables (or its thread id), which only a STATEMENT/MIXED session logs.
+LOG_EVENT_THREAD_SPECIFIC_F = 0x04
 
 # ---- column types (as written in TABLE_MAP) -------------------------------------------------
 T_DECIMAL, T_TINY, T_SHORT, T_LONG, T_FLOAT, T_DOUBLE, T_NULL = 0, 1, 2, 3, 4, 5, 6

@@ -47,3 +47,13 @@ class Txn:
     # the pieces again in safe mode (the exit point covers the window).
     piece: int = 0
     more: bool = False
+    # Statements a session logged inside this transaction's BEGIN ... COMMIT (binlog_format
+    # STATEMENT or MIXED for some of its changes), each as a statement ``Txn`` (``ddl`` and its
+    # session's context, ``event_start`` its own offset, ``start`` this transaction's): never
+    # run downstream; the syncer pauses before the transaction when one may write a table it
+    # moves, and applies the rows otherwise
+    statements: list | None = None
+    # the QUERY event's LOG_EVENT_THREAD_SPECIFIC_F: the statement used a temporary table of its
+    # session (or the session's id), which the binlog does not carry
+    thread_specific: bool = False
+    thread_id: int | None = None   # the upstream session (connection id) that logged the statement

@@ -128,7 +128,7 @@ class BinlogWindow:
         piece_bytes = 0                   # row-event bytes decoded into the transaction's current piece
 
         for buf, s, e in dump.events():
-            ts, typ, sid, size, logpos, _flags = hdr(buf, s)
+            ts, typ, sid, size, logpos, flags = hdr(buf, s)
             if verify and cks and typ != T_FDE:
                 if zlib.crc32(memoryview(buf)[s:e - 4]) != ifb(buf[e - 4:e], "little"):
                     raise ErrorCode.UPSTREAM_UNREACHABLE.error(
@@ -248,9 +248,27 @@ class BinlogWindow:
                         "the server logs it only when the transaction changed a non-transactional (MyISAM, Aria) "
                         "table, and which of its rows after the savepoint the server kept depends on each "
                         "table's engine, which the binlog does not say",
-                        workaround="Make the upstream tables transactional (ALTER TABLE ... ENGINE=InnoDB). Then "
-                                   "run the full phase again, or start the task again from a `meta` position past "
-                                   "this transaction and re-sync the tables it changed (trigger dm_TASK_resync).")
+                        workaround=_ENGINES_WORKAROUND)
+                if txn is not None and uq != "COMMIT" and not uq.startswith("XA COMMIT") and (
+                        txn.rows or txn.statements or not uq.startswith(_DDL_WORDS)):
+                    # a statement a STATEMENT/MIXED session logged among the group's rows: the group
+                    # stays whole (ending it here dropped the rows before it); the syncer judges it.
+                    # A DDL that opens the group (CREATE TABLE ... SELECT: the table, then its rows)
+                    # goes on alone as before, the rows after it as their own transaction
+                    if uq != "ROLLBACK":
+                        stmt = _statement(buf, s, end, qphl, schema, q, charsets, file, pos, size, flags, txn.start,
+                                          ts, gstate)
+                        txn.statements = (txn.statements or []) + [stmt]
+                        continue
+                    # a group the session rolled back: logged only for what it changed in
+                    # non-transactional tables (a STATEMENT/MIXED session logs its statements)
+                    if txn.rows:
+                        raise ErrorCode.BINLOG_UNREADABLE.error(
+                            f"binlog at ({file}, {pos - size}) from {dump.ep} ends a transaction with rows by "
+                            "`ROLLBACK`: the server kept the rows of its non-transactional (MyISAM, Aria) tables "
+                            "and dropped the others, and the binlog does not say which are which",
+                            workaround=_ENGINES_WORKAROUND)
+                    uq = "COMMIT"   # its statements are judged as any others; it wrote no rows
                 if gtid is not None:
                     gstate, gtid = _advance(gstate, gtid), None
                 cur = Position(file, pos, gstate)
@@ -267,13 +285,8 @@ class BinlogWindow:
                 else:
                     position, pkey = cur, (fno, pos)
                     self.position, self.events_read = position, count
-                    qs = ev.query_status(buf, s, qphl)
-                    codec = python_codec(charsets.get(qs.client_charset)) if qs.client_charset is not None else None
-                    if codec and codec != "utf-8":  # the client wrote its own charset's bytes
-                        q = ev.parse_query(buf, s, end, qphl, codec)[1].strip()
-                    yield Txn(end=cur, ddl=q, ddl_schema=schema.decode() or None, start=txn_start,
-                              timestamp=ts, gtid=gstate, time_zone=qs.zone, sql_mode=qs.sql_mode,
-                              collation_server=qs.server_collation, event_start=Position(file, pos - size))
+                    yield _statement(buf, s, end, qphl, schema, q, charsets, file, pos, size, flags, txn_start, ts,
+                                     gstate, cur)
                     txn = None
             elif typ == T_ROTATE:
                 count += 1
@@ -315,6 +328,13 @@ PIECE_BYTES = 1 << 20
 # drops the rolled-back rows from the group instead.)
 _IN_GROUP = ("SAVEPOINT", "XA END")
 
+_DDL_WORDS = ("CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE")
+
+_ENGINES_WORKAROUND = (
+    "Make the upstream tables transactional (ALTER TABLE ... ENGINE=InnoDB). Then run the full phase again, or start "
+    "the task again from a `meta` position past this transaction and re-sync the tables it changed (trigger "
+    "dm_TASK_resync).")
+
 _GTID = struct.Struct("<QIB")  # MariaDB GTID body: seq_no, domain_id, flags2
 # Post-header lengths of the v4 format, until a FORMAT_DESCRIPTION says otherwise.
 _DEFAULT_POST_HEADER = {ev.QUERY: 13, ev.TABLE_MAP: 8, **{t: 8 for t in ev.ROWS - ev.ROWS_V2},
@@ -326,6 +346,22 @@ def _advance(state: str | None, gtid: str) -> str:
     if state is None or ("," not in state and state[:state.find("-")] == gtid[:gtid.find("-")]):
         return gtid
     return merge_gtid(state, gtid)
+
+
+def _statement(buf, s: int, end: int, qphl: int, schema: bytes, text: str, charsets, file: str, pos: int, size: int,
+               flags: int, start: Position, ts: int, gstate: str | None, cur: Position | None = None) -> Txn:
+    """The statement ``Txn`` of the QUERY event at ``s`` (``text`` already read as UTF-8): its
+    session's zone, sql_mode and collation, its text in the client's charset, its own offset.
+    ``cur``: the position after it, when it is a group of its own (a DDL)."""
+    qs = ev.query_status(buf, s, qphl)
+    codec = python_codec(charsets.get(qs.client_charset)) if qs.client_charset is not None else None
+    if codec and codec != "utf-8":  # the client wrote its own charset's bytes
+        text = ev.parse_query(buf, s, end, qphl, codec)[1].strip()
+    return Txn(end=cur or Position(file, pos, gstate), ddl=text, ddl_schema=schema.decode() or None, start=start,
+               timestamp=ts, gtid=gstate, time_zone=qs.zone, sql_mode=qs.sql_mode,
+               collation_server=qs.server_collation, event_start=Position(file, pos - size),
+               thread_specific=bool(flags & ev.LOG_EVENT_THREAD_SPECIFIC_F),
+               thread_id=int.from_bytes(buf[s + ev.HEADER_LEN:s + ev.HEADER_LEN + 4], "little"))
 
 
 def _file_no(file: str) -> int:

@@ -1,9 +1,9 @@
 """The syncer's side of `dmctl binlog`: an operator's skip / replace / inject carried out at
 the event it names (handle_error.py says what each means and how long it waits).
 
-Three places call in, in window order: ``held`` before each event (a source paused on an
+Four places call in, in window order: ``held`` before each event (a source paused on an
 error goes on only where an operation says what to do), ``on_rows`` for a row transaction,
-``on_ddl`` for a DDL. Statements an operator gives are read as the upstream's own at that
+``on_statement`` for a statement logged among a transaction's rows, ``on_ddl`` for a DDL. Statements an operator gives are read as the upstream's own at that
 event (routed, filtered, a shard DDL on a sharded table: ``Syncer._handle_statement`` /
 ``Syncer._shard_ddl``), and run as a replay, since an operation stays until the checkpoint
 is past its event and a window that dies midway reads them again.
@@ -77,6 +77,32 @@ def on_rows(syncer, w, txn, op):
     if out is None:
         w.res.ddls.append(f"{what}: {op.op} by operator")
     return out
+
+
+def on_statement(syncer, w, stmt, op):
+    """skip / replace / inject at a statement logged among a transaction's rows (a STATEMENT or
+    MIXED session's, which never runs downstream): skip passes it by, replace and inject run the
+    given statements downstream as written; the transaction's rows apply after. An error to
+    pause with, else None."""
+    if w.held is not None and stmt.event_start.key() >= w.held.key():   # the statement it paused on
+        w.held, w.resumed_at = None, stmt.start
+        syncer.store.update_source_state(syncer.task.name, syncer.source_id, stage="sync", error=None,
+                                         error_code=None, error_stmt=None)
+    log.warning("source %s: operator's binlog %s", syncer.source_id, op.describe())
+    what = f"the statement at {stmt.event_start} in the transaction at {stmt.start}"
+    if op.op == "skip":
+        w.res.ddls.append(f"{what}: skipped by operator")
+        return None
+    ddl = [s for s in op.sqls if is_ddl(s)]
+    if ddl:
+        return ErrorCode.DDL_UNSUPPORTED.error(
+            f"binlog {op.op} at {stmt.event_start}: a statement inside a transaction can only be replaced by "
+            f"statements run downstream as written (DML), not: {ddl[0]}")
+    with w.dconn.cursor() as cur:
+        for sql in op.sqls:
+            cur.execute(sql)
+    w.res.ddls.append(f"{what}: {op.op} by operator with {redact_sql('; '.join(op.sqls))}")
+    return None
 
 
 def on_ddl(syncer, w, txn, op):

@@ -53,6 +53,7 @@ from dm_core.sync.handle_error import PendingOps, parse_binlog_pos
 from dm_core.sync.checkpoint import SourcePositions, lag_seconds
 from dm_core.sync.row_path import RowPath
 from dm_core.sync.schema_overlay import FilterEvents, SchemaOverlays
+from dm_core.sync.session_statements import SessionStatements
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
 from dm_core.sync.workers import WorkerPool
 from dm_core.binlog import BinlogWindow
@@ -193,6 +194,7 @@ class Syncer:
         self._upstream_zone: str | None = None
         self._up = None                               # the upstream endpoint, from the window's start
         self._modes: dict[int, str] = {}              # sql_mode bitmap -> the upstream's names
+        self.session_statements = SessionStatements(source_id, self.rules.block_allow)
         self._last_ts = None
         self.shard = ShardSync(task, source_id, store)
         self.online = OnlineDDL(task, source_id, store, self.rules) if task.online_ddl else None
@@ -440,6 +442,14 @@ class Syncer:
                 f"upstream didn't log enough columns in binlog: {partial} (binlog_row_image is not FULL for "
                 f"this change)"), w.res)
             return False
+        if txn.statements:   # statements a STATEMENT/MIXED session logged among the rows
+            stop = self.session_statements.in_transaction(txn, self._ddl_mode, w.ops.at if w.ops else None,
+                                                          lambda stmt, op: self._operator_at(w, txn, stmt, op))
+            if stop is not None:
+                stmt, err = stop
+                w.settle(txn.start)
+                self._pause(stmt, err, w.res, error_at=stmt.event_start)
+                return False
         try:
             jobs = self.rows.jobs(txn, safe, self._row_gate(txn), lenient=w.catch_up_until is not None)
         except Terminal as e:  # the rows before are durable; the pause names this transaction
@@ -520,12 +530,19 @@ class Syncer:
             return None
         return lambda table: self.shard.skip_row(table, txn.start)
 
+    def _operator_at(self, w: _Window, txn: Txn, stmt: Txn, op) -> ShardflowError | None:
+        w.settle(txn.start)   # what the operator runs goes after the rows before this transaction
+        return operator_step.on_statement(self, w, stmt, op)
+
     # ---- DDL --------------------------------------------------------------------------
     def _handle_ddl(self, txn: Txn, dconn, res: WindowResult, *,
                     replay: bool = False) -> ShardflowError | ShardStep | None:
         """``replay``: the DDL lies in the safe-mode range, where the downstream may already
         have it (dm_core/ddl/replay.py)."""
         sql = txn.ddl
+        handled, err = self.session_statements.on_ddl(txn, self._ddl_mode(txn))
+        if handled:   # about the session's temporary tables: nothing downstream, or a pause
+            return err
         if self.online is not None:
             step = self.online.handle(sql, txn.ddl_schema, txn.start)
             if step is not None:  # a gh-ost / pt-osc statement: what it means for the real tables
@@ -543,7 +560,7 @@ class Syncer:
         mode = self._ddl_mode(txn)   # how the text reads (ANSI_QUOTES ...) and what it means
         said = statements.kind_of(sql, mode)
         if said is not None:
-            return self._row_statement(txn, sql, said, mode)
+            return self.session_statements.row_statement(txn, sql, said, mode)
         if parse_ddl(sql, txn.ddl_schema, mode).kind not in TABLE_DDL:
             # GRANT, CREATE USER, triggers, views, OPTIMIZE/ANALYZE/REPAIR…: not table data; DM skips them too
             log.info("source %s: skipping non-table statement at %s: %.200s", self.source_id, txn.start, redact_sql(sql))
@@ -604,23 +621,6 @@ class Syncer:
             self.rows.forget(*t)
         res.ddls.extend(done)
         return None
-
-    def _row_statement(self, txn: Txn, sql: str, kind: str, mode: str | None) -> ShardflowError | None:
-        """A statement that is not DDL but concerns rows (sync/statements.py): None to go on,
-        else the error to pause with."""
-        shown = redact_sql(sql)
-        if kind == "xa rollback":
-            return ErrorCode.XA_ROLLED_BACK.error(
-                f"the upstream rolled back a prepared XA transaction: {shown}; its rows were applied downstream "
-                f"at its XA PREPARE")
-        moves = self.rules.block_allow.selects_schema
-        if not any(moves(db) for db in statements.databases_named(sql, txn.ddl_schema, mode)):
-            log.info("source %s: skipping a row change logged as a statement at %s, on no table the task moves: "
-                     "%.200s", self.source_id, txn.start, shown)
-            return None
-        return ErrorCode.STATEMENT_ROW_CHANGE.error(
-            f"a row change logged as a statement (binlog_format STATEMENT or MIXED), not as row events: {shown:.500} "
-            f"(session database {txn.ddl_schema or '(none)'}; it may write a database whose tables the task moves)")
 
     def _refused_foreign_key(self, routed, sql: str, mode: str | None):
         """DM refuses a DDL that creates a foreign key while the downstream session checks them
@@ -751,20 +751,22 @@ class Syncer:
         return None if step.action == GO else step
 
     def _pause(self, txn: Txn | None, err: ShardflowError, res: WindowResult, at: Position | None = None,
-               exact: bool = True) -> None:
+               exact: bool = True, error_at: Position | None = None) -> None:
         """Pause at ``txn`` (or ``at``); ``exact``: the position is the failing event's start, which
         ``error_pos`` names (what `dmctl binlog` acts on). An error raised mid-window without one
-        pauses at the checkpoint with no ``error_pos``: an operation there would hit another event."""
+        pauses at the checkpoint with no ``error_pos``: an operation there would hit another event.
+        ``error_at``: the failing event lies inside the transaction (a statement among its rows):
+        the checkpoint stays at the transaction's start, ``error_pos`` names the event."""
         pos = (txn.start if txn is not None else None) or at
         stmt = redact_sql(txn.ddl) if txn is not None and txn.ddl else err.statement
         self.store.update_source_state(
             self.task.name, self.source_id, stage="paused", error=str(err), error_code=err.code.number if err.code else None,
-            error_stmt=stmt, error_pos=str(pos) if pos and exact else None,
+            error_stmt=stmt, error_pos=str(error_at or pos) if pos and exact else None,
             **({"binlog_file": pos.file, "binlog_pos": pos.pos} if pos else {}),
             **({"binlog_gtid": pos.gtid} if pos and pos.gtid else {}),
             **({"binlog_server": self.positions.server} if pos and self.positions.server else {}),
         )
-        res.paused = f"{err} (at binlog position {pos}{'; statement: ' + stmt if stmt else ''})"
+        res.paused = f"{err} (at binlog position {error_at or pos}{'; statement: ' + stmt if stmt else ''})"
         log.error("source %s paused: %s", self.source_id, res.paused)
 
     def _refuse_start(self, err: ShardflowError, res: WindowResult) -> WindowResult:

@@ -79,7 +79,8 @@ def test_checkpoint_gtid_is_the_servers_gtid_state_there(gtid_task, stack):
     _sync(task, store, sid)
     st = store.source_state(task.name, sid)
     assert st["binlog_gtid"], "a checkpoint of a MariaDB source carries its GTID state"
-    assert st["binlog_gtid"] == _gtid_at(stack["up1"], st["binlog_file"], st["binlog_pos"])
+    # one GTID per replication domain, in any order (another test may have written domain 7)
+    assert set(st["binlog_gtid"].split(",")) == set(_gtid_at(stack["up1"], st["binlog_file"], st["binlog_pos"]).split(","))
 
 
 def test_missing_binlog_file_resumes_after_the_gtid(gtid_task, stack):

@@ -136,6 +136,95 @@ def test_a_row_change_logged_as_a_statement_pauses_when_it_may_touch_a_moved_tab
         drop_schemas(up, [other])
 
 
+def _session(ep, fmt, db, *statements):
+    """``statements`` on one connection with binlog_format ``fmt``, closed after (a session
+    with temporary tables logs their DROP when it ends)."""
+    conn = connect(ep)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET SESSION binlog_format = '{fmt}'")
+            cur.execute(f"USE {qi(db)}")
+            for sql in statements:
+                cur.execute(sql)
+    finally:
+        conn.close()
+
+
+def test_a_transaction_mixing_row_events_and_statements_keeps_its_rows(plain, stack, uniq):
+    """A MIXED session logs an unsafe statement (UUID()) as rows and a safe one as a statement,
+    in one transaction. The statement ended the group as if it were DDL and the rows before it
+    were dropped in silence. Now the statement rides on the transaction: one that writes no
+    table the task moves is skipped and every row lands; one that may pauses before the
+    transaction, naming the statement at its own position, and `binlog skip` passes that
+    statement by, the transaction's rows still landing."""
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    other = f"erm{uniq}"   # a database the task does not move
+    run(up, f"CREATE DATABASE {qi(other)}", f"CREATE TABLE {qt(other, 'o')} (id int PRIMARY KEY)")
+    try:
+        steps(sess, "caught_up")
+        _session(up, "MIXED", db, "BEGIN", "INSERT INTO t VALUES (1, LEFT(UUID(), 8))",
+                 f"INSERT INTO {qt(other, 'o')} VALUES (1)", "INSERT INTO t VALUES (2, LEFT(UUID(), 8))", "COMMIT")
+        steps(sess, "caught_up")
+        assert rows(down, tdb, "t") == rows(up, db, "t") and [r[0] for r in rows(down, tdb, "t")] == [1, 2]
+
+        _session(up, "MIXED", db, "BEGIN", "INSERT INTO t VALUES (3, LEFT(UUID(), 8))",
+                 "INSERT INTO t VALUES (4, 'statement')", "UPDATE t SET name = LEFT(UUID(), 8) WHERE id = 1", "COMMIT")
+        run(up, f"INSERT INTO {qt(db, 't')} VALUES (5, 'after')")
+        steps(sess, "paused")
+        st = store.source_state(task.name, sid)
+        assert "50021" in st["error"] and "INSERT INTO t VALUES (4, 'statement')" in st["error"], st["error"]
+        assert st["error_pos"] != f"({st['binlog_file']}, {st['binlog_pos']})", "the statement's own position"
+        assert [r[0] for r in rows(down, tdb, "t")] == [1, 2], "nothing of the transaction before the operator acts"
+
+        run(down, f"INSERT INTO {qt(tdb, 't')} VALUES (4, 'statement')")   # the operator writes it, then skips
+        assert dmctl_binlog("skip", task.name, "-s", sid) == 0
+        steps(sess, "caught_up")
+        assert rows(down, tdb, "t") == rows(up, db, "t") and [r[0] for r in rows(down, tdb, "t")] == [1, 2, 3, 4, 5]
+        assert store.source_state(task.name, sid)["stage"] != "paused"
+    finally:
+        drop_schemas(up, [other])
+
+
+def test_temporary_tables_of_a_statement_session_never_reach_the_downstream(plain, stack):
+    """A MIXED session logs its temporary tables' statements, and the server logs their DROP
+    when the session ends. A temporary table named as the task's table `t`: its CREATE ran
+    downstream as a temporary table, and its ALTER, TRUNCATE and DROP reached the real target
+    (the DROP dropped it, every row lost; a RENAME renamed it). Now they are skipped (the event's
+    thread-specific flag tells an ALTER of the temporary table from one of the real; the
+    session's temporary tables are tracked by connection id), and so are the session's row
+    changes of them. A CREATE TABLE ... SELECT built from a temporary table pauses: its rows are
+    not in the binlog."""
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    run(up, f"INSERT INTO {qt(db, 't')} VALUES (1, 'a'), (2, 'b')")
+    steps(sess, "caught_up")
+    _session(up, "MIXED", db, "CREATE TEMPORARY TABLE t (id int, note text)", "ALTER TABLE t ADD extra int",
+             "TRUNCATE t", "INSERT INTO t (id) VALUES (8)", "RENAME TABLE t TO t_renamed",
+             "UPDATE t_renamed SET id = 9", "BEGIN", "CREATE TEMPORARY TABLE tmp2 (id int)", "INSERT INTO tmp2 VALUES (1)",
+             f"INSERT INTO {qt(db, 't')} VALUES (3, LEFT(UUID(), 1))", "COMMIT", "CREATE INDEX k ON tmp2 (id)")
+    steps(sess, "caught_up")
+    assert rows(down, tdb, "t") == rows(up, db, "t") and [r[0] for r in rows(down, tdb, "t")] == [1, 2, 3]
+    with connect(down) as conn, conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                    "ORDER BY ORDINAL_POSITION", (tdb, "t"))
+        assert [r[0] for r in cur.fetchall()] == ["id", "name"], "the temporary table's ALTER is not the target's"
+        cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (tdb,))
+        assert cur.fetchone()[0] == 1, "no temporary table's name became a table"
+
+    _session(up, "MIXED", db, "CREATE TEMPORARY TABLE tmp (id int, name varchar(20))",
+             "INSERT INTO tmp VALUES (7, 'from tmp')", "CREATE TABLE r AS SELECT * FROM tmp")
+    steps(sess, "paused")
+    st = store.source_state(task.name, sid)
+    assert "50021" in st["error"] and "CREATE TABLE r AS SELECT * FROM tmp" in st["error"], st["error"]
+    assert "temporary" in st["error"], st["error"]
+    run(down, f"CREATE TABLE {qt(tdb, 'r')} (id int, name varchar(20))", f"INSERT INTO {qt(tdb, 'r')} VALUES (7, 'from tmp')")
+    assert dmctl_binlog("skip", task.name, "-s", sid) == 0
+    run(up, f"INSERT INTO {qt(db, 't')} VALUES (4, 'd')")
+    steps(sess, "caught_up")
+    assert rows(down, tdb, "t") == rows(up, db, "t") and rows(down, tdb, "r") == rows(up, db, "r")
+
+
 EDGE_TABLE = ("(id int PRIMARY KEY, b bit(10), s set('a','b','c'), e enum('x','y'), j json, y year, tm time(3), "
               "d date, dt datetime(6), f float, dbl double, bl blob, u bigint unsigned, dec1 decimal(30,10), "
               "vb varbinary(20), ch char(5) CHARACTER SET latin1, ut tinyint unsigned, i24 mediumint, txt longtext, "

@@ -37,11 +37,11 @@ class Binlog:
         self.events: list[bytes] = []
         self.version = version
 
-    def add(self, typ, body, *, ts=1_700_000_000, server_id=1, log_pos=None, artificial=False) -> int:
+    def add(self, typ, body, *, ts=1_700_000_000, server_id=1, log_pos=None, artificial=False, flags=0) -> int:
         size = 19 + len(body) + (4 if self.checksum else 0)
         end = 0 if artificial else self.pos + size
         data = struct.pack("<IBIIIH", 0 if artificial else ts, typ, server_id, size,
-                           end if log_pos is None else log_pos, 0x20 if artificial else 0) + body
+                           end if log_pos is None else log_pos, 0x20 if artificial else flags) + body
         if self.checksum:
             data += zlib.crc32(data).to_bytes(4, "little")
         self.events.append(data)
@@ -59,10 +59,10 @@ class Binlog:
         body += bytes(phl) + bytes([1 if self.checksum else 0])
         self.add(ev.FORMAT_DESCRIPTION, body, log_pos=0)
 
-    def query(self, sql, schema=b"db", ts=1_700_000_000):
+    def query(self, sql, schema=b"db", ts=1_700_000_000, flags=0):
         status = b""
         body = struct.pack("<IIBHH", 1, 0, len(schema), 0, len(status)) + status + schema + b"\0" + sql.encode()
-        return self.add(ev.QUERY, body, ts=ts)
+        return self.add(ev.QUERY, body, ts=ts, flags=flags)
 
     def xid(self, n=1):
         return self.add(ev.XID, struct.pack("<Q", n))
@@ -205,6 +205,63 @@ def test_a_logged_rollback_to_savepoint_is_refused():
         run(b)
     assert exc.value.code is ErrorCode.BINLOG_UNREADABLE and f"({b.file}, {at})" in str(exc.value)
     assert "ROLLBACK TO" in str(exc.value) and "ENGINE=InnoDB" in exc.value.workaround
+
+
+def test_statements_among_the_rows_of_a_transaction_keep_it_whole():
+    """A MIXED session logs some changes of a transaction as rows and others as statements
+    (and a temporary table's CREATE inside it): the statements ended the group as if they were
+    DDL, and the rows before them were dropped. They now ride on the transaction, each with
+    its own offset and the session's flag."""
+    b = _in_savepoint()
+    at = b.pos
+    b.query("INSERT INTO o VALUES (1)", schema=b"other")
+    temp_at = b.pos
+    b.query("CREATE TEMPORARY TABLE tmp (id int)", flags=ev.LOG_EVENT_THREAD_SPECIFIC_F)
+    _one_row_insert(b, 3)
+    b.xid()
+    txns, w = run(b)
+    assert [t.ddl for t in txns] == [None], "one transaction"
+    t = txns[0]
+    assert [r.after["id"] for r in t.rows] == [1, 2, 3]
+    assert [(s.ddl, s.ddl_schema, s.event_start, s.start, s.thread_specific) for s in t.statements] == [
+        ("INSERT INTO o VALUES (1)", "other", Position(b.file, at), t.start, False),
+        ("CREATE TEMPORARY TABLE tmp (id int)", "db", Position(b.file, temp_at), t.start, True)]
+    assert w.position == t.end == Position(b.file, b.pos)
+
+
+def test_a_ddl_that_opens_its_group_goes_on_alone():
+    """CREATE TABLE ... SELECT in ROW format: the CREATE opens the group, its rows follow; the
+    table must exist downstream before them."""
+    b = Binlog()
+    b.start_stream()
+    b.query("BEGIN")
+    b.query("CREATE TABLE c (id int)")
+    _one_row_insert(b, 1)
+    b.xid()
+    txns, _ = run(b)
+    assert [(t.ddl, len(t.rows), t.statements) for t in txns] == [("CREATE TABLE c (id int)", 0, None), (None, 1, None)]
+
+
+@pytest.mark.parametrize("rows", [False, True])
+def test_a_group_the_session_rolled_back(rows):
+    """A STATEMENT session's rolled-back transaction is logged when it touched a
+    non-transactional table: its statements are judged as any others. Rows in such a group
+    (which MariaDB's ROW format does not write) are refused: which were kept is the engines'."""
+    b = Binlog()
+    b.start_stream()
+    b.query("BEGIN")
+    if rows:
+        _one_row_insert(b, 1)
+    b.query("INSERT INTO m VALUES (30)")
+    b.query("ROLLBACK")
+    if rows:
+        with pytest.raises(ShardflowError) as exc:
+            run(b)
+        assert exc.value.code is ErrorCode.BINLOG_UNREADABLE and "ROLLBACK" in str(exc.value)
+        return
+    txns, w = run(b)
+    assert [(t.ddl, t.rows, [s.ddl for s in t.statements]) for t in txns] == [(None, [], ["INSERT INTO m VALUES (30)"])]
+    assert w.position == Position(b.file, b.pos)
 
 
 def test_an_xa_transaction_is_delivered_at_its_prepare_or_at_its_one_phase_commit():
