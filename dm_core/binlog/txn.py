@@ -57,3 +57,4 @@ class Txn:
     # session (or the session's id), which the binlog does not carry
     thread_specific: bool = False
     thread_id: int | None = None   # the upstream session (connection id) that logged the statement
+    xid: str | None = None         # an XA transaction's rows (ended by XA PREPARE): its XID as the server writes it

@@ -228,6 +228,8 @@ class BinlogWindow:
                 if done is not None:
                     done.end = position
                     done.timestamp = done.timestamp or ts
+                    if typ == T_XA_PREPARE:
+                        done.xid = _xa_prepare_xid(buf, s + ev.HEADER_LEN)
                     self.position, self.events_read = position, count
                     yield done
             elif typ == T_QUERY or typ == T_LOAD_QUERY:  # the latter: a LOAD DATA logged as a statement
@@ -362,6 +364,14 @@ def _statement(buf, s: int, end: int, qphl: int, schema: bytes, text: str, chars
                collation_server=qs.server_collation, event_start=Position(file, pos - size),
                thread_specific=bool(flags & ev.LOG_EVENT_THREAD_SPECIFIC_F),
                thread_id=int.from_bytes(buf[s + ev.HEADER_LEN:s + ev.HEADER_LEN + 4], "little"))
+
+
+def _xa_prepare_xid(buf, b: int) -> str:
+    """The XID of an XA_PREPARE event (one_phase, formatID, gtrid and bqual lengths, data), as
+    the server writes it in the XA COMMIT / XA ROLLBACK statement it logs later."""
+    fmt, glen, blen = struct.unpack_from("<iii", buf, b + 1)
+    data = bytes(buf[b + 13:b + 13 + glen + blen])
+    return f"X'{data[:glen].hex()}',X'{data[glen:].hex()}',{fmt}"
 
 
 def _file_no(file: str) -> int:

@@ -6,7 +6,8 @@ or break the target when misread (sync/statements.py reads the text; this module
 
 - a row change logged as a statement (``row_statement``): skipped when it writes no database
   the task moves or only its session's temporary tables, else the source pauses (50021) naming
-  it; ``XA ROLLBACK`` pauses (50022);
+  it; ``XA ROLLBACK`` pauses (50022) unless its transaction, prepared while this process read
+  the binlog, changed no table the task moves;
 - such statements among a transaction's rows (``in_transaction``): judged one by one before the
   rows apply; the pause names the statement's own offset, where `dmctl binlog skip` passes that
   statement by and the rows still apply;
@@ -22,6 +23,7 @@ skip`` away, rather than being judged harmless by a guess.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 
 from dm_core.binlog.txn import Txn
 from dm_core.ddl.parsed import parse_ddl
@@ -32,6 +34,9 @@ from dm_core.sync import statements
 log = logging.getLogger("shardflow.sync")
 
 
+_XA_KEPT = 100_000
+
+
 class SessionStatements:
     """One source's judge of statement-logged changes and temporary tables."""
 
@@ -39,6 +44,17 @@ class SessionStatements:
         self.source_id = source_id
         self.block_allow = block_allow
         self.temporary_tables: dict[int, set[tuple[str, str]]] = {}   # connection id -> its temporary tables
+        # XA transactions prepared while this process read the binlog: XID -> whether any of
+        # their rows belong to a table the task moves (the last _XA_KEPT of them)
+        self.xa_prepared: OrderedDict[str, bool] = OrderedDict()
+
+    def prepared(self, txn: Txn) -> None:
+        """Row transaction ``txn`` ended with XA PREPARE: remember whether it moved rows, so
+        that its XA ROLLBACK pauses only when it did."""
+        moved = txn.piece > 0 or any(self.block_allow.allow_table(r.schema, r.table) for r in txn.rows)
+        self.xa_prepared[txn.xid.lower()] = moved
+        while len(self.xa_prepared) > _XA_KEPT:
+            self.xa_prepared.popitem(last=False)
 
     def in_transaction(self, txn: Txn, mode_of, op_at, on_op) -> tuple[Txn, ShardflowError] | None:
         """The statements inside row transaction ``txn``: None when its rows may apply, else the
@@ -78,6 +94,10 @@ class SessionStatements:
         else the error to pause with."""
         shown = redact_sql(sql)
         if kind == "xa rollback":
+            if self.xa_prepared.get(sql.strip()[len("XA ROLLBACK"):].strip().lower()) is False:
+                log.info("source %s: skipping %s: the XA transaction it rolls back changed no table the task moves",
+                         self.source_id, shown)
+                return None
             return ErrorCode.XA_ROLLED_BACK.error(
                 f"the upstream rolled back a prepared XA transaction: {shown}; its rows were applied downstream "
                 f"at its XA PREPARE")

@@ -456,6 +456,8 @@ class Syncer:
             w.settle(txn.start)
             e.position = e.position or txn.start
             raise
+        if txn.xid is not None:
+            self.session_statements.prepared(txn)
         p = w.pending
         p.spans.append((txn.start, txn.end))
         p.jobs.extend(jobs)

@@ -59,6 +59,25 @@ def test_xa_commit_lands_and_a_rollback_after_prepare_pauses_naming_it(plain, st
     assert rows(down, tdb, "t") == rows(up, db, "t")
 
 
+def test_an_xa_rollback_of_a_transaction_on_other_tables_is_no_pause(plain, stack, uniq):
+    """A coordinator that gives up on a prepared branch of tables the task does not move: the
+    XA ROLLBACK paused the source all the same (it was judged without its transaction)."""
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    other = f"erx{uniq}"
+    run(up, f"CREATE DATABASE {qi(other)}", f"CREATE TABLE {qt(other, 'o')} (id int PRIMARY KEY)")
+    try:
+        xa(up, "Other-1", [f"INSERT INTO {qt(other, 'o')} VALUES (1)"], "ROLLBACK")
+        run(up, f"INSERT INTO {qt(db, 't')} VALUES (1, 'after')")
+        steps(sess, "caught_up")
+        assert rows(down, tdb, "t") == [(1, "after")]
+        xa(up, "mine-2", [f"INSERT INTO {qt(db, 't')} VALUES (2, 'rolled back')"], "ROLLBACK")
+        steps(sess, "paused")
+        assert "50022" in store.source_state(task.name, sid)["error"]
+    finally:
+        drop_schemas(up, [other])
+
+
 def test_savepoints_inside_a_transaction_keep_its_rows(plain, stack):
     """An ORM's nested transactions (Django's atomic blocks): SAVEPOINT, ROLLBACK TO SAVEPOINT and
     RELEASE inside one transaction. The binlog holds SAVEPOINT statements inside the group; the

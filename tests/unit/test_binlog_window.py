@@ -290,6 +290,8 @@ def test_an_xa_transaction_is_delivered_at_its_prepare_or_at_its_one_phase_commi
     assert [t.ddl for t in txns] == [None, None, None, "XA ROLLBACK X'7833',X'',1"]
     assert [[r.after["id"] for r in t.rows] for t in txns[:3]] == [[1], [2], [3]]
     assert txns[0].end == Position(b.file, prepared) and txns[1].end == Position(b.file, one_phase)
+    # the XID as the later XA ROLLBACK names it: the syncer pauses on it only if the rows moved
+    assert [t.xid for t in txns] == ["X'7831',X'',1", None, "X'7833',X'',1", None]
     assert w.position == Position(b.file, b.pos)
 
 
