@@ -260,7 +260,9 @@ class BinlogWindow:
                     if uq != "ROLLBACK":
                         stmt = _statement(buf, s, end, qphl, schema, q, charsets, file, pos, size, flags, txn.start,
                                           ts, gstate)
-                        txn.statements = (txn.statements or []) + [stmt]
+                        if txn.statements is None:
+                            txn.statements = []
+                        txn.statements.append(stmt)   # a copy per statement was quadratic in them
                         continue
                     # a group the session rolled back: logged only for what it changed in
                     # non-transactional tables (a STATEMENT/MIXED session logs its statements)

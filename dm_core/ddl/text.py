@@ -139,7 +139,10 @@ def tokenize(sql: str, mode: Mode = None) -> list[Token]:
     return out
 
 
-class _Cursor:
+class Cursor:
+    """Reads tokens left to right: keywords and ``[schema.]name`` (DDL here, the tables a
+    statement-logged row change writes in sync/statements.py)."""
+
     def __init__(self, toks: list[Token]):
         self.toks = toks
         self.i = 0
@@ -184,7 +187,7 @@ def table_spans(sql: str, default_schema: str | None, mode: Mode = None) -> list
     ``mode`` (see ``tokenize``); [] when the statement is not one whose names this module knows."""
     d = default_schema or ""
     toks = tokenize(sql, mode)
-    c = _Cursor(toks)
+    c = Cursor(toks)
     if c.kw("ALTER"):
         c.kw("ONLINE", "OFFLINE")
         c.kw("IGNORE")
@@ -268,7 +271,7 @@ def table_spans(sql: str, default_schema: str | None, mode: Mode = None) -> list
 _DB_OPTION_WORDS = {"CHARACTER", "CHARSET", "COLLATE", "DEFAULT", "COMMENT", "READ", "ENCRYPTION", "UPGRADE"}
 
 
-def _database(c: _Cursor) -> list[Span]:
+def _database(c: Cursor) -> list[Span]:
     """The database a CREATE/ALTER/DROP DATABASE names; [] when it names none (``ALTER
     DATABASE CHARACTER SET x``: the default database, which the caller does not guess)."""
     t = c.peek()
@@ -277,7 +280,7 @@ def _database(c: _Cursor) -> list[Span]:
     return [Span("db", t.text, "", t.start, t.end)]
 
 
-def _index_on(c: _Cursor, d: str) -> list[Span]:
+def _index_on(c: Cursor, d: str) -> list[Span]:
     """``[IF [NOT] EXISTS] name [USING ...] ON table`` of CREATE/DROP INDEX."""
     depth = 0
     while c.peek() is not None:
@@ -294,7 +297,7 @@ def _index_on(c: _Cursor, d: str) -> list[Span]:
     return []
 
 
-def _refs(c: _Cursor, d: str) -> list[Span]:
+def _refs(c: Cursor, d: str) -> list[Span]:
     """REFERENCES targets in the rest of the statement."""
     out = []
     while c.peek() is not None:
@@ -307,7 +310,7 @@ def _refs(c: _Cursor, d: str) -> list[Span]:
     return out
 
 
-def _alter_refs(c: _Cursor, d: str) -> list[Span]:
+def _alter_refs(c: Cursor, d: str) -> list[Span]:
     """After ``ALTER TABLE t``: foreign keys' tables, ``RENAME [TO|AS] new``, and
     ``EXCHANGE PARTITION p WITH TABLE other``."""
     out = []

@@ -3,10 +3,11 @@ the event it names (handle_error.py says what each means and how long it waits).
 
 Four places call in, in window order: ``held`` before each event (a source paused on an
 error goes on only where an operation says what to do), ``on_rows`` for a row transaction,
-``on_statement`` for a statement logged among a transaction's rows, ``on_ddl`` for a DDL. Statements an operator gives are read as the upstream's own at that
-event (routed, filtered, a shard DDL on a sharded table: ``Syncer._handle_statement`` /
-``Syncer._shard_ddl``), and run as a replay, since an operation stays until the checkpoint
-is past its event and a window that dies midway reads them again.
+``on_statement`` for a statement logged among a transaction's rows, ``on_ddl`` for a DDL.
+Statements an operator gives are read as the upstream's own at that event (routed, filtered,
+a shard DDL on a sharded table: ``Syncer._handle_statement`` / ``Syncer._shard_ddl``), and
+run as a replay, since an operation stays until the checkpoint is past its event and a
+window that dies midway reads them again.
 
 On a sharded table an operation may meet a shard DDL lock this source is part of:
 
@@ -49,9 +50,7 @@ def held(syncer, w, txn):
     if w.held is not None and txn.start is not None and txn.start.key() >= w.held.key():
         if op is None:
             return HOLD
-        w.held, w.resumed_at = None, txn.start
-        syncer.store.update_source_state(syncer.task.name, syncer.source_id, stage="sync", error=None,
-                                         error_code=None, error_stmt=None)
+        _resume(syncer, w, txn.start)
     if op is not None:
         log.warning("source %s: operator's binlog %s", syncer.source_id, op.describe())
     return op
@@ -64,9 +63,7 @@ def on_rows(syncer, w, txn, op):
         w.res.ddls.append(f"{what}: skipped by operator")
         return None
     if op.op == "replace" and not all(is_ddl(s) for s in op.sqls):
-        with w.dconn.cursor() as cur:   # shardflow's extension: SQL run downstream as written
-            for stmt in op.sqls:
-                cur.execute(stmt)
+        _run_as_written(w, op.sqls)   # shardflow's extension
         w.res.ddls.append(f"{what}: replaced by operator with {redact_sql('; '.join(op.sqls))}")
         return None
     out = _statements(syncer, w, txn, list(op.sqls), op)
@@ -85,9 +82,7 @@ def on_statement(syncer, w, stmt, op):
     given statements downstream as written; the transaction's rows apply after. An error to
     pause with, else None."""
     if w.held is not None and stmt.event_start.key() >= w.held.key():   # the statement it paused on
-        w.held, w.resumed_at = None, stmt.start
-        syncer.store.update_source_state(syncer.task.name, syncer.source_id, stage="sync", error=None,
-                                         error_code=None, error_stmt=None)
+        _resume(syncer, w, stmt.start)
     log.warning("source %s: operator's binlog %s", syncer.source_id, op.describe())
     what = f"the statement at {stmt.event_start} in the transaction at {stmt.start}"
     if op.op == "skip":
@@ -98,11 +93,23 @@ def on_statement(syncer, w, stmt, op):
         return ErrorCode.DDL_UNSUPPORTED.error(
             f"binlog {op.op} at {stmt.event_start}: a statement inside a transaction can only be replaced by "
             f"statements run downstream as written (DML), not: {ddl[0]}")
-    with w.dconn.cursor() as cur:
-        for sql in op.sqls:
-            cur.execute(sql)
+    _run_as_written(w, op.sqls)
     w.res.ddls.append(f"{what}: {op.op} by operator with {redact_sql('; '.join(op.sqls))}")
     return None
+
+
+def _resume(syncer, w, at) -> None:
+    """The event the source paused on has its operation: no longer held, no longer paused."""
+    w.held, w.resumed_at = None, at
+    syncer.store.update_source_state(syncer.task.name, syncer.source_id, stage="sync", error=None,
+                                     error_code=None, error_stmt=None)
+
+
+def _run_as_written(w, sqls) -> None:
+    """An operator's statements run downstream as given (no routing: they name downstream tables)."""
+    with w.dconn.cursor() as cur:
+        for sql in sqls:
+            cur.execute(sql)
 
 
 def on_ddl(syncer, w, txn, op):

@@ -120,16 +120,16 @@ class SessionStatements:
         """Skipped (and the session's temporary tables tracked), or a pause when it builds a
         table the task moves from a temporary one."""
         shown = redact_sql(txn.ddl)
+        d = parse_ddl(txn.ddl, txn.ddl_schema, mode)
         if temp == "from temporary":
-            made = parse_ddl(txn.ddl, txn.ddl_schema, mode).tables[:1]
-            if any(self.block_allow.allow_table(s, t) for s, t in made):
+            if any(self.block_allow.allow_table(s, t) for s, t in d.tables[:1]):
                 return ErrorCode.STATEMENT_ROW_CHANGE.error(
                     f"a table built from a temporary table of its upstream session (binlog_format STATEMENT or "
                     f"MIXED): the binlog holds neither the temporary table's definition nor the rows: {shown:.500}",
                     workaround="Create the table downstream yourself with its rows (the statement is above, with "
                                "upstream names), then `dmctl binlog skip TASK -s SOURCE`; set binlog_format=ROW in "
                                "the sessions that set STATEMENT or MIXED.")
-        self._track(txn, mode)
+        self._track(txn, d)
         log.info("source %s: skipping a statement on temporary tables at %s (they live in one upstream session and "
                  "are not migrated): %.200s", self.source_id, txn.event_start or txn.start, shown)
         return None
@@ -148,8 +148,8 @@ class SessionStatements:
             return "from temporary" if used & mine else None
         return "temporary" if d.tables and d.tables[0] in mine else None
 
-    def _track(self, txn: Txn, mode: str | None) -> None:
-        d = parse_ddl(txn.ddl, txn.ddl_schema, mode)
+    def _track(self, txn: Txn, d) -> None:
+        """The temporary tables of the session of ``txn`` after its DDL ``d`` (parsed)."""
         if txn.thread_id is None or d.kind not in ("create table", "drop table", "rename table"):
             return
         mine = self.temporary_tables.setdefault(txn.thread_id, set())

@@ -67,7 +67,7 @@ write their own tables by statement (pt-table-checksum's ``REPLACE INTO percona.
 
 from __future__ import annotations
 
-from dm_core.ddl.text import Mode, tokenize
+from dm_core.ddl.text import Cursor, Mode, tokenize
 
 # First words of statements that may write rows when logged as statements: DML, LOAD DATA/XML,
 # and what is logged only for its side effects (WITH ... UPDATE, SELECT f() / DO f() of a
@@ -116,13 +116,20 @@ def names_in(sql: str, schema: str | None, mode: Mode = None) -> set[tuple[str |
     toks = tokenize(sql, mode)
     out: set[tuple[str | None, str]] = set()
     for i, t in enumerate(toks):
-        if t.kind not in ("word", "ident"):
-            continue
-        if i + 2 < len(toks) and toks[i + 1].kind == "punct" and toks[i + 1].text == "." \
-                and toks[i + 2].kind in ("word", "ident"):
-            out.add((t.text, toks[i + 2].text))
-        out.add((schema, t.text))
+        if t.kind in ("word", "ident"):
+            out.add((schema, t.text))
+            qualified = _qualified_at(toks, i)
+            if qualified:
+                out.add(qualified)
     return out
+
+
+def _qualified_at(toks, i: int) -> tuple[str, str] | None:
+    """(a, b) when tokens ``i``.. read ``a.b``."""
+    c = Cursor(toks)
+    c.i = i
+    name = c.name("", None)
+    return (name.schema, name.table) if name and c.i == i + 3 else None
 
 
 def databases_written(sql: str, schema: str | None, mode: Mode = None) -> set[str]:
@@ -144,34 +151,31 @@ def tables_written(sql: str, schema: str | None, mode: Mode = None) -> set[tuple
     toks = tokenize(sql, mode)
     first = toks[0].text.upper() if toks and toks[0].kind == "word" else ""
     if first in ("INSERT", "REPLACE", "LOAD"):
+        c = Cursor(toks)
         i = next((k + (2 if first == "LOAD" else 1) for k, t in enumerate(toks) if t.is_kw("INTO")), None)
         if first != "LOAD" and i is None:   # INSERT [modifiers] t: INTO is optional
             i = 1 + next((k for k, t in enumerate(toks[1:]) if not t.is_kw(*_MODIFIERS)), 0)
-        region = toks[i:i + 3] if i is not None else []
-        if len(region) == 3 and not (region[1].kind == "punct" and region[1].text == "."):
-            region = region[:1]
-    elif first in ("UPDATE", "DELETE"):
-        ends = ("SET",) if first == "UPDATE" else ("WHERE", "ORDER", "LIMIT", "RETURNING")
-        depth, region = 0, []
-        for t in toks[1:]:
-            if t.kind == "punct" and t.text in "()":
-                depth += 1 if t.text == "(" else -1
-            elif depth == 0 and t.is_kw(*ends):
-                break
-            region.append(t)
-    else:
+        c.i = len(toks) if i is None else i
+        name = c.name("table", schema)
+        return {(name.schema, name.table)} if name else set()
+    if first not in ("UPDATE", "DELETE"):
         return None
+    ends = ("SET",) if first == "UPDATE" else ("WHERE", "ORDER", "LIMIT", "RETURNING")
+    depth, region = 0, []
+    for t in toks[1:]:
+        if t.kind == "punct" and t.text in "()":
+            depth += 1 if t.text == "(" else -1
+        elif depth == 0 and t.is_kw(*ends):
+            break
+        region.append(t)
     out: set[tuple[str | None, str]] = set()
-    i = 0
-    while i < len(region):
-        a = region[i]
-        if i + 2 < len(region) and region[i + 1].kind == "punct" and region[i + 1].text == ".":
-            out.add((a.text, region[i + 2].text))
-            i += 3
-            continue
-        if a.kind == "ident" or a.kind == "word" and not a.is_kw(*_MODIFIERS, *_JOINS):
-            out.add((schema, a.text))   # an unqualified name (or an alias): in the session's database
-        i += 1
+    c = Cursor(region)
+    while (t := c.peek()) is not None:
+        if t.kind == "ident" or t.kind == "word" and not t.is_kw(*_MODIFIERS, *_JOINS):
+            name = c.name("table", schema)   # unqualified (or an alias): in the session's database
+            out.add((name.schema, name.table))
+        else:
+            c.i += 1
     return out
 
 
@@ -186,8 +190,8 @@ def databases_named(sql: str, schema: str | None, mode: Mode = None) -> set[str]
     name ``a.b``, and the session's database."""
     toks = tokenize(sql, mode)
     out = {schema} if schema else set()
-    for i in range(len(toks) - 2):
-        a, dot, b = toks[i], toks[i + 1], toks[i + 2]
-        if a.kind in ("word", "ident") and dot.kind == "punct" and dot.text == "." and b.kind in ("word", "ident"):
-            out.add(a.text)
+    for i in range(len(toks)):
+        qualified = _qualified_at(toks, i)
+        if qualified:
+            out.add(qualified[0])
     return out
