@@ -64,6 +64,7 @@ from dm_core.full.discover import SourceTable, allowed_databases, discover
 from dm_core.full.plan_store import PlanStore
 from dm_core.full.target_schema import ensure_databases, ensure_targets
 from dm_core.sources import source_endpoint, target_endpoint
+from dm_core.sync import keyless_ledger
 
 log = logging.getLogger("shardflow.full")
 
@@ -120,7 +121,8 @@ def prepare(task, store) -> dict:
             st = store.source_state(task.name, sid)
             if not st["low_file"]:
                 f, p, g = _low_watermark(task, conn)
-                store.update_source_state(task.name, sid, low_file=f, low_pos=p, low_gtid=g, stage="full")
+                store.update_source_state(task.name, sid, low_file=f, low_pos=p, low_gtid=g, stage="full",
+                                          **keyless_ledger.CLEARED)
                 st = store.source_state(task.name, sid)
                 fresh.append(sid)
             tables = discover(conn, sid, task.rules_for(sid))
@@ -137,6 +139,7 @@ def prepare(task, store) -> dict:
                     for sid in fresh:
                         old_plans = plans.forget(task.name, sid)
                         chunk_writer.forget_markers(down, task.meta_schema, task.name, sid)
+                        keyless_ledger.forget(down, task.meta_schema, task.name, sid)
                         chunk_writer.drop_plan_staging(down, task.meta_schema, old_plans)
             summary["created"] = ensure_targets(down, members, lambda st: partition_id_columns(task, st),
                                                 routes=lambda st: task.rules_for(st.source_id).router.route,
@@ -207,5 +210,6 @@ def forget(task, store) -> None:
     try:
         chunk_writer.forget_markers(down, task.meta_schema, task.name)
         chunk_writer.drop_plan_staging(down, task.meta_schema, old_plans)
+        keyless_ledger.forget(down, task.meta_schema, task.name)
     finally:
         down.close()

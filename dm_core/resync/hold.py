@@ -151,11 +151,15 @@ def wait_acks(store, task: str, run_id: str, source_ids: list[str], *, timeout: 
 
 
 def raise_safe_exit(store, task: str, positions: dict) -> None:
-    """Safe mode until at least ``positions`` (source_id → Position) on every source."""
+    """Safe mode until at least ``positions`` (source_id → Position) on every source; the
+    keyless tables' ledger horizon is cleared (the re-sync rewrote rows it knows nothing of)."""
     from dm_core.position import Position
+    from dm_core.sync.keyless_ledger import CLEARED
 
     for sid, pos in positions.items():
         st = store.source_state(task, sid)
         cur = Position(st["safe_exit_file"], int(st["safe_exit_pos"])) if st.get("safe_exit_file") else None
         if cur is None or pos.key() > cur.key():
-            store.update_source_state(task, sid, safe_exit_file=pos.file, safe_exit_pos=pos.pos)
+            store.update_source_state(task, sid, safe_exit_file=pos.file, safe_exit_pos=pos.pos, **CLEARED)
+        else:
+            store.update_source_state(task, sid, **CLEARED)

@@ -106,6 +106,10 @@ ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS binlog_server text;
 -- `dmctl start-task --start-time`: the time the source's next window starts at, until it has
 -- moved its checkpoint there (dm_core/binlog/by_time.py, SourcePositions.start_at_time)
 ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS start_time text;
+-- the keyless tables' ledger horizon (dm_core/sync/keyless_ledger.py): replays from here on are exact
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS keyless_exact_file text;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS keyless_exact_pos bigint;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS keyless_exact_server text;
 """
 
 
@@ -132,7 +136,7 @@ def apply_schema(cur, ddl: str, lock_key: int, *, newest: tuple[str, str]) -> No
 def migrate_state(cur) -> None:
     """The state store's own tables (``StateStore.migrate``); shard DDL, the full phase's
     plans and online DDL add theirs through ``apply_schema`` under their own lock keys."""
-    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("source_state", "start_time"))
+    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("source_state", "keyless_exact_server"))
 
 
 @contextmanager

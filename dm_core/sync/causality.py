@@ -48,9 +48,10 @@ class Causality:
         """Number of keys currently tracked."""
         return len(self._worker)
 
-    def add(self, job: RowJob) -> int | None:
-        """The worker ``job`` must go to, or None on a conflict (flush, ``reset()``, retry)."""
-        keys = job.keys()
+    def add(self, job: RowJob, also: tuple | None = None) -> int | None:
+        """The worker ``job`` must go to, or None on a conflict (flush, ``reset()``, retry).
+        ``also``: one more key the job holds, first (every keyless job: keyless_ledger.KEYLESS)."""
+        keys = job.keys() if also is None else (also, *job.keys())
         owner = None
         for k in keys:
             w = self._worker.get(k)

@@ -26,6 +26,7 @@ import time
 from dm_core.errors import ErrorCode
 from dm_core.position import Position
 from dm_core.sources import replica_server_id
+from dm_core.sync.keyless_ledger import CLEARED
 
 log = logging.getLogger("shardflow.sync")
 
@@ -93,8 +94,9 @@ class SourcePositions:
                                                             ("safe_exit_file", "safe_exit_pos"),
                                                             ("high_file", "high_pos")) if st.get(f)] if same_server else []
         exit_point = max(applied, key=Position.key, default=None)
+        # the keyless ledger's horizon goes: rows before the new start are pruned from it
         fields = dict(binlog_file=found.position.file, binlog_pos=found.position.pos, binlog_gtid=None,
-                      binlog_server=server, start_time=None,
+                      binlog_server=server, start_time=None, **CLEARED,
                       safe_exit_file=exit_point.file if exit_point else None,
                       safe_exit_pos=exit_point.pos if exit_point else None)
         self.store.update_source_state(self.task.name, self.source_id, **fields)

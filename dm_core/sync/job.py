@@ -59,6 +59,10 @@ class RowJob:
     # End of the upstream transaction the change belongs to: the resume point once this
     # job (and everything before it) is durable downstream. None in tests.
     pos: Position | None = None
+    # A row of a target without a unique key: (binlog file number, offset of its transaction's
+    # start, upstream "schema.table", ordinal among that table's rows in the transaction), what
+    # the keyless ledger (keyless_ledger.py) records and asks on replay. None for other rows.
+    origin: tuple | None = None
     # Caches for the key helpers; not part of the job's identity.
     _kb: object = field(default=_UNSET, init=False, repr=False, compare=False)
     _ka: object = field(default=_UNSET, init=False, repr=False, compare=False)

@@ -66,6 +66,10 @@ class RowPath:
         self.rules, self.source_id, self.catalog = rules, source_id, catalog
         self._plans: dict[tuple, TablePlan] = {}
         self._missing_noted: set[tuple[str, str]] = set()
+        # rows of keyless targets counted per upstream table in the transaction being read
+        # (its start's key), across the pieces of a large one (RowJob.origin)
+        self._ordinals: dict[str, int] = {}
+        self._ordinals_of: tuple | None = None
 
     def use_catalog(self, catalog) -> None:
         """A new downstream connection's catalog: plans are built again against it."""
@@ -138,10 +142,21 @@ class RowPath:
         lenient = safe if lenient is None else lenient
         out: list[RowJob] = []
         bf = self.rules.binlog_filter
+        here = None   # the transaction's start key, once a row of a keyless target asks for it
         for ch in txn.rows:
             p = self.plan(ch)
             if p.skip:
                 continue
+            origin = None
+            if p.target is not None and not p.target.key_is_unique:  # counted before any filter: stable
+                if here is None:
+                    here = (txn.start or txn.end).key()
+                    if self._ordinals_of != here:
+                        self._ordinals_of, self._ordinals = here, {}
+                name = f"{ch.schema}.{ch.table}"
+                n = self._ordinals.get(name, 0)
+                self._ordinals[name] = n + 1
+                origin = (*here, name, n)
             if skip_table is not None and skip_table((ch.schema, ch.table)):
                 continue
             if p.unknown and not lenient:
@@ -172,7 +187,7 @@ class RowPath:
             before, after = ch.before, ch.after
             if p.mapping is not None or p.extract:  # else map_row would return the rows as they are
                 before, after = self.map_row(p, before), self.map_row(p, after)
-            out.append(RowJob(ch.op, p.target, before, after, safe, txn.end))
+            out.append(RowJob(ch.op, p.target, before, after, safe, txn.end, origin))
         return out
 
     @staticmethod

@@ -50,6 +50,7 @@ from dm_core.sync.online_ddl import OnlineDDL
 from dm_core.sync.apply_queue import ApplyQueue, Batch
 from dm_core.sync import operator_step
 from dm_core.sync.handle_error import PendingOps, parse_binlog_pos
+from dm_core.sync.keyless_ledger import KeylessLedger
 from dm_core.sync.checkpoint import SourcePositions, lag_seconds
 from dm_core.sync.row_path import RowPath
 from dm_core.sync.schema_overlay import FilterEvents, SchemaOverlays
@@ -191,6 +192,8 @@ class Syncer:
         self.budget_seconds = budget_seconds
         self.positions = SourcePositions(task, source_id, store)
         self.rows = RowPath(self.rules, source_id)   # filter, route, map: RowChange -> RowJob
+        self.ledger = KeylessLedger(task.name, source_id, task.meta_schema,  # exact replay of keyless tables
+                                    lambda: connect_native(target_endpoint(task)))
         self._upstream_zone: str | None = None
         self._up = None                               # the upstream endpoint, from the window's start
         self._modes: dict[int, str] = {}              # sql_mode bitmap -> the upstream's names
@@ -303,6 +306,7 @@ class Syncer:
                 faults.hit("shardddl.sync.after_rewind_checkpoint")
                 start = rewind
         safe_exit = self.positions.load_exit_point(st)
+        self.ledger.load(st, self.positions.server, self.store)
         faults.hit("sync.after_open")
         res = WindowResult(self.source_id, str(start), str(start), str(until))
         res.held = self.shard.held_notes()
@@ -357,7 +361,7 @@ class Syncer:
         cfg = self.syncer_cfg
         pool = WorkerPool(lambda: connect_native(target_endpoint(self.task)),
                           cfg.worker_count, compact=cfg.compact, multiple_rows=cfg.multiple_rows,
-                          foreign_key_checks=self._fk_checks)
+                          foreign_key_checks=self._fk_checks, ledger=self.ledger)
         self._last_ts = None
         interval = float(cfg.checkpoint_flush_interval)
         unsaved = {"rows": 0, "txns": 0, "at": time.monotonic()}
@@ -365,6 +369,7 @@ class Syncer:
         def before_apply(b: Batch) -> None:
             # Every batch of this window ends at or before `until`: one write covers them all.
             self.positions.raise_exit_point(until if until.key() >= b.upto.key() else b.upto, store)
+            self.ledger.persist(store)
 
         def committed(b: Batch) -> None:
             if b.jobs:
@@ -380,6 +385,7 @@ class Syncer:
                 unsaved.update(rows=0, txns=0, at=now)
             if b.force:  # the reader waits on it (settle): nothing past it was sent
                 self.positions.settle_exit_point(st, b.upto, store)
+                self.ledger.prune(b.upto)
 
         def apply(b: Batch) -> None:
             try:
@@ -412,6 +418,8 @@ class Syncer:
         safe = (self.syncer_cfg.safe_mode or w.safe_until is not None
                 or (self._timed_safe_until is not None and self._clock() < self._timed_safe_until))
         w.res.safe_mode = w.res.safe_mode or safe
+        if not safe and self.ledger.horizon is None:
+            self.ledger.begin(txn.start or txn.end)
         if w.catch_up_until is not None and end_key > w.catch_up_until:
             w.catch_up_until = None
         # `dmctl binlog` (operator_step.py); nothing to look up while no operation waits and nothing holds

@@ -7,6 +7,9 @@ One batch at a time (the apply queue (apply_queue.py) calls ``apply`` in order):
    work is executed first (a flush), then the job is placed afresh;
 3. each worker ``regroup``s and ``merge``s its queue into statements (``syncers.multiple-rows``)
    and runs them in one transaction on its own connection, in parallel with the others.
+Rows of tables without a unique key go through the keyless ledger (keyless_ledger.py): a
+replay drops what it says is downstream already, and all of a batch's such rows share one
+worker, whose transaction also records them in the ledger.
 ``apply`` returns only when every worker committed, so the checkpoint that follows covers
 only durable changes. A failed worker fails the batch; the others may have committed,
 which safe-mode replay up to the exit point makes harmless.
@@ -23,6 +26,7 @@ from dm_core.sync.causality import Causality
 from dm_core.sync.compactor import compact
 from dm_core.sync.dml import Stmt
 from dm_core.sync.job import RowJob
+from dm_core.sync.keyless_ledger import KEYLESS
 from dm_core.sync.merger import merge, regroup
 
 MAX_WORKERS = 32
@@ -54,7 +58,7 @@ def refuse_key_updates(jobs: list[RowJob]) -> None:
 
 class WorkerPool:
     def __init__(self, connect, worker_count: int, *, compact: bool = False, multiple_rows: bool = False,
-                 foreign_key_checks: bool = False):
+                 foreign_key_checks: bool = False, ledger=None):
         self.n = max(1, min(int(worker_count), MAX_WORKERS))
         self._connect = connect
         self._appliers: list[Applier | None] = [None] * self.n
@@ -63,6 +67,7 @@ class WorkerPool:
         # the downstream session checks foreign keys (target-database.session): each run of jobs
         # says whether checks are on for it (safe-mode INSERT / UPDATE off, as DM)
         self._fk = foreign_key_checks
+        self._ledger = ledger   # keyless_ledger.KeylessLedger, or None (tests, the bench's own pools)
         self._pool = ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="shardflow-dml") if self.n > 1 else None
 
     def _applier(self, i: int) -> Applier:
@@ -77,6 +82,8 @@ class WorkerPool:
         return self._appliers[i]
 
     def apply(self, jobs: list[RowJob]) -> None:
+        if self._ledger is not None:
+            jobs = self._ledger.decide(jobs)
         if not jobs:
             return
         if self._compact:
@@ -87,12 +94,13 @@ class WorkerPool:
         causality = Causality(self.n)
         queues: list[list[RowJob]] = [[] for _ in range(self.n)]
         for job in jobs:
-            w = causality.add(job)
+            also = None if job.origin is None else KEYLESS
+            w = causality.add(job, also)
             if w is None:
                 self._run(queues)
                 queues = [[] for _ in range(self.n)]
                 causality.reset()
-                w = causality.add(job)
+                w = causality.add(job, also)
             queues[w].append(job)
         self._run(queues)
 
@@ -109,18 +117,21 @@ class WorkerPool:
                 raise e
 
     def _merge(self, jobs: list[RowJob]):
+        marks = self._ledger.marks(jobs) if self._ledger is not None else []
         if self._fk:
             refuse_key_updates(jobs)
             out = []
             for off, run in groupby(jobs, key=_checks_off):
                 out.append(_CHECKS_OFF if off else _CHECKS_ON)
                 out.extend(merge(list(run), multiple_rows=False))
-            return out
+            return out + marks
         if self._multiple_rows:
             jobs = regroup(jobs)
-        return merge(jobs, multiple_rows=self._multiple_rows)
+        return merge(jobs, multiple_rows=self._multiple_rows) + marks
 
     def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         for a in self._appliers:

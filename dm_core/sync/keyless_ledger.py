@@ -1,0 +1,235 @@
+"""Exact replay for tables without a unique key: a ledger, kept downstream in the same
+transaction as the rows, of how far each upstream transaction's rows of such a table got.
+
+Why: safe mode makes a replay harmless by the row's key (REPLACE, DELETE + REPLACE). A
+target without a primary or NOT NULL unique key has none; the legacy safe-mode write of
+an INSERT ("delete one identical row, insert it") leaves one copy of a distinct row, but
+identical rows cannot be told apart: a replayed DELETE of one of two identical rows removes
+the copy that must stay, a replayed UPDATE moves a second one. After a crash between a
+batch's commit and its checkpoint the syncer replays what it had sent, so such tables ended
+a copy too few or too many (tests/integration/test_sync_keyless_replay.py).
+
+Protocol:
+
+* Every row change of a keyless target carries ``RowJob.origin`` = (binlog file number,
+  offset of its transaction's start, upstream ``schema.table``, ordinal): the ordinal counts
+  the transaction's row changes of that upstream table, filtered or not, across the pieces of
+  a large transaction (row_path.py), so it names the same row change in every replay.
+* All keyless jobs of a batch go to one worker (causality key ``KEYLESS``), whose downstream
+  transaction also upserts one ledger row per (transaction, upstream table): ``applied`` = the
+  highest ordinal it wrote + 1. Rows and ledger commit or vanish together. Jobs of one
+  (transaction, table) are always applied as a prefix in binlog order (rounds of a batch,
+  isolate.py's one-by-one search), so ``applied`` says exactly which are downstream.
+* A replayed transaction (a job in safe mode at or past the **horizon**) asks the ledger:
+  jobs below ``applied`` are dropped, the rest are written plainly (INSERT, UPDATE/DELETE
+  ... LIMIT 1), as the first time.
+* The horizon (``keyless_exact_*`` in ``source_state``) is the start of the first
+  transaction the syncer wrote outside safe mode; it names the upstream server it belongs to.
+  Before it, rows of keyless tables may be downstream from another writer the ledger knows
+  nothing of (the full phase's snapshot and its catch-up, what the downstream held before an
+  incremental task's first start): there the legacy safe-mode write stays. It is cleared when
+  another writer changes tables (a new full phase, a re-sync), when the checkpoint moves back
+  (`start-task --start-time`), and when the source reads another server (positions differ).
+  With `safe-mode: true` no transaction is written outside safe mode: the legacy write stays.
+* Ledger rows below the checkpoint are pruned at the end of a window; a new full phase or the
+  task's removal drops the source's rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import Counter
+
+from dm_core.db import qi, qt
+from dm_core.position import Position
+from dm_core.sync.dml import Stmt
+
+log = logging.getLogger("shardflow.sync")
+
+LEDGER_TABLE = "shardflow_sync_keyless"
+KEYLESS = ("\0keyless",)   # the causality key every keyless job shares: one worker per batch
+_NO_TABLE = 1146
+
+# state fields (dm_core/state/schema.py) that hold the horizon
+HORIZON_FIELDS = ("keyless_exact_file", "keyless_exact_pos", "keyless_exact_server")
+CLEARED = dict.fromkeys(HORIZON_FIELDS)
+
+
+def ensure(conn, meta_schema: str) -> None:
+    """The meta schema and the ledger table downstream (idempotent)."""
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {qi(meta_schema)}")
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {qt(meta_schema, LEDGER_TABLE)} ("
+            "task varchar(128) NOT NULL, source_id varchar(128) NOT NULL, file_seq bigint NOT NULL, "
+            "pos bigint NOT NULL, up_table varchar(400) NOT NULL, applied int NOT NULL, "
+            "PRIMARY KEY (task, source_id, file_seq, pos, up_table)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+
+
+def forget(conn, meta_schema: str, task: str, source_id: str | None = None) -> None:
+    """Drop the ledger rows of a task (one source, or all); a missing table is fine."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DELETE FROM {qt(meta_schema, LEDGER_TABLE)} WHERE task = %s AND (%s IS NULL OR source_id = %s)",
+                        (task, source_id, source_id))
+    except Exception as e:  # noqa: BLE001 - the table was never created: nothing to forget
+        if _errno(e) != _NO_TABLE and _errno(e) != 1049:
+            raise
+
+
+def horizon_of(st: dict) -> tuple | None:
+    """The horizon's key in a ``source_state`` row, None when unset."""
+    return Position(st["keyless_exact_file"], int(st["keyless_exact_pos"])).key() if st.get("keyless_exact_file") else None
+
+
+def replay_plan(jobs: list, horizon: tuple | None, applied: dict) -> list:
+    """``jobs`` as a replay writes them: a keyless job in safe mode at or past ``horizon`` whose
+    ordinal is below its transaction's ``applied`` (``(file_seq, pos, up_table) -> n``) is
+    downstream already and dropped; the others of such jobs are written plainly (not safe).
+    Every other job passes as it is.
+
+    >>> from dm_core.sync.job import RowJob
+    >>> from dm_core.target import TargetTable
+    >>> t = TargetTable("d", "k", ("a",), ("a",), False)
+    >>> js = [RowJob("insert", t, None, {"a": 1}, True, origin=(3, 100, "u.k", i)) for i in range(3)]
+    >>> [(j.origin[3], j.safe) for j in replay_plan(js, (3, 4), {(3, 100, "u.k"): 2})]
+    [(2, False)]
+    >>> [(j.origin[3], j.safe) for j in replay_plan(js, (3, 200), {(3, 100, "u.k"): 2})]  # before the horizon
+    [(0, True), (1, True), (2, True)]
+    """
+    if horizon is None:
+        return jobs
+    out = []
+    for j in jobs:
+        o = j.origin
+        if o is None or not j.safe or (o[0], o[1]) < horizon:
+            out.append(j)
+        elif o[3] >= applied.get(o[:3], 0):
+            out.append(dataclasses.replace(j, safe=False))
+    return out
+
+
+class KeylessLedger:
+    """One source's ledger: the horizon (reader thread: ``load``, ``begin``) and the ledger
+    rows (apply thread: ``decide``, ``marks``, ``persist``, ``prune``, on its own connection)."""
+
+    def __init__(self, task_name: str, source_id: str, meta_schema: str, connect):
+        self.task, self.source_id, self.meta_schema = task_name, source_id, meta_schema
+        self._connect = connect          # a downstream connection, autocommit (db.connect_native)
+        self._conn = None
+        self._ensured = False
+        self.horizon: tuple | None = None
+        self._unsaved: Position | None = None
+        self.server: str | None = None
+
+    # ---- the horizon (reader thread) ---------------------------------------------------
+    def load(self, st: dict, server: str | None, store) -> None:
+        """At a window's open: the recorded horizon, cleared (and the source's ledger rows
+        dropped, so no row of the old server's positions is read as one of the new) when it
+        belongs to another upstream server than ``server``."""
+        self.server, self._unsaved = server, None
+        self.horizon = horizon_of(st)
+        was = st.get("keyless_exact_server")
+        if self.horizon is not None and server and was and was != server:
+            forget(self._db(), self.meta_schema, self.task, self.source_id)
+            store.update_source_state(self.task, self.source_id, **CLEARED)
+            log.info("source %s: the keyless tables' ledger belongs to another server (%s); replays of keyless "
+                     "tables are written in safe mode until the source writes past safe mode again",
+                     self.source_id, was)
+            self.horizon = None
+
+    def begin(self, start: Position) -> None:
+        """A transaction written outside safe mode: the horizon, if there is none yet."""
+        if self.horizon is None and self._unsaved is None:
+            self._unsaved = start
+
+    # ---- the apply thread ---------------------------------------------------------------
+    def persist(self, store) -> None:
+        """Before a batch is sent: a horizon found since is recorded (before anything past it
+        could be replayed by it; a crash before this only leaves replays in legacy safe mode)."""
+        h = self._unsaved
+        if h is not None:
+            store.update_source_state(self.task, self.source_id, keyless_exact_file=h.file, keyless_exact_pos=h.pos,
+                                      keyless_exact_server=self.server)
+            self.horizon, self._unsaved = h.key(), None
+
+    def decide(self, jobs: list) -> list:
+        """``jobs`` with what the ledger says is downstream already dropped (``replay_plan``);
+        the ledger table is created before the first keyless job is sent."""
+        if not self._ensured:
+            if all(j.origin is None for j in jobs):
+                return jobs
+            ensure(self._db(), self.meta_schema)
+            self._ensured = True
+        h = self.horizon
+        if h is None:
+            return jobs
+        wanted = {j.origin[:3] for j in jobs if j.origin is not None and j.safe and (j.origin[0], j.origin[1]) >= h}
+        if not wanted:
+            return jobs
+        return replay_plan(jobs, h, self._applied(wanted))
+
+    def marks(self, jobs: list) -> list[Stmt]:
+        """The ledger upsert for the keyless jobs among ``jobs`` (one worker's transaction)."""
+        top: dict[tuple, int] = {}
+        for j in jobs:
+            o = j.origin
+            if o is not None and top.get(o[:3], -1) < o[3]:
+                top[o[:3]] = o[3]
+        if not top:
+            return []
+        head = (f"INSERT INTO {qt(self.meta_schema, LEDGER_TABLE)} (task, source_id, file_seq, pos, up_table, applied) "
+                "VALUES ").replace("%", "%%")
+        tail = " ON DUPLICATE KEY UPDATE applied = GREATEST(applied, VALUES(applied))"
+        row = "(%s, %s, %s, %s, %s, %s)"
+        return [Stmt(head + row + tail, (self.task, self.source_id, seq, pos, table, n + 1), (head, row, tail))
+                for (seq, pos, table), n in top.items()]
+
+    def prune(self, checkpoint: Position) -> None:
+        """Ledger rows of transactions before ``checkpoint``: never replayed again."""
+        if not self._ensured:
+            return
+        seq, pos = checkpoint.key()
+        with self._db().cursor() as cur:
+            cur.execute(f"DELETE FROM {qt(self.meta_schema, LEDGER_TABLE)} WHERE task = %s AND source_id = %s "
+                        "AND (file_seq < %s OR (file_seq = %s AND pos < %s))",
+                        (self.task, self.source_id, seq, seq, pos))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None
+
+    def _applied(self, wanted: set) -> dict:
+        out: dict = {}
+        items = sorted(wanted)
+        by_txn = Counter((s, p) for s, p, _ in items)
+        for i in range(0, len(items), 300):
+            part = items[i:i + 300]
+            cond = " OR ".join(["(file_seq = %s AND pos = %s AND up_table = %s)"] * len(part))
+            try:
+                with self._db().cursor() as cur:
+                    cur.execute(f"SELECT file_seq, pos, up_table, applied FROM {qt(self.meta_schema, LEDGER_TABLE)} "
+                                f"WHERE task = %s AND source_id = %s AND ({cond})",
+                                (self.task, self.source_id, *[v for k in part for v in k]))
+                    for seq, pos, table, n in cur.fetchall():
+                        out[(int(seq), int(pos), table if isinstance(table, str) else table.decode())] = int(n)
+            except Exception as e:  # noqa: BLE001 - no ledger table: nothing was ever applied with it
+                if _errno(e) not in (_NO_TABLE, 1049):
+                    raise
+        if out:
+            log.info("source %s: replay: %d of %d keyless (transaction, table) pairs over %d transactions are "
+                     "downstream already by the ledger", self.source_id, len(out), len(items), len(by_txn))
+        return out
+
+    def _db(self):
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+
+def _errno(e: BaseException):
+    return e.args[0] if getattr(e, "args", None) and isinstance(e.args[0], int) else None
