@@ -59,7 +59,7 @@ import logging
 import time
 
 from dm_core.db import connect, master_position
-from dm_core.full import chunk_writer, extract
+from dm_core.full import chunk_writer, extract, xa_wait
 from dm_core.full.discover import SourceTable, allowed_databases, discover
 from dm_core.full.plan_store import PlanStore
 from dm_core.full.target_schema import ensure_databases, ensure_targets
@@ -121,6 +121,8 @@ def prepare(task, store) -> dict:
             st = store.source_state(task.name, sid)
             if not st["low_file"]:
                 f, p, g = _low_watermark(task, conn)
+                if task.task_mode != "full":   # a transaction prepared before it must end first (xa_wait.py)
+                    xa_wait.wait_prepared_xa(conn, sid)
                 store.update_source_state(task.name, sid, low_file=f, low_pos=p, low_gtid=g, stage="full",
                                           **keyless_ledger.CLEARED)
                 st = store.source_state(task.name, sid)
