@@ -31,8 +31,8 @@ Protocol:
   another writer changes tables (a new full phase, a re-sync), when the checkpoint moves back
   (`start-task --start-time`), and when the source reads another server (positions differ).
   With `safe-mode: true` no transaction is written outside safe mode: the legacy write stays.
-* Ledger rows below the checkpoint are pruned at the end of a window; a new full phase or the
-  task's removal drops the source's rows.
+* Ledger rows below the checkpoint are pruned at the end of a window and the horizon moves up
+  to it; a new full phase or the task's removal drops the source's rows.
 """
 
 from __future__ import annotations
@@ -186,15 +186,27 @@ class KeylessLedger:
         return [Stmt(head + row + tail, (self.task, self.source_id, seq, pos, table, n + 1), (head, row, tail))
                 for (seq, pos, table), n in top.items()]
 
-    def prune(self, checkpoint: Position) -> None:
-        """Ledger rows of transactions before ``checkpoint``: never replayed again."""
+    def prune(self, checkpoint: Position, store) -> None:
+        """Ledger rows of transactions before ``checkpoint``: never replayed again. The horizon
+        moves up to it, so a replay from further back (only by hand: the checkpoint moves back
+        by itself only at `--start-time`, which clears the horizon) is written in safe mode
+        rather than plainly for want of the pruned rows."""
         if not self._ensured:
             return
         seq, pos = checkpoint.key()
-        with self._db().cursor() as cur:
-            cur.execute(f"DELETE FROM {qt(self.meta_schema, LEDGER_TABLE)} WHERE task = %s AND source_id = %s "
-                        "AND (file_seq < %s OR (file_seq = %s AND pos < %s))",
-                        (self.task, self.source_id, seq, seq, pos))
+        try:
+            with self._db().cursor() as cur:
+                cur.execute(f"DELETE FROM {qt(self.meta_schema, LEDGER_TABLE)} WHERE task = %s AND source_id = %s "
+                            "AND (file_seq < %s OR (file_seq = %s AND pos < %s))",
+                            (self.task, self.source_id, seq, seq, pos))
+        except Exception as e:  # noqa: BLE001 - dropped downstream meanwhile: created again when next needed
+            if _errno(e) not in (_NO_TABLE, 1049):
+                raise
+            self._ensured = False
+        if self.horizon is not None and checkpoint.key() > self.horizon:
+            store.update_source_state(self.task, self.source_id, keyless_exact_file=checkpoint.file,
+                                      keyless_exact_pos=checkpoint.pos)
+            self.horizon = checkpoint.key()
 
     def close(self) -> None:
         if self._conn is not None:
