@@ -67,7 +67,8 @@ class RowPath:
         self._plans: dict[tuple, TablePlan] = {}
         self._missing_noted: set[tuple[str, str]] = set()
         # rows of keyless targets counted per upstream table in the transaction being read
-        # (its start's key), across the pieces of a large one (RowJob.origin)
+        # (its start's key), across the pieces of a large one (RowJob.origin); from 0 whenever a
+        # transaction's first piece is read, also when a later window reads it again
         self._ordinals: dict[str, int] = {}
         self._ordinals_of: tuple | None = None
 
@@ -151,7 +152,7 @@ class RowPath:
             if p.target is not None and not p.target.key_is_unique:  # counted before any filter: stable
                 if here is None:
                     here = (txn.start or txn.end).key()
-                    if self._ordinals_of != here:
+                    if txn.piece == 0 or self._ordinals_of != here:   # read again from its start: anew
                         self._ordinals_of, self._ordinals = here, {}
                 name = f"{ch.schema}.{ch.table}"
                 n = self._ordinals.get(name, 0)

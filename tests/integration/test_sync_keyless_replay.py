@@ -10,7 +10,7 @@ the copy that had to stay, a replayed UPDATE moved a second copy.
 import pytest
 
 from dm_core import faults
-from dm_core.db import qt
+from dm_core.db import connect, qt
 
 from .helpers import run_sql as run
 from .test_sync_errors import plain, rows, steps  # noqa: F401 (plain is a fixture)
@@ -86,3 +86,35 @@ def test_rows_of_a_keyless_table_before_the_ledger_began_replay_in_safe_mode(pla
     run(up, f"INSERT INTO {k} VALUES (3, 'c')")
     steps(sess, "caught_up")
     assert sorted(rows(down, tdb, "k", "a, b")) == sorted(rows(up, db, "k", "a, b")) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_a_transaction_paused_on_a_rejected_row_and_resumed_writes_its_keyless_rows_once(plain, stack):
+    """The downstream rejects a keyed row of a transaction whose keyless rows another worker
+    committed; after the fix and resume-task the same syncer reads the transaction again."""
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    k, t = qt(db, "k"), qt(db, "t")
+    run(up, f"CREATE TABLE {k} (a int, b varchar(10))", f"INSERT INTO {k} VALUES (0, 'first')")
+    steps(sess, "caught_up")
+    run(down, f"ALTER TABLE {qt(tdb, 't')} MODIFY name varchar(5)")   # the downstream drifted: too narrow
+    conn = connect(up)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute(f"INSERT INTO {k} VALUES (1, 'x'), (1, 'x'), (2, 'y')")
+            cur.execute(f"INSERT INTO {t} VALUES (3, 'far too long for it')")
+            cur.execute(f"DELETE FROM {k} WHERE a = 0")
+            cur.execute("COMMIT")
+    finally:
+        conn.close()
+    run(up, f"INSERT INTO {t} VALUES (4, 'ok')")   # no keyless row after it: the syncer's last
+    steps(sess, "paused")
+    assert "Data too long" in store.source_state(task.name, sid)["error"]
+
+    run(down, f"ALTER TABLE {qt(tdb, 't')} MODIFY name varchar(20)")
+    store.request_sources(task.name, [sid], "running", all_sources=[sid], clear_error=True)
+    steps(sess, "caught_up")
+    want = sorted(rows(up, db, "k", "a, b"))
+    assert want == [(1, "x"), (1, "x"), (2, "y")]
+    assert sorted(rows(down, tdb, "k", "a, b")) == want
+    assert rows(down, tdb, "t") == rows(up, db, "t")
