@@ -52,8 +52,14 @@ def _checkpoints(store, name: str) -> dict:
             for s in store.all_source_states(name)}
 
 
-def _server_gtid(ep, file: str, pos: int) -> str:
-    return run_sql(ep, "SELECT BINLOG_GTID_POS(%s, %s)", args=(file, pos))[0][0]
+def _server_gtid(ep, file: str, pos: int) -> frozenset:
+    return _gtids(run_sql(ep, "SELECT BINLOG_GTID_POS(%s, %s)", args=(file, pos))[0][0])
+
+
+def _gtids(state: str | None) -> frozenset:
+    """A GTID state as a set: the server lists domains in its own order (another test may have
+    written a second domain), the checkpoint in the order it met them."""
+    return frozenset(filter(None, (state or "").split(",")))
 
 
 def _clean_gtid(files: DMFiles, store, name: str, cps: dict, tmp_path):
@@ -87,7 +93,7 @@ def test_dm_adjust_gtid_case(case, stack, tmp_path):
     _equal(stack)
     cps = _checkpoints(store, task.name)
     for sid, (f, p, g) in cps.items():
-        assert f and p and g and g == _server_gtid(up[sid], f, p), (sid, cps)
+        assert f and p and g and _gtids(g) == _server_gtid(up[sid], f, p), (sid, cps)
 
     # 2. GTID states cleaned, a start adjusts them from the positions
     stop_task(task.name)
@@ -106,4 +112,4 @@ def test_dm_adjust_gtid_case(case, stack, tmp_path):
     task, sync = start_task(inc, store)
     _equal(stack)
     for sid, (f, p, g) in _checkpoints(store, task.name).items():
-        assert g and g == _server_gtid(up[sid], f, p), (sid, f, p, g)
+        assert g and _gtids(g) == _server_gtid(up[sid], f, p), (sid, f, p, g)

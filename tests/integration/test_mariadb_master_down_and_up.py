@@ -57,4 +57,4 @@ def test_replica_source_keeps_every_row_while_its_master_goes_down_and_up(stack,
         st = store.source_state(task.name, sid)
         # a resume by GTID (the replica promoted, its files gone) lands where the checkpoint is
         at = one(replica, "SELECT BINLOG_GTID_POS(%s, %s)", (st["binlog_file"], st["binlog_pos"]))[0]
-        assert st["binlog_gtid"] == at, (st, at)
+        assert set(st["binlog_gtid"].split(",")) == set(at.split(",")), (st, at)   # domains in any order
