@@ -12,8 +12,8 @@ So the full phase reads the low watermark, then lists the prepared XA transactio
 and any chunk is read: every transaction prepared before the watermark is then committed
 (in the snapshot) or rolled back. One still open after ``XA_WAIT_SECONDS`` fails the full
 phase's prepare (XA_PREPARED_AT_START) naming it; nothing is recorded, so the next run reads
-a new watermark. A user whose grants do not let it list XA transactions (MySQL 8 without
-XA_RECOVER_ADMIN sees only its own) gets a warning and no wait.
+a new watermark. A user the server refuses ``XA RECOVER`` gets a warning and no wait; MySQL 8
+shows a user without XA_RECOVER_ADMIN only its own transactions, without an error (grant it).
 """
 
 from __future__ import annotations

@@ -31,8 +31,10 @@ Protocol:
   another writer changes tables (a new full phase, a re-sync), when the checkpoint moves back
   (`start-task --start-time`), and when the source reads another server (positions differ).
   With `safe-mode: true` no transaction is written outside safe mode: the legacy write stays.
-* Ledger rows below the checkpoint are pruned at the end of a window and the horizon moves up
-  to it; a new full phase or the task's removal drops the source's rows.
+* Ledger rows below the checkpoint are pruned at the end of a window; rows at or past a new
+  horizon (left over from before it was cleared) are dropped before it is recorded; a new full
+  phase or the task's removal drops the source's rows. A checkpoint moved back by hand past
+  pruned rows replays their transactions plainly: don't (`start-task --start-time` is the way).
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ class KeylessLedger:
         could be replayed by it; a crash before this only leaves replays in legacy safe mode)."""
         h = self._unsaved
         if h is not None:
+            self._drop_from(h)
             store.update_source_state(self.task, self.source_id, keyless_exact_file=h.file, keyless_exact_pos=h.pos,
                                       keyless_exact_server=self.server)
             self.horizon, self._unsaved = h.key(), None
@@ -186,11 +189,10 @@ class KeylessLedger:
         return [Stmt(head + row + tail, (self.task, self.source_id, seq, pos, table, n + 1), (head, row, tail))
                 for (seq, pos, table), n in top.items()]
 
-    def prune(self, checkpoint: Position, store) -> None:
-        """Ledger rows of transactions before ``checkpoint``: never replayed again. The horizon
-        moves up to it, so a replay from further back (only by hand: the checkpoint moves back
-        by itself only at `--start-time`, which clears the horizon) is written in safe mode
-        rather than plainly for want of the pruned rows."""
+    def prune(self, checkpoint: Position) -> None:
+        """Ledger rows of transactions before ``checkpoint``: never replayed again. (A shard DDL
+        lock's rewind reads further back, but only rows of the tables it held, which were never
+        written and so have no ledger rows; the horizon stays, so they are written plainly.)"""
         if not self._ensured:
             return
         seq, pos = checkpoint.key()
@@ -203,10 +205,19 @@ class KeylessLedger:
             if _errno(e) not in (_NO_TABLE, 1049):
                 raise
             self._ensured = False
-        if self.horizon is not None and checkpoint.key() > self.horizon:
-            store.update_source_state(self.task, self.source_id, keyless_exact_file=checkpoint.file,
-                                      keyless_exact_pos=checkpoint.pos)
-            self.horizon = checkpoint.key()
+
+    def _drop_from(self, h: Position) -> None:
+        """Ledger rows at or past a new horizon can only be left over from before it was cleared
+        (another server's positions, a re-sync, a rewind by time): nothing past it is written yet."""
+        seq, pos = h.key()
+        try:
+            with self._db().cursor() as cur:
+                cur.execute(f"DELETE FROM {qt(self.meta_schema, LEDGER_TABLE)} WHERE task = %s AND source_id = %s "
+                            "AND (file_seq > %s OR (file_seq = %s AND pos >= %s))",
+                            (self.task, self.source_id, seq, seq, pos))
+        except Exception as e:  # noqa: BLE001 - no ledger table yet: nothing left over
+            if _errno(e) not in (_NO_TABLE, 1049):
+                raise
 
     def close(self) -> None:
         if self._conn is not None:

@@ -144,6 +144,8 @@ class RowPath:
         out: list[RowJob] = []
         bf = self.rules.binlog_filter
         here = None   # the transaction's start key, once a row of a keyless target asks for it
+        if txn.piece == 0:   # a transaction read from its start (also again, by a later window): from 0
+            self._ordinals_of = None
         for ch in txn.rows:
             p = self.plan(ch)
             if p.skip:
@@ -152,7 +154,7 @@ class RowPath:
             if p.target is not None and not p.target.key_is_unique:  # counted before any filter: stable
                 if here is None:
                     here = (txn.start or txn.end).key()
-                    if txn.piece == 0 or self._ordinals_of != here:   # read again from its start: anew
+                    if self._ordinals_of != here:
                         self._ordinals_of, self._ordinals = here, {}
                 name = f"{ch.schema}.{ch.table}"
                 n = self._ordinals.get(name, 0)

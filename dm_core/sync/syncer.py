@@ -385,7 +385,7 @@ class Syncer:
                 unsaved.update(rows=0, txns=0, at=now)
             if b.force:  # the reader waits on it (settle): nothing past it was sent
                 self.positions.settle_exit_point(st, b.upto, store)
-                self.ledger.prune(b.upto, store)
+                self.ledger.prune(b.upto)
 
         def apply(b: Batch) -> None:
             try:
