@@ -216,10 +216,12 @@ def test_a_chunk_takes_whichever_turn_is_free_and_waits_for_the_first_released(s
         assert _take_turn(a, turns, wait_s=0) == turns[0]
         assert _take_turn(b, turns, wait_s=0) == turns[1], "the second turn was free"
         assert _take_turn(c, turns, wait_s=0) is None, "both turns are held"
-        threading.Timer(1.5, lambda: b.cursor().execute("SELECT RELEASE_LOCK(%s)", (turns[1],))).start()
+        release = threading.Timer(1.5, lambda: b.cursor().execute("SELECT RELEASE_LOCK(%s)", (turns[1],)))
+        release.start()
         t0 = time.monotonic()
         assert _take_turn(c, turns, wait_s=30) == turns[1]
         assert time.monotonic() - t0 < 10, "the released turn was not taken while waiting"
+        release.join()   # b's answer read by the timer's thread before this one uses b (was a race)
         assert _take_turn(b, turns, wait_s=1) is None, "a turn went to two connections"
     finally:
         for conn in (a, b, c):
