@@ -193,31 +193,29 @@ class KeylessLedger:
         """Ledger rows of transactions before ``checkpoint``: never replayed again. (A shard DDL
         lock's rewind reads further back, but only rows of the tables it held, which were never
         written and so have no ledger rows; the horizon stays, so they are written plainly.)"""
-        if not self._ensured:
-            return
-        seq, pos = checkpoint.key()
-        try:
-            with self._db().cursor() as cur:
-                cur.execute(f"DELETE FROM {qt(self.meta_schema, LEDGER_TABLE)} WHERE task = %s AND source_id = %s "
-                            "AND (file_seq < %s OR (file_seq = %s AND pos < %s))",
-                            (self.task, self.source_id, seq, seq, pos))
-        except Exception as e:  # noqa: BLE001 - dropped downstream meanwhile: created again when next needed
-            if _errno(e) not in (_NO_TABLE, 1049):
-                raise
-            self._ensured = False
+        if self._ensured and not self._delete(checkpoint, below=True):
+            self._ensured = False   # dropped downstream meanwhile: created again when next needed
 
     def _drop_from(self, h: Position) -> None:
         """Ledger rows at or past a new horizon can only be left over from before it was cleared
         (another server's positions, a re-sync, a rewind by time): nothing past it is written yet."""
-        seq, pos = h.key()
+        self._delete(h, below=False)
+
+    def _delete(self, at: Position, *, below: bool) -> bool:
+        """The source's ledger rows before ``at`` (``below``), else at or past it; False when
+        there is no ledger table."""
+        seq, pos = at.key()
+        where = "file_seq < %s OR (file_seq = %s AND pos < %s)" if below else \
+            "file_seq > %s OR (file_seq = %s AND pos >= %s)"
         try:
             with self._db().cursor() as cur:
                 cur.execute(f"DELETE FROM {qt(self.meta_schema, LEDGER_TABLE)} WHERE task = %s AND source_id = %s "
-                            "AND (file_seq > %s OR (file_seq = %s AND pos >= %s))",
-                            (self.task, self.source_id, seq, seq, pos))
-        except Exception as e:  # noqa: BLE001 - no ledger table yet: nothing left over
+                            f"AND ({where})", (self.task, self.source_id, seq, seq, pos))
+            return True
+        except Exception as e:  # noqa: BLE001 - no ledger table (yet, or any more)
             if _errno(e) not in (_NO_TABLE, 1049):
                 raise
+            return False
 
     def close(self) -> None:
         if self._conn is not None:

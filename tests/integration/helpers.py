@@ -36,6 +36,15 @@ def target_database(ep) -> dict:
     return {"host": ep.host, "port": int(ep.port), "user": ep.user, "password": ep.password}
 
 
+def one_source_task(name: str, sid: str, db: str, tdb: str, down_ep, *, head: str = "", target=None) -> str:
+    """A DM task (task-mode all) moving schema ``db`` of one source into ``tdb``; ``head``: more
+    top-level keys; ``target``: the target-database block (default: ``down_ep``'s)."""
+    return (f"name: {name}\ntask-mode: all\n{head}target-database: {target or target_database(down_ep)}\n"
+            f"mysql-instances:\n  - source-id: {sid}\n    block-allow-list: ba\n    route-rules: [rs]\n"
+            f"routes:\n  rs: {{schema-pattern: {db}, target-schema: {tdb}}}\n"
+            f"block-allow-list:\n  ba: {{do-dbs: [{db}]}}\n")
+
+
 def shard_task_yaml(name: str, target_ep, sources: list[tuple[str, int]], prefix: str, target_db: str,
                     mode: str = "all", shard_mode: str = "pessimistic",
                     do_dbs: dict[str, list[str]] | None = None) -> str:

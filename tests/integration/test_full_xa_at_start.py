@@ -15,7 +15,7 @@ from dm_core.full.phase import prepare
 from dm_core.reset import reset_task
 from dm_core.state import StateStore
 
-from .helpers import drop_schemas, register, target_database
+from .helpers import drop_schemas, one_source_task, register
 from .helpers import run_sql as run
 
 pytestmark = pytest.mark.integration
@@ -39,10 +39,7 @@ def test_the_full_phase_waits_for_an_xa_transaction_prepared_at_its_start(stack,
     db, tdb, name, sid = f"xs{uniq}", f"txs{uniq}", f"xs{uniq}", f"xs-{uniq}"
     xid = f"orphan-{uniq}"
     run(up, f"CREATE DATABASE {qi(db)}", f"CREATE TABLE {qt(db, 't')} (id int PRIMARY KEY, name varchar(20))")
-    text = (f"name: {name}\ntask-mode: all\ntarget-database: {target_database(down)}\n"
-            f"mysql-instances:\n  - source-id: {sid}\n    block-allow-list: ba\n    route-rules: [rs]\n"
-            f"routes:\n  rs: {{schema-pattern: {db}, target-schema: {tdb}}}\n"
-            f"block-allow-list:\n  ba: {{do-dbs: [{db}]}}\n")
+    text = one_source_task(name, sid, db, tdb, down)
     task = parse_task(text, "xa.yaml")
     store = StateStore()
     register(store, {sid: up}, name, text)

@@ -15,7 +15,7 @@ from dm_core.sync.online_ddl import OnlineDDL
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
 
-from .helpers import drop_schemas, register, target_database
+from .helpers import drop_schemas, one_source_task, register
 from .shard_helpers import SourceSpec, assert_settled, assert_union, columns, drive, setup_shards, teardown
 from .test_sync_ddl_coverage import run, show_create, sync, tables
 
@@ -73,11 +73,7 @@ def online(stack, uniq):
         *[f"CREATE TABLE {qt(db, t)} (id bigint auto_increment, uid int, name varchar(80), info varchar(100), "
           "primary key (id), unique key (uid)) DEFAULT CHARSET=utf8mb4" for t in ("gho_t", "pt_t")],
         f"CREATE TABLE {qt(db, '_old_gho')} (c int)")
-    text = (f"name: {name}\ntask-mode: all\nonline-ddl: true\n"
-            f"target-database: {target_database(down)}\n"
-            f"mysql-instances:\n  - source-id: {sid}\n    block-allow-list: ba\n    route-rules: [rs]\n"
-            f"routes:\n  rs: {{schema-pattern: {db}, target-schema: {tdb}}}\n"
-            f"block-allow-list:\n  ba: {{do-dbs: [{db}]}}\n")
+    text = one_source_task(name, sid, db, tdb, down, head="online-ddl: true\n")
     task = parse_task(text, "online.yaml")
     store = StateStore()
     register(store, {sid: up}, name, text)

@@ -12,7 +12,7 @@ from dm_core.reset import reset_task
 from dm_core.state import StateStore
 from dm_core.sync.session import SyncSession
 
-from .helpers import drop_schemas, register, target_database
+from .helpers import drop_schemas, one_source_task, register, target_database
 from .helpers import run_sql as run
 
 pytestmark = pytest.mark.integration
@@ -35,10 +35,7 @@ def plain(stack, uniq):
     db, tdb, name, sid = f"er{uniq}", f"ter{uniq}", f"er{uniq}", f"er-{uniq}"
     run(up, f"CREATE DATABASE {qi(db)}", f"CREATE TABLE {qt(db, 't')} (id int PRIMARY KEY, name varchar(20))")
     target = {**target_database(down), "session": {"innodb_lock_wait_timeout": 1}}
-    text = (f"name: {name}\ntask-mode: all\ntarget-database: {target}\n"
-            f"mysql-instances:\n  - source-id: {sid}\n    block-allow-list: ba\n    route-rules: [rs]\n"
-            f"routes:\n  rs: {{schema-pattern: {db}, target-schema: {tdb}}}\n"
-            f"block-allow-list:\n  ba: {{do-dbs: [{db}]}}\n")
+    text = one_source_task(name, sid, db, tdb, down, target=target)
     task = parse_task(text, "errors.yaml")
     store = StateStore()
     register(store, {sid: up}, name, text)
