@@ -16,6 +16,7 @@ import logging
 
 from dm_core.binlog.txn import RowChange, Txn
 from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.sync import versioned
 from dm_core.sync.job import RowJob
 from dm_core.target import TargetTable
 
@@ -45,7 +46,7 @@ def written_columns(target: TargetTable, row_columns: set[str]) -> TargetTable:
 class TablePlan:
     """Everything the row path needs for one upstream table shape, built once."""
 
-    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr", "actions", "missing", "unknown")
+    __slots__ = ("skip", "target", "mapping", "columns", "extract", "expr", "actions", "missing", "unknown", "period")
 
     def __init__(self):
         self.skip = False
@@ -57,6 +58,7 @@ class TablePlan:
         self.actions = {}  # binlog event filter's answer by row op: without SQL text it depends on nothing else
         self.missing = None  # the error when the target table does not exist downstream
         self.unknown = ()    # columns the rows carry that the target lacks (see jobs)
+        self.period = None   # a system-versioned table's (row start, row end) columns (versioned.py)
 
 
 class RowPath:
@@ -71,6 +73,8 @@ class RowPath:
         # transaction's first piece is read, also when a later window reads it again
         self._ordinals: dict[str, int] = {}
         self._ordinals_of: tuple | None = None
+        self.upstream = None   # the upstream endpoint (the syncer's window), asked about versioned tables
+        self._periods: dict[tuple[str, str], tuple | None] = {}
 
     def use_catalog(self, catalog) -> None:
         """A new downstream connection's catalog: plans are built again against it."""
@@ -82,6 +86,7 @@ class RowPath:
         if self.catalog is not None:
             self.catalog.forget(schema, table)
         self._plans.clear()
+        self._periods.clear()   # ADD / DROP SYSTEM VERSIONING
 
     def plan(self, ch: RowChange) -> TablePlan:
         """The row path of one upstream table shape (built once, until ``forget``)."""
@@ -106,22 +111,44 @@ class RowPath:
             if any(c.startswith("UNKNOWN_COL") for c in cols):
                 raise ErrorCode.SCHEMA_UNKNOWN.error(
                     f"row events of `{ch.schema}`.`{ch.table}` carry no column names")
-            p.columns = list(cols)
             ts, tt = r.router.route(ch.schema, ch.table)
-            p.mapping = r.column_mapper.plan(ch.schema, ch.table, p.columns)
-            p.extract = r.router.extract_values(ch.schema, ch.table, self.source_id)
+            target = None
             try:
                 target = self.catalog.get(ts, tt)
-                p.target = written_columns(target, set(p.columns) | set(p.extract))
-                have = {c.lower() for c in target.columns} | {c.lower() for c in target.generated}
-                p.unknown = tuple(c for c in [*p.columns, *p.extract] if c.lower() not in have)
             except ShardflowError as e:
                 if e.code is not ErrorCode.DML_EXEC_FAILED:
                     raise
                 p.missing = e  # see jobs
+            p.period = self._period(ch.schema, ch.table, cols, target)
+            p.columns = [c for c in cols if p.period is None or c not in p.period]
+            p.mapping = r.column_mapper.plan(ch.schema, ch.table, p.columns)
+            p.extract = r.router.extract_values(ch.schema, ch.table, self.source_id)
+            if target is not None:
+                p.target = written_columns(target, set(p.columns) | set(p.extract))
+                have = {c.lower() for c in target.columns} | {c.lower() for c in target.generated}
+                p.unknown = tuple(c for c in [*p.columns, *p.extract] if c.lower() not in have)
             p.expr = r.expr_filter.compile(ch.schema, ch.table, p.columns)
         self._plans[key] = p
         return p
+
+    def _period(self, schema: str, table: str, cols: tuple, target) -> tuple[str, str] | None:
+        """A system-versioned upstream table's period columns (versioned.py), asked of the
+        upstream only for rows that may carry them: the invisible row_start / row_end, or
+        columns the target computes itself (a versioned MariaDB target's own period)."""
+        if self.upstream is None or target is None:
+            return None
+        if not ({"row_start", "row_end"} <= set(cols) or any(c in target.generated for c in cols)):
+            return None
+        k = (schema, table)
+        if k not in self._periods:
+            from dm_core.db import connect
+
+            conn = connect(self.upstream)
+            try:
+                self._periods[k] = versioned.period_columns(conn, schema, table)
+            finally:
+                conn.close()
+        return self._periods[k]
 
     @staticmethod
     def map_row(p: "TablePlan", row: dict | None) -> dict | None:
@@ -162,6 +189,11 @@ class RowPath:
                 origin = (*here, name, n)
             if skip_table is not None and skip_table((ch.schema, ch.table)):
                 continue
+            if p.period is not None:   # a system-versioned table: its current rows only (versioned.py)
+                got = versioned.current_change(ch.op, ch.before, ch.after, p.period)
+                if got is None:
+                    continue
+                ch = RowChange(got[0], ch.schema, ch.table, got[1], got[2])
             if p.unknown and not lenient:
                 raise self._unknown_columns(ch, p)
             action = p.actions.get(ch.op)

@@ -282,7 +282,7 @@ class Syncer:
                 recorded = Position(st["binlog_file"], st["binlog_pos"]) if st["binlog_file"] else None
                 ops = PendingOps.load(self.store, self.task.name, self.source_id, recorded)
 
-        up = self._up = source_endpoint(self.store, self.source_id)
+        up = self._up = self.rows.upstream = source_endpoint(self.store, self.source_id)
         uconn = connect(up)
         try:
             until = Position(*master_position(uconn))
