@@ -48,7 +48,7 @@ def case(stack, tmp_path):
 
 
 def _checkpoints(store, name: str) -> dict:
-    return {s["source_id"]: (s["binlog_file"], int(s["binlog_pos"]), s["binlog_gtid"])
+    return {s["source_id"]: (s["binlog_file"], int(s["binlog_pos"]), _gtids(s["binlog_gtid"]))
             for s in store.all_source_states(name)}
 
 
@@ -93,7 +93,7 @@ def test_dm_adjust_gtid_case(case, stack, tmp_path):
     _equal(stack)
     cps = _checkpoints(store, task.name)
     for sid, (f, p, g) in cps.items():
-        assert f and p and g and _gtids(g) == _server_gtid(up[sid], f, p), (sid, cps)
+        assert f and p and g and g == _server_gtid(up[sid], f, p), (sid, cps)
 
     # 2. GTID states cleaned, a start adjusts them from the positions
     stop_task(task.name)
@@ -112,4 +112,4 @@ def test_dm_adjust_gtid_case(case, stack, tmp_path):
     task, sync = start_task(inc, store)
     _equal(stack)
     for sid, (f, p, g) in _checkpoints(store, task.name).items():
-        assert g and _gtids(g) == _server_gtid(up[sid], f, p), (sid, f, p, g)
+        assert g and g == _server_gtid(up[sid], f, p), (sid, f, p, g)
