@@ -177,6 +177,14 @@ def qt(schema: str, table: str) -> str:
     return f"{qi(schema)}.{qi(table)}"
 
 
+def ensure_table(conn, schema: str, table: str, body: str) -> None:
+    """Create ``schema`` and ``schema.table`` (columns and keys: ``body``, then its table
+    options) if they are missing: shardflow's own tables downstream (the meta schema)."""
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {qi(schema)}")
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {qt(schema, table)} {body}")
+
+
 @functools.lru_cache(maxsize=1)
 def database_errors() -> tuple[type[BaseException], ...]:
     """The client libraries' own error classes (those installed): a database's failure, as

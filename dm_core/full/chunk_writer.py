@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 
-from dm_core.db import qi, qt
+from dm_core.db import ensure_table, qi, qt
 
 MARKER_TABLE = "shardflow_full_chunk"
 VERBS = {"replace": "REPLACE", "ignore": "INSERT IGNORE", "error": "INSERT"}
@@ -48,14 +48,11 @@ def verb(on_duplicate_logical: str) -> str:
 
 def ensure_meta(conn, meta_schema: str) -> None:
     """Create the meta schema and the marker table downstream (idempotent)."""
-    with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE IF NOT EXISTS {qi(meta_schema)}")
-        cur.execute(
-            f"CREATE TABLE IF NOT EXISTS {qt(meta_schema, MARKER_TABLE)} ("
-            "plan_id varchar(64) NOT NULL, chunk_id int NOT NULL, "
-            "task varchar(255) NOT NULL, source_id varchar(255) NOT NULL, table_name varchar(255) NOT NULL, "
-            "loaded_rows bigint NOT NULL, done_at timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, "
-            "PRIMARY KEY (plan_id, chunk_id)) DEFAULT CHARSET=utf8mb4")
+    ensure_table(conn, meta_schema, MARKER_TABLE,
+                 "(plan_id varchar(64) NOT NULL, chunk_id int NOT NULL, "
+                 "task varchar(255) NOT NULL, source_id varchar(255) NOT NULL, table_name varchar(255) NOT NULL, "
+                 "loaded_rows bigint NOT NULL, done_at timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, "
+                 "PRIMARY KEY (plan_id, chunk_id)) DEFAULT CHARSET=utf8mb4")
 
 
 def marked_chunks(conn, meta_schema: str, plan_id: str) -> dict[int, int]:

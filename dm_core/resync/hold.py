@@ -159,7 +159,5 @@ def raise_safe_exit(store, task: str, positions: dict) -> None:
     for sid, pos in positions.items():
         st = store.source_state(task, sid)
         cur = Position(st["safe_exit_file"], int(st["safe_exit_pos"])) if st.get("safe_exit_file") else None
-        if cur is None or pos.key() > cur.key():
-            store.update_source_state(task, sid, safe_exit_file=pos.file, safe_exit_pos=pos.pos, **CLEARED)
-        else:
-            store.update_source_state(task, sid, **CLEARED)
+        raised = dict(safe_exit_file=pos.file, safe_exit_pos=pos.pos) if cur is None or pos.key() > cur.key() else {}
+        store.update_source_state(task, sid, **raised, **CLEARED)

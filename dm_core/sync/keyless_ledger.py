@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import Counter
 
-from dm_core.db import qi, qt
+from dm_core.classify import errno_of
+from dm_core.db import ensure_table, qt
 from dm_core.position import Position
 from dm_core.sync.dml import Stmt
 
@@ -51,7 +51,7 @@ log = logging.getLogger("shardflow.sync")
 
 LEDGER_TABLE = "shardflow_sync_keyless"
 KEYLESS = ("\0keyless",)   # the causality key every keyless job shares: one worker per batch
-_NO_TABLE = 1146
+_MISSING = (1146, 1049)   # no such table, no such database: the ledger was never created (or is gone)
 
 # state fields (dm_core/state/schema.py) that hold the horizon
 HORIZON_FIELDS = ("keyless_exact_file", "keyless_exact_pos", "keyless_exact_server")
@@ -60,13 +60,10 @@ CLEARED = dict.fromkeys(HORIZON_FIELDS)
 
 def ensure(conn, meta_schema: str) -> None:
     """The meta schema and the ledger table downstream (idempotent)."""
-    with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE IF NOT EXISTS {qi(meta_schema)}")
-        cur.execute(
-            f"CREATE TABLE IF NOT EXISTS {qt(meta_schema, LEDGER_TABLE)} ("
-            "task varchar(128) NOT NULL, source_id varchar(128) NOT NULL, file_seq bigint NOT NULL, "
-            "pos bigint NOT NULL, up_table varchar(400) NOT NULL, applied int NOT NULL, "
-            "PRIMARY KEY (task, source_id, file_seq, pos, up_table)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+    ensure_table(conn, meta_schema, LEDGER_TABLE,
+                 "(task varchar(128) NOT NULL, source_id varchar(128) NOT NULL, file_seq bigint NOT NULL, "
+                 "pos bigint NOT NULL, up_table varchar(400) NOT NULL, applied int NOT NULL, "
+                 "PRIMARY KEY (task, source_id, file_seq, pos, up_table)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
 
 
 def forget(conn, meta_schema: str, task: str, source_id: str | None = None) -> None:
@@ -76,7 +73,7 @@ def forget(conn, meta_schema: str, task: str, source_id: str | None = None) -> N
             cur.execute(f"DELETE FROM {qt(meta_schema, LEDGER_TABLE)} WHERE task = %s AND (%s IS NULL OR source_id = %s)",
                         (task, source_id, source_id))
     except Exception as e:  # noqa: BLE001 - the table was never created: nothing to forget
-        if _errno(e) != _NO_TABLE and _errno(e) != 1049:
+        if errno_of(e) not in _MISSING:
             raise
 
 
@@ -127,14 +124,13 @@ class KeylessLedger:
 
     # ---- the horizon (reader thread) ---------------------------------------------------
     def load(self, st: dict, server: str | None, store) -> None:
-        """At a window's open: the recorded horizon, cleared (and the source's ledger rows
-        dropped, so no row of the old server's positions is read as one of the new) when it
-        belongs to another upstream server than ``server``."""
+        """At a window's open: the recorded horizon, cleared when it belongs to another upstream
+        server than ``server`` (the old server's ledger rows at or past the next horizon are
+        dropped before it is recorded: ``persist``)."""
         self.server, self._unsaved = server, None
         self.horizon = horizon_of(st)
         was = st.get("keyless_exact_server")
         if self.horizon is not None and server and was and was != server:
-            forget(self._db(), self.meta_schema, self.task, self.source_id)
             store.update_source_state(self.task, self.source_id, **CLEARED)
             log.info("source %s: the keyless tables' ledger belongs to another server (%s); replays of keyless "
                      "tables are written in safe mode until the source writes past safe mode again",
@@ -213,7 +209,7 @@ class KeylessLedger:
                             f"AND ({where})", (self.task, self.source_id, seq, seq, pos))
             return True
         except Exception as e:  # noqa: BLE001 - no ledger table (yet, or any more)
-            if _errno(e) not in (_NO_TABLE, 1049):
+            if errno_of(e) not in _MISSING:
                 raise
             return False
 
@@ -227,7 +223,6 @@ class KeylessLedger:
     def _applied(self, wanted: set) -> dict:
         out: dict = {}
         items = sorted(wanted)
-        by_txn = Counter((s, p) for s, p, _ in items)
         for i in range(0, len(items), 300):
             part = items[i:i + 300]
             cond = " OR ".join(["(file_seq = %s AND pos = %s AND up_table = %s)"] * len(part))
@@ -239,11 +234,11 @@ class KeylessLedger:
                     for seq, pos, table, n in cur.fetchall():
                         out[(int(seq), int(pos), table if isinstance(table, str) else table.decode())] = int(n)
             except Exception as e:  # noqa: BLE001 - no ledger table: nothing was ever applied with it
-                if _errno(e) not in (_NO_TABLE, 1049):
+                if errno_of(e) not in _MISSING:
                     raise
         if out:
             log.info("source %s: replay: %d of %d keyless (transaction, table) pairs over %d transactions are "
-                     "downstream already by the ledger", self.source_id, len(out), len(items), len(by_txn))
+                     "downstream already by the ledger", self.source_id, len(out), len(items), len({k[:2] for k in items}))
         return out
 
     def _db(self):
@@ -251,6 +246,3 @@ class KeylessLedger:
             self._conn = self._connect()
         return self._conn
 
-
-def _errno(e: BaseException):
-    return e.args[0] if getattr(e, "args", None) and isinstance(e.args[0], int) else None

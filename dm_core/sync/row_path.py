@@ -15,6 +15,7 @@ import dataclasses
 import logging
 
 from dm_core.binlog.txn import RowChange, Txn
+from dm_core.db import connect
 from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.sync import versioned
 from dm_core.sync.job import RowJob
@@ -141,8 +142,6 @@ class RowPath:
             return None
         k = (schema, table)
         if k not in self._periods:
-            from dm_core.db import connect
-
             conn = connect(self.upstream)
             try:
                 self._periods[k] = versioned.period_columns(conn, schema, table)
