@@ -118,10 +118,12 @@ def _rows_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
 
 
 def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, items,
-                 encoder=None, turn=None, enclosed=False, charset="utf8mb4"):
+                 encoder=None, turn=None, enclosed=False, charset="utf8mb4", snapshot=None):
     """On an executor: ``items`` through one LOAD DATA into the target plus the chunk's marker,
     one transaction (dm_core/full/load_data.py). ``enclosed``: the text path's lines (quoted
-    strings); ``charset``: how LOAD DATA reads them (load_data.statement). Returns the stage timings as a dict."""
+    strings); ``charset``: how LOAD DATA reads them (load_data.statement); ``snapshot``: the
+    dict the read fills with its binlog position, for the marker (snapshot_read.py). Returns
+    the stage timings as a dict."""
     from dm_core.db import connect_native
     from dm_core import faults
     from dm_core.full import chunk_writer, load_data
@@ -135,9 +137,10 @@ def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
 
         def marker(rows):
             faults.hit("full.before_chunk_merge")
+            args = (plan_id, chunk_id, task_name, st.source_id, f"{st.schema}.{st.table}", rows)
             with conn.cursor() as cur:
-                cur.execute(chunk_writer.marker_sql(meta),
-                            (plan_id, chunk_id, task_name, st.source_id, f"{st.schema}.{st.table}", rows))
+                cur.execute(chunk_writer.marker_sql(meta, snapshot=snapshot is not None),
+                            args + ((snapshot.get("file"), snapshot.get("pos")) if snapshot is not None else ()))
 
         sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types, enclosed=enclosed,
                                   charset=charset)
@@ -168,9 +171,10 @@ def _arrow_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_na
 
 
 def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
-                 turn, same_bytes=False):
+                 turn, same_bytes=False, at_snapshot=False):
     """mapPartitions function (the text path): the executor reads the chunk's ready lines from
-    the upstream (dm_core/full/text_rows.py) and pipes them into LOAD DATA untouched."""
+    the upstream (dm_core/full/text_rows.py) and pipes them into LOAD DATA untouched;
+    ``at_snapshot``: in a consistent snapshot whose binlog position the marker records."""
 
     def write(chunk_ids):
         for _ in chunk_ids:  # read to the end: a Python worker that leaves input unread exits after the task
@@ -179,10 +183,11 @@ def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chun
         from dm_core.full import text_rows
 
         up = connect_native(up_ep, downstream=False)
+        snap = {} if at_snapshot else None
         try:
             yield _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
-                               text_rows.read_lines(up, query), text_rows.as_text, turn=turn, enclosed=True,
-                               charset="binary" if same_bytes else "utf8mb4")
+                               text_rows.read_lines(up, query, snap), text_rows.as_text, turn=turn, enclosed=True,
+                               charset="binary" if same_bytes else "utf8mb4", snapshot=snap)
         finally:
             up.close()
 
@@ -269,7 +274,7 @@ def _lander(spark, task, st, up_ep, target_ep, args):
     """``land(plan_id, chunk) -> rows`` for dm_core.full.loader: read, transform, write, merge."""
     from dm_core.db import connect, qt
     from dm_core import faults
-    from dm_core.full import chunk_writer, text_rows
+    from dm_core.full import chunk_writer, snapshot_read, text_rows
     from dm_core.full.extract import chunk_query, lenient
     from dm_core.full.phase import chunk_shape
 
@@ -341,7 +346,8 @@ def _lander(spark, task, st, up_ep, target_ep, args):
         if query is not None:
             t0 = time.monotonic()
             fn = _text_writer(up_ep, query, target_ep, meta, st, text_rows.columns_of(now), verb, plan_id,
-                              chunk.chunk_id, task.name, shape.drifted, types, turn, shape.same_bytes)
+                              chunk.chunk_id, task.name, shape.drifted, types, turn, shape.same_bytes,
+                              snapshot_read.wanted(st, chunk.where))
             (got,) = spark.sparkContext.parallelize([chunk.chunk_id], 1).mapPartitions(fn).collect()
             return _report(chunk, t0, got, "; text read as binary (already in the columns' character sets)"
                            if shape.same_bytes else "; text read as utf8mb4")

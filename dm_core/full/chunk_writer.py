@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 
+from dm_core.classify import errno_of
 from dm_core.db import ensure_table, qi, qt
 
 MARKER_TABLE = "shardflow_full_chunk"
@@ -47,12 +48,37 @@ def verb(on_duplicate_logical: str) -> str:
 
 
 def ensure_meta(conn, meta_schema: str) -> None:
-    """Create the meta schema and the marker table downstream (idempotent)."""
+    """Create the meta schema and the marker table downstream (idempotent). ``snap_file`` /
+    ``snap_pos``: the binlog position a whole-table chunk was read at (snapshot_read.py), added
+    to a marker table made by an earlier version."""
     ensure_table(conn, meta_schema, MARKER_TABLE,
                  "(plan_id varchar(64) NOT NULL, chunk_id int NOT NULL, "
                  "task varchar(255) NOT NULL, source_id varchar(255) NOT NULL, table_name varchar(255) NOT NULL, "
                  "loaded_rows bigint NOT NULL, done_at timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, "
+                 "snap_file varchar(255) NULL, snap_pos bigint NULL, "
                  "PRIMARY KEY (plan_id, chunk_id)) DEFAULT CHARSET=utf8mb4")
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+                    "AND column_name = 'snap_pos'", (meta_schema, MARKER_TABLE))
+        if not cur.fetchone()[0]:
+            cur.execute(f"ALTER TABLE {qt(meta_schema, MARKER_TABLE)} ADD COLUMN snap_file varchar(255) NULL, "
+                        "ADD COLUMN snap_pos bigint NULL")
+
+
+def snapshots_of(conn, meta_schema: str, task: str, source_id: str) -> dict[str, tuple[str, int]]:
+    """upstream ``schema.table`` -> (binlog file, position) its whole-table chunk was read at,
+    for the source's tables that recorded one (snapshot_read.py); a missing table is empty."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT table_name, snap_file, snap_pos FROM {qt(meta_schema, MARKER_TABLE)} "
+                        "WHERE task = %s AND source_id = %s AND snap_file IS NOT NULL", (task, source_id))
+            rows = cur.fetchall()
+    except Exception as e:  # noqa: BLE001 - no marker table (or an old one): no positions
+        if errno_of(e) not in (1146, 1049, 1054):
+            raise
+        return {}
+    return {(t if isinstance(t, str) else t.decode()): (f if isinstance(f, str) else f.decode(), int(p))
+            for t, f, p in rows}
 
 
 def marked_chunks(conn, meta_schema: str, plan_id: str) -> dict[int, int]:
@@ -133,7 +159,12 @@ def drop_staging(conn, meta_schema: str, staging: str) -> None:
         cur.execute(f"DROP TABLE IF EXISTS {qt(meta_schema, staging)}")
 
 
-def marker_sql(meta_schema: str) -> str:
+def marker_sql(meta_schema: str, *, snapshot: bool = False) -> str:
+    """The marker's INSERT: (plan_id, chunk_id, task, source_id, table_name, rows), and with
+    ``snapshot`` the read's binlog file and position (None, None when it has none)."""
+    if snapshot:
+        return (f"INSERT INTO {qt(meta_schema, MARKER_TABLE)} (plan_id, chunk_id, task, source_id, table_name, "
+                "loaded_rows, snap_file, snap_pos) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
     return (f"INSERT INTO {qt(meta_schema, MARKER_TABLE)} (plan_id, chunk_id, task, source_id, table_name, loaded_rows) "
             "VALUES (%s, %s, %s, %s, %s, %s)")
 

@@ -33,6 +33,7 @@ class SourceTable:
     column_nullable: list[bool] = field(default_factory=list)  # each column may be NULL (empty: unknown, assume so)
     column_charsets: list = field(default_factory=list)  # CHARACTER_SET_NAME of each column (None: not text)
     avg_row_bytes: int = 0            # information_schema AVG_ROW_LENGTH (0: unknown); sizes chunks
+    engine: str = ""                  # information_schema ENGINE ('' unknown); snapshot_read.py asks it
 
     @property
     def name(self) -> str:
@@ -54,10 +55,11 @@ def discover(conn, source_id: str, rules) -> list[SourceTable]:
     faults.hit("upstream.list_tables")
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT table_schema, table_name, COALESCE(table_rows, 0), COALESCE(avg_row_length, 0) "
-            "FROM information_schema.tables WHERE table_type = 'BASE TABLE' ORDER BY table_schema, table_name"
+            "SELECT table_schema, table_name, COALESCE(table_rows, 0), COALESCE(avg_row_length, 0), "
+            "COALESCE(engine, '') FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+            "ORDER BY table_schema, table_name"
         )
-        tables = [(s, t, int(n), int(a)) for s, t, n, a in cur.fetchall()
+        tables = [(s, t, int(n), int(a), e) for s, t, n, a, e in cur.fetchall()
                   if s.lower() not in SYSTEM_SCHEMAS and rules.block_allow.allow_table(s, t)]
         if not tables:
             return []
@@ -76,7 +78,7 @@ def discover(conn, source_id: str, rules) -> list[SourceTable]:
         for s, t, i, c, nu in cur.fetchall():
             idx.setdefault((s, t), {}).setdefault(i, (not int(nu), []))[1].append(c)
     out = []
-    for s, t, n, avg in tables:
+    for s, t, n, avg, engine in tables:
         ccols = cols.get((s, t), [])
         types = {c: dt for c, dt, _ in ccols}
         nullable = {c: nl for c, _, nl in ccols}
@@ -92,5 +94,5 @@ def discover(conn, source_id: str, rules) -> list[SourceTable]:
         ts, tt = rules.router.route(s, t)
         out.append(SourceTable(source_id, s, t, ts, tt, [c for c, _, _ in ccols], key,
                                [types[c] for c in key], n, rules.router.extract_values(s, t, source_id),
-                               [dt for _, dt, _ in ccols], avg_row_bytes=avg))
+                               [dt for _, dt, _ in ccols], avg_row_bytes=avg, engine=engine))
     return out

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from dm_core import faults
 from dm_core.db import Endpoint, connect
-from dm_core.full import chunk_writer, extract, text_rows
+from dm_core.full import chunk_writer, extract, snapshot_read, text_rows
 from dm_core.full.chunking import plan_chunks
 from dm_core.full.loader import TableResult
 from dm_core.full.plan_store import PlanStore, epoch_of
@@ -65,6 +65,7 @@ class Spec:
     drifted: bool          # lenient writes (extract.ChunkShape)
     duplicates_fail: bool  # on-duplicate-logical error
     turn: tuple[str, ...] | None = None
+    snapshot: bool = False  # read at a recorded binlog position (snapshot_read.py)
 
 
 @dataclass
@@ -166,7 +167,8 @@ def specs(task, todo, target_ep, *, verb: str, turn_of) -> tuple[list, list]:
             sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types, enclosed=True,
                                       charset="binary" if shape.same_bytes else "utf8mb4")
             out.append(Spec(st.name, st.source_id, st.schema, st.table, ep, query, sql, plan_id, task.name,
-                            task.meta_schema, shape.drifted, verb == "INSERT", turn_of(st.target_schema, st.target_table)))
+                            task.meta_schema, shape.drifted, verb == "INSERT", turn_of(st.target_schema, st.target_table),
+                            snapshot_read.wanted(st, snapshot_read.WHOLE_TABLE)))
     finally:
         down.close()
         for c in ups.values():
@@ -220,13 +222,16 @@ def copy_specs(target_ep: Endpoint):
                         ups[key] = connect_native(s.up_ep, downstream=False)
                     conn = down_conn(s.drifted)
 
+                    snap = {} if s.snapshot else None
+
                     def marker(rows):
                         faults.hit("full.before_chunk_merge")
+                        args = (s.plan_id, 0, s.task, s.source_id, f"{s.schema}.{s.table}", rows)
                         with conn.cursor() as c:
-                            c.execute(chunk_writer.marker_sql(s.meta),
-                                      (s.plan_id, 0, s.task, s.source_id, f"{s.schema}.{s.table}", rows))
+                            c.execute(chunk_writer.marker_sql(s.meta, snapshot=snap is not None),
+                                      args + ((snap.get("file"), snap.get("pos")) if snap is not None else ()))
 
-                    stats = load_data.load_chunk(conn, s.sql, text_rows.read_lines(ups[key], s.query), marker,
+                    stats = load_data.load_chunk(conn, s.sql, text_rows.read_lines(ups[key], s.query, snap), marker,
                                                  encoder=text_rows.as_text,
                                                  duplicates_fail=s.duplicates_fail, turn=s.turn)
                     yield {"name": s.name, "rows": stats.rows, "seconds": time.monotonic() - t0, "error": None}

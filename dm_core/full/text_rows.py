@@ -44,6 +44,7 @@ return None and take the Spark JDBC path.
 from __future__ import annotations
 
 from dm_core.db import qi, qt
+from dm_core.full import snapshot_read
 
 _NULL = "X'5C4E'"   # \N: NULL for a field LOAD DATA reads unenclosed
 _TAB = "X'09' COLLATE 'binary'"  # the line is a binary string whatever its columns (module docstring)
@@ -142,18 +143,25 @@ def partition_id_violation(conn, st, transforms) -> str | None:
     return None
 
 
-def read_lines(conn, query: str):
+def read_lines(conn, query: str, snapshot: dict | None = None):
     """Run the line query on a mysqlclient connection (on an executor) and yield its rows in
-    blocks of 10,000, unbuffered: an executor holds one block, whatever the chunk's size."""
+    blocks of 10,000, unbuffered: an executor holds one block, whatever the chunk's size.
+    ``snapshot``: read in a consistent snapshot and fill the dict with its binlog position
+    (snapshot_read.py; empty when the server gives none)."""
     import MySQLdb.cursors
 
+    if snapshot is not None:
+        snapshot.update(snapshot_read.begin(conn))
     cur = conn.cursor(MySQLdb.cursors.SSCursor)
     cur.execute(query)
     while True:
         rows = cur.fetchmany(10_000)
         if not rows:
-            return
+            break
         yield rows
+    cur.close()
+    if snapshot is not None:
+        snapshot_read.end(conn)
 
 
 def as_text(rows) -> tuple[bytes, int]:

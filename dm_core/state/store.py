@@ -307,7 +307,7 @@ class StateStore:
             "low_file", "low_pos", "low_gtid", "high_file", "high_pos", "high_gtid", "applied_rows",
             "applied_events", "last_event_ts", "lag_seconds", "rows_per_second", "error", "error_code",
             "error_stmt", "error_pos", "shard_groups", "binlog_server", "start_time",
-            "keyless_exact_file", "keyless_exact_pos", "keyless_exact_server",
+            "keyless_exact_file", "keyless_exact_pos", "keyless_exact_server", "keyless_handoff",
         }
         unknown = set(fields) - allowed
         if unknown:

@@ -31,6 +31,16 @@ Protocol:
   another writer changes tables (a new full phase, a re-sync), when the checkpoint moves back
   (`start-task --start-time`), and when the source reads another server (positions differ).
   With `safe-mode: true` no transaction is written outside safe mode: the legacy write stays.
+* The full phase's catch-up (the **handoff**): a keyless table the load read in one chunk at a
+  recorded binlog position S (dm_core/full/snapshot_read.py: a consistent snapshot, its
+  position in the chunk's marker) is downstream exactly as of S, and every change of it the
+  syncer writes from S on goes through the ledger. So its changes before S are in what the
+  load read and are dropped (also a TRUNCATE or DROP TABLE of it: the syncer asks
+  ``in_snapshot``), and those at or past S are replayed as past the horizon (ledger asked,
+  the rest plainly) -- in the catch-up and in every later replay, until the handoff is
+  cleared with the horizon (its flag ``keyless_handoff`` in ``source_state`` is set by the
+  full phase's ``finish``). Tables read otherwise (the Spark JDBC path, several chunks,
+  MyISAM, a MySQL upstream) keep legacy safe mode before the horizon.
 * Ledger rows below the checkpoint are pruned at the end of a window; rows at or past a new
   horizon (left over from before it was cleared) are dropped before it is recorded; a new full
   phase or the task's removal drops the source's rows. A checkpoint moved back by hand past
@@ -44,6 +54,7 @@ import logging
 
 from dm_core.classify import errno_of
 from dm_core.db import ensure_table, qt
+from dm_core.full import chunk_writer
 from dm_core.position import Position
 from dm_core.sync.dml import Stmt
 
@@ -55,7 +66,10 @@ _MISSING = (1146, 1049)   # no such table, no such database: the ledger was neve
 
 # state fields (dm_core/state/schema.py) that hold the horizon
 HORIZON_FIELDS = ("keyless_exact_file", "keyless_exact_pos", "keyless_exact_server")
-CLEARED = dict.fromkeys(HORIZON_FIELDS)
+CLEARED = dict.fromkeys((*HORIZON_FIELDS, "keyless_handoff"))
+
+# what a replayed keyless job is (``verdict``)
+LEGACY, IN_SNAPSHOT, EXACT = "legacy", "in snapshot", "exact"
 
 
 def ensure(conn, meta_schema: str) -> None:
@@ -82,11 +96,29 @@ def horizon_of(st: dict) -> tuple | None:
     return Position(st["keyless_exact_file"], int(st["keyless_exact_pos"])).key() if st.get("keyless_exact_file") else None
 
 
-def replay_plan(jobs: list, horizon: tuple | None, applied: dict) -> list:
-    """``jobs`` as a replay writes them: a keyless job in safe mode at or past ``horizon`` whose
-    ordinal is below its transaction's ``applied`` (``(file_seq, pos, up_table) -> n``) is
-    downstream already and dropped; the others of such jobs are written plainly (not safe).
-    Every other job passes as it is.
+def verdict(origin: tuple, horizon: tuple | None, handoff: dict | None) -> str:
+    """What a keyless row change in safe mode is: ``IN_SNAPSHOT`` (the full load read it:
+    dropped), ``EXACT`` (the ledger says whether it is downstream) or ``LEGACY`` (safe mode's
+    delete-one-then-insert). ``handoff``: {upstream table: key of the position it was read at}.
+
+    >>> h = {"u.k": (5, 300)}
+    >>> [verdict((5, p, "u.k", 0), None, h) for p in (200, 300, 900)]
+    ['in snapshot', 'exact', 'exact']
+    >>> verdict((5, 200, "u.other", 0), None, h), verdict((5, 200, "u.other", 0), (5, 100), h)
+    ('legacy', 'exact')
+    """
+    start = (origin[0], origin[1])
+    snap = handoff.get(origin[2]) if handoff else None
+    if snap is not None:
+        return IN_SNAPSHOT if start < snap else EXACT
+    return EXACT if horizon is not None and start >= horizon else LEGACY
+
+
+def replay_plan(jobs: list, horizon: tuple | None, applied: dict, handoff: tuple | None = None) -> list:
+    """``jobs`` as a replay writes them: a keyless job in safe mode that is ``EXACT``
+    (``verdict``) and whose ordinal is below its transaction's ``applied`` (``(file_seq, pos,
+    up_table) -> n``) is downstream already and dropped; the others of such jobs are written
+    plainly (not safe); ``IN_SNAPSHOT`` jobs are dropped. Every other job passes as it is.
 
     >>> from dm_core.sync.job import RowJob
     >>> from dm_core.target import TargetTable
@@ -97,14 +129,15 @@ def replay_plan(jobs: list, horizon: tuple | None, applied: dict) -> list:
     >>> [(j.origin[3], j.safe) for j in replay_plan(js, (3, 200), {(3, 100, "u.k"): 2})]  # before the horizon
     [(0, True), (1, True), (2, True)]
     """
-    if horizon is None:
+    if horizon is None and handoff is None:
         return jobs
     out = []
     for j in jobs:
         o = j.origin
-        if o is None or not j.safe or (o[0], o[1]) < horizon:
+        v = LEGACY if o is None or not j.safe else verdict(o, horizon, handoff)
+        if v == LEGACY:
             out.append(j)
-        elif o[3] >= applied.get(o[:3], 0):
+        elif v == EXACT and o[3] >= applied.get(o[:3], 0):
             out.append(dataclasses.replace(j, safe=False))
     return out
 
@@ -121,6 +154,8 @@ class KeylessLedger:
         self.horizon: tuple | None = None
         self._unsaved: Position | None = None
         self.server: str | None = None
+        self.handoff: dict | None = None        # {upstream table: key of the position the load read it at}
+        self._handoff_of: tuple | None = None   # the high watermark self.handoff was read for
 
     # ---- the horizon (reader thread) ---------------------------------------------------
     def load(self, st: dict, server: str | None, store) -> None:
@@ -129,13 +164,45 @@ class KeylessLedger:
         dropped before it is recorded: ``persist``)."""
         self.server, self._unsaved = server, None
         self.horizon = horizon_of(st)
-        was = st.get("keyless_exact_server")
-        if self.horizon is not None and server and was and was != server:
+        was = st.get("keyless_exact_server") if self.horizon is not None else None
+        if st.get("keyless_handoff") and not was:
+            was = st.get("binlog_server")   # the handoff's positions are the checkpoint's server's
+        if server and was and was != server:
             store.update_source_state(self.task, self.source_id, **CLEARED)
             log.info("source %s: the keyless tables' ledger belongs to another server (%s); replays of keyless "
                      "tables are written in safe mode until the source writes past safe mode again",
                      self.source_id, was)
             self.horizon = None
+            st = {**st, **CLEARED}
+        self._load_handoff(st)
+
+    def _load_handoff(self, st: dict) -> None:
+        """The handoff's positions, read once per high watermark (on a connection of its own:
+        this is the reader thread)."""
+        if not st.get("keyless_handoff") or not st.get("high_file"):
+            self.handoff = self._handoff_of = None
+            return
+        high = Position(st["high_file"], int(st["high_pos"])).key()
+        if self._handoff_of == high:
+            return
+        conn = self._connect()
+        try:
+            got = chunk_writer.snapshots_of(conn, self.meta_schema, self.task, self.source_id)
+        finally:
+            conn.close()
+        self.handoff = {t: Position(f, p).key() for t, (f, p) in got.items()}
+        self._handoff_of = high
+        if got:
+            log.info("source %s: %d keyless table(s) read by the full load at a known binlog position catch up "
+                     "exactly from it", self.source_id, len(got))
+
+    def in_snapshot(self, start: Position, tables) -> bool:
+        """Whether a statement at ``start`` on ``tables`` (upstream (schema, table) pairs, all
+        of them) is already in what the full load read of each (the handoff)."""
+        h = self.handoff
+        if not h or not tables:
+            return False
+        return all(start.key() < h.get(f"{s}.{t}", (-1, -1)) for s, t in tables)
 
     def begin(self, start: Position) -> None:
         """A transaction written outside safe mode: the horizon, if there is none yet."""
@@ -161,13 +228,19 @@ class KeylessLedger:
                 return jobs
             ensure(self._db(), self.meta_schema)
             self._ensured = True
-        h = self.horizon
-        if h is None:
+        h, ho = self.horizon, self.handoff
+        if h is None and ho is None:
             return jobs
-        wanted = {j.origin[:3] for j in jobs if j.origin is not None and j.safe and (j.origin[0], j.origin[1]) >= h}
-        if not wanted:
+        verdicts = {id(j): verdict(j.origin, h, ho) for j in jobs if j.origin is not None and j.safe}
+        if all(v == LEGACY for v in verdicts.values()):
             return jobs
-        return replay_plan(jobs, h, self._applied(wanted))
+        wanted = {j.origin[:3] for j in jobs if verdicts.get(id(j)) == EXACT}
+        out = replay_plan(jobs, h, self._applied(wanted) if wanted else {}, ho)
+        dropped = sum(v == IN_SNAPSHOT for v in verdicts.values())
+        if dropped:
+            log.info("source %s: %d change(s) of keyless tables are in what the full load read already: not written "
+                     "again", self.source_id, dropped)
+        return out
 
     def marks(self, jobs: list) -> list[Stmt]:
         """The ledger upsert for the keyless jobs among ``jobs`` (one worker's transaction)."""

@@ -608,6 +608,10 @@ class Syncer:
             return None
         if self.shard.skip_plain_ddl(txn.start):
             return None  # ran in the pass before a shard DDL rewind
+        if routed.kind in ("drop table", "truncate table") and self.ledger.in_snapshot(
+                txn.start or txn.end, [t for t in routed.tables if ba.allow_table(*t)]):   # keyless_ledger.py
+            log.info("source %s: %s at %s is in what the full load read already: not run", self.source_id, sql, txn.start)
+            return None
         stmt = routed.sql
         if routed.kind == "create table" and self.task.collation_compatible == "strict" and not names_charset(sql, mode):
             with self._upstream() as conn:
