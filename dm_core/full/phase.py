@@ -43,6 +43,14 @@ Limits, as in DM: a DDL that rewrites values itself (MODIFY to a narrower or oth
 converges only where the downstream converts values as the upstream did; a column added
 with a non-constant default (CURRENT_TIMESTAMP, UUID()) gets the downstream's value.
 
+Tables without a unique key
+---------------------------
+Safe mode's replay is idempotent by the row's key; a keyless table has none, and identical
+rows cannot be told apart. Such a table is one chunk, read in a consistent snapshot whose
+binlog position its marker records (snapshot_read.py); the sync skips its changes before that
+position and writes the rest exactly (dm_core/sync/keyless_ledger.py, "handoff"). ``finish``
+turns that on for the source (``keyless_handoff``); a new low watermark turns it off.
+
 Task-mode full
 --------------
 Nothing replicates after the load, so no binlog position is read (DM's full mode needs no
