@@ -194,6 +194,39 @@ def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chun
     return write
 
 
+def _text_to_staging(up_ep, query, target_ep, meta, staging, columns, types, drifted, same_bytes):
+    """mapPartitions function (the staging path of a keyless table): the chunk's lines, read in
+    a consistent snapshot (snapshot_read.py), through LOAD DATA into its staging table; yields
+    the rows and the snapshot's binlog position for the merge's marker. The staging table is
+    refilled on a rerun, so a server that commits LOAD DATA in pieces (TiDB) loses nothing."""
+
+    def write(chunk_ids):
+        for _ in chunk_ids:  # read to the end (see _text_writer)
+            pass
+        from dm_core.db import connect_native
+        from dm_core.full import load_data, text_rows
+        from dm_core.full.extract import lenient
+
+        up = connect_native(up_ep, downstream=False)
+        snap: dict = {}
+        try:
+            conn = connect_native(target_ep, local_infile=True)
+            try:
+                conn.autocommit(False)
+                if drifted:
+                    lenient(conn)
+                sql = load_data.statement(meta, staging, columns, "INSERT", types, enclosed=True,
+                                          charset="binary" if same_bytes else "utf8mb4")
+                stats = load_data.load_chunk(conn, sql, text_rows.read_lines(up, query, snap), encoder=text_rows.as_text)
+            finally:
+                conn.close()
+        finally:
+            up.close()
+        yield {"rows": stats.rows, "snap_file": snap.get("file"), "snap_pos": snap.get("pos")}
+
+    return write
+
+
 RETRY_MARK = "[shardflow: retry chunk]"
 
 
@@ -365,18 +398,31 @@ def _lander(spark, task, st, up_ep, target_ep, args):
             fn = _rows_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, args.write_batch)
             return sum(df.rdd.mapPartitions(fn).collect())
         staging = chunk_writer.staging_name(plan_id, chunk.chunk_id)
+        # a keyless table (TiDB's path for them) is read at a recorded binlog position, so the
+        # sync's catch-up takes over from it exactly (dm_core/full/snapshot_read.py)
+        at_snapshot = not st.key and args.load_data_ok and snapshot_read.wanted(st, chunk.where)
+        text_query = _line_query(now, chunk, shape.signature) if at_snapshot else None
+        columns = text_rows.columns_of(now) if text_query is not None else df.columns
         down = connect(target_ep, downstream=True)
         try:
             t0 = time.monotonic()
-            chunk_writer.create_staging(down, meta, staging, st.target_schema, st.target_table, df.columns)
-            df.write.jdbc(_jdbc_url(target_ep, write=True, lenient=shape.drifted), qt(meta, staging), mode="append",
-                          properties=_props(target_ep, batchsize=str(args.write_batch)))
+            snap = None
+            chunk_writer.create_staging(down, meta, staging, st.target_schema, st.target_table, columns)
+            if text_query is not None:
+                fn = _text_to_staging(up_ep, text_query, target_ep, meta, staging, columns, types, shape.drifted,
+                                      shape.same_bytes)
+                (got,) = spark.sparkContext.parallelize([chunk.chunk_id], 1).mapPartitions(fn).collect()
+                snap = (got["snap_file"], got["snap_pos"])
+            else:
+                df.write.jdbc(_jdbc_url(target_ep, write=True, lenient=shape.drifted), qt(meta, staging), mode="append",
+                              properties=_props(target_ep, batchsize=str(args.write_batch)))
             faults.hit("full.before_chunk_merge")
             t1 = time.monotonic()
             if shape.drifted:
                 lenient(down)
             down.autocommit(False)
-            n = chunk_writer.merge(down, meta, staging, st, df.columns, verb, plan_id, chunk.chunk_id, task.name)
+            n = chunk_writer.merge(down, meta, staging, st, columns, verb, plan_id, chunk.chunk_id, task.name,
+                                   snapshot=snap)
         except BaseException:
             _drop_quietly(target_ep, meta, staging)  # a failed chunk leaves no staging table behind
             raise
@@ -556,8 +602,8 @@ def _load(args, session: _Starting, started: float) -> int:
         raise SystemExit(f"task {args.task!r} is not registered in the state store; run the full DAG's prepare step first")
     task = parse_task(got[0], f"<state store: {args.task}>")
     target_ep = target_endpoint(task, load=True)   # foreign_key_checks=0, as DM's loader
-    args.load_data_ok, args.tidb, mariadb = (load_data_allowed(target_ep) if args.write_mode == "load"
-                                             else (False, False, False))
+    # probed in every write mode: the staging path reads keyless tables through LOAD DATA too
+    args.load_data_ok, args.tidb, mariadb = load_data_allowed(target_ep)
     if args.write_mode == "load" and not args.load_data_ok:
         log.warning("the downstream refuses LOAD DATA LOCAL INFILE (local_infile is OFF): loading through staging "
                     "tables, which writes every row twice; SET GLOBAL local_infile = ON downstream for the faster path")

@@ -170,8 +170,9 @@ def marker_sql(meta_schema: str, *, snapshot: bool = False) -> str:
 
 
 def merge(conn, meta_schema: str, staging: str, st, columns: list[str], sql_verb: str, plan_id: str,
-          chunk_id: int, task: str, *, attempts: int = 3) -> int:
+          chunk_id: int, task: str, *, attempts: int = 3, snapshot: tuple | None = None) -> int:
     """Step 2: staging → target and the marker, one transaction. Returns the chunk's rows.
+    ``snapshot``: (binlog file, position) the chunk was read at, for the marker (snapshot_read.py).
     ``conn`` must have autocommit off. Tables of several shards merge into one target at the
     same time, so REPLACE may deadlock (1213) or time out on a lock (1205): the server rolled
     the whole transaction back, so it is simply run again."""
@@ -183,7 +184,8 @@ def merge(conn, meta_schema: str, staging: str, st, columns: list[str], sql_verb
                 n = int(cur.fetchone()[0])
                 cur.execute(f"{sql_verb} INTO {qt(st.target_schema, st.target_table)} ({cols}) "
                             f"SELECT {cols} FROM {qt(meta_schema, staging)}")
-                cur.execute(marker_sql(meta_schema), (plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n))
+                args = (plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n)
+                cur.execute(marker_sql(meta_schema, snapshot=snapshot is not None), args + (snapshot or ()))
             conn.commit()
             return n
         except BaseException as e:
