@@ -29,6 +29,7 @@ from Spark executors), kept for measurement and for targets where staging is not
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 from dm_core.classify import errno_of
@@ -65,20 +66,36 @@ def ensure_meta(conn, meta_schema: str) -> None:
                         "ADD COLUMN snap_pos bigint NULL")
 
 
-def snapshots_of(conn, meta_schema: str, task: str, source_id: str) -> dict[str, tuple[str, int]]:
-    """upstream ``schema.table`` -> (binlog file, position) its whole-table chunk was read at,
-    for the source's tables that recorded one (snapshot_read.py); a missing table is empty."""
+def snapshots_of(conn, meta_schema: str, task: str, source_id: str) -> dict[str, tuple[str, int] | None]:
+    """upstream ``schema.table`` -> (binlog file, position) its whole-table chunk was read at
+    (snapshot_read.py), or None, for every table of the source the full load (or the sync's
+    ``record_created``) marked; a missing marker table is empty."""
     try:
         with conn.cursor() as cur:
             cur.execute(f"SELECT table_name, snap_file, snap_pos FROM {qt(meta_schema, MARKER_TABLE)} "
-                        "WHERE task = %s AND source_id = %s AND snap_file IS NOT NULL", (task, source_id))
+                        "WHERE task = %s AND source_id = %s", (task, source_id))
             rows = cur.fetchall()
     except Exception as e:  # noqa: BLE001 - no marker table (or an old one): no positions
         if errno_of(e) not in (1146, 1049, 1054):
             raise
         return {}
-    return {(t if isinstance(t, str) else t.decode()): (f if isinstance(f, str) else f.decode(), int(p))
-            for t, f, p in rows}
+    out: dict[str, tuple[str, int] | None] = {}
+    for t, f, p in rows:
+        name = t if isinstance(t, str) else t.decode()
+        if f is not None:
+            out[name] = (f if isinstance(f, str) else f.decode(), int(p))
+        else:
+            out.setdefault(name, None)
+    return out
+
+
+def record_created(conn, meta_schema: str, task: str, source_id: str, table_name: str, file: str, pos: int) -> None:
+    """Mark an upstream table the full load never read, created at binlog (file, pos): its
+    downstream rows are all the sync's from there (the keyless ledger's handoff)."""
+    plan_id = "created-" + hashlib.sha1(f"{task}\0{source_id}\0{table_name}".encode()).hexdigest()
+    with conn.cursor() as cur:
+        cur.execute(marker_sql(meta_schema, snapshot=True) + " ON DUPLICATE KEY UPDATE plan_id = plan_id",
+                    (plan_id, 0, task, source_id, table_name, 0, file, pos))
 
 
 def marked_chunks(conn, meta_schema: str, plan_id: str) -> dict[int, int]:

@@ -39,8 +39,10 @@ Protocol:
   ``in_snapshot``), and those at or past S are replayed as past the horizon (ledger asked,
   the rest plainly) -- in the catch-up and in every later replay, until the handoff is
   cleared with the horizon (its flag ``keyless_handoff`` in ``source_state`` is set by the
-  full phase's ``finish``). Tables read otherwise (the Spark JDBC path, several chunks,
-  MyISAM, a MySQL upstream) keep legacy safe mode before the horizon.
+  full phase's ``finish``). A table the full load never read and the binlog creates at C
+  (a daily log table made during a long load) is a handoff table from C: its rows downstream
+  are all the sync's (``created``, a marker row with C). Tables read otherwise (the Spark
+  JDBC path, several chunks, MyISAM, a MySQL upstream) keep legacy safe mode before the horizon.
 * Ledger rows below the checkpoint are pruned at the end of a window; rows at or past a new
   horizon (left over from before it was cleared) are dropped before it is recorded; a new full
   phase or the task's removal drops the source's rows. A checkpoint moved back by hand past
@@ -156,6 +158,7 @@ class KeylessLedger:
         self.server: str | None = None
         self.handoff: dict | None = None        # {upstream table: key of the position the load read it at}
         self._handoff_of: tuple | None = None   # the high watermark self.handoff was read for
+        self._marked: set[str] = set()          # upstream tables the full load (or ``created``) marked
 
     # ---- the horizon (reader thread) ---------------------------------------------------
     def load(self, st: dict, server: str | None, store) -> None:
@@ -190,11 +193,33 @@ class KeylessLedger:
             got = chunk_writer.snapshots_of(conn, self.meta_schema, self.task, self.source_id)
         finally:
             conn.close()
-        self.handoff = {t: Position(f, p).key() for t, (f, p) in got.items()}
+        self.handoff = {t: Position(*fp).key() for t, fp in got.items() if fp is not None}
+        self._marked = set(got)
         self._handoff_of = high
-        if got:
+        if self.handoff:
             log.info("source %s: %d keyless table(s) read by the full load at a known binlog position catch up "
-                     "exactly from it", self.source_id, len(got))
+                     "exactly from it", self.source_id, len(self.handoff))
+
+    def created(self, start: Position, tables) -> None:
+        """A CREATE TABLE at ``start`` (reader thread) of upstream tables the full load never
+        read: every row of theirs downstream is the sync's from ``start`` on, so they are
+        handoff tables from there (recorded downstream first, on a connection of its own).
+        Only while the handoff is on and before the horizon: past it every replay is exact."""
+        if self.handoff is None or self.horizon is not None:
+            return
+        new = [f"{s}.{t}" for s, t in tables if t and f"{s}.{t}" not in self._marked]
+        if not new:
+            return
+        conn = self._connect()
+        try:
+            for name in new:
+                chunk_writer.record_created(conn, self.meta_schema, self.task, self.source_id, name, start.file,
+                                            start.pos)
+        finally:
+            conn.close()
+        for name in new:
+            self._marked.add(name)
+            self.handoff[name] = start.key()
 
     def in_snapshot(self, start: Position, tables) -> bool:
         """Whether a statement at ``start`` on ``tables`` (upstream (schema, table) pairs, all

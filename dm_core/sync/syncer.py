@@ -579,6 +579,8 @@ class Syncer:
         routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route, allow=ba.allow_table, mode=mode)
         if routed.kind in ("create database", "drop database", "alter database"):
             return self._database_ddl(txn, sql, routed, mode, dconn, res)
+        if routed.kind == "create table":   # its rows are all the sync's from here (keyless_ledger.py)
+            self.ledger.created(txn.start or txn.end, [t for t in routed.tables[:1] if ba.allow_table(*t)])
         refused = self._refused_foreign_key(routed, sql, mode)
         if refused is not None:
             return refused

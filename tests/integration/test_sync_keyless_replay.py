@@ -11,6 +11,7 @@ import pytest
 
 from dm_core import faults
 from dm_core.db import connect, qt
+from dm_core.sync import keyless_ledger
 
 from .helpers import run_sql as run
 from .test_sync_errors import plain, rows, steps  # noqa: F401 (plain is a fixture)
@@ -82,7 +83,7 @@ def test_rows_of_a_keyless_table_before_the_ledger_began_replay_in_safe_mode(pla
     steps(sess, "caught_up")
     st = store.source_state(task.name, sid)
     store.update_source_state(task.name, sid, binlog_file=st["low_file"], binlog_pos=st["low_pos"],
-                              keyless_exact_file=None, keyless_exact_pos=None, keyless_exact_server=None)
+                              **keyless_ledger.CLEARED)   # no ledger, no handoff: the legacy write
     run(up, f"INSERT INTO {k} VALUES (3, 'c')")
     steps(sess, "caught_up")
     assert sorted(rows(down, tdb, "k", "a, b")) == sorted(rows(up, db, "k", "a, b")) == [(1, "a"), (2, "b"), (3, "c")]
