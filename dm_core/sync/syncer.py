@@ -197,7 +197,7 @@ class Syncer:
         self._upstream_zone: str | None = None
         self._up = None                               # the upstream endpoint, from the window's start
         self._modes: dict[int, str] = {}              # sql_mode bitmap -> the upstream's names
-        self.session_statements = SessionStatements(source_id, self.rules.block_allow)
+        self.session_statements = SessionStatements(source_id, self.rules.block_allow, self._upstream)
         self._last_ts = None
         self.shard = ShardSync(task, source_id, store)
         self.online = OnlineDDL(task, source_id, store, self.rules) if task.online_ddl else None
