@@ -198,12 +198,13 @@ def _text_to_staging(up_ep, query, target_ep, meta, staging, columns, types, dri
     """mapPartitions function (the staging path of a keyless table): the chunk's lines, read in
     a consistent snapshot (snapshot_read.py), through LOAD DATA into its staging table; yields
     the rows and the snapshot's binlog position for the merge's marker. The staging table is
-    refilled on a rerun, so a server that commits LOAD DATA in pieces (TiDB) loses nothing."""
+    emptied first, so a retried task or a server that commits LOAD DATA in pieces (TiDB) adds
+    no row twice."""
 
     def write(chunk_ids):
         for _ in chunk_ids:  # read to the end (see _text_writer)
             pass
-        from dm_core.db import connect_native
+        from dm_core.db import connect_native, qt
         from dm_core.full import load_data, text_rows
         from dm_core.full.extract import lenient
 
@@ -212,6 +213,8 @@ def _text_to_staging(up_ep, query, target_ep, meta, staging, columns, types, dri
         try:
             conn = connect_native(target_ep, local_infile=True)
             try:
+                with conn.cursor() as cur:   # a retried task (or a load committed in pieces) left rows
+                    cur.execute(f"DELETE FROM {qt(meta, staging)}")
                 conn.autocommit(False)
                 if drifted:
                     lenient(conn)

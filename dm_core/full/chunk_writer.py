@@ -89,13 +89,21 @@ def snapshots_of(conn, meta_schema: str, task: str, source_id: str) -> dict[str,
     return out
 
 
+CREATED_MARK = "(created)"   # snap_file of ``record_created``'s rows
+
+
 def record_created(conn, meta_schema: str, task: str, source_id: str, table_name: str, file: str, pos: int) -> None:
-    """Mark an upstream table the full load never read, created at binlog (file, pos): its
-    downstream rows are all the sync's from there (the keyless ledger's handoff)."""
+    """Mark an upstream table whose downstream rows are all the sync's from binlog (file, pos)
+    on: created after the full load read, or emptied by a TRUNCATE / DROP the sync ran (the
+    keyless ledger's handoff). Its snapshot position, if it had one, no longer holds."""
     plan_id = "created-" + hashlib.sha1(f"{task}\0{source_id}\0{table_name}".encode()).hexdigest()
-    with conn.cursor() as cur:
-        cur.execute(marker_sql(meta_schema, snapshot=True) + " ON DUPLICATE KEY UPDATE plan_id = plan_id",
-                    (plan_id, 0, task, source_id, table_name, 0, file, pos))
+    with conn.cursor() as cur:   # one transaction: a table is never left with neither mark
+        cur.execute("START TRANSACTION")
+        cur.execute(f"UPDATE {qt(meta_schema, MARKER_TABLE)} SET snap_file = NULL, snap_pos = NULL "
+                    "WHERE task = %s AND source_id = %s AND table_name = %s", (task, source_id, table_name))
+        cur.execute(marker_sql(meta_schema, snapshot=True) + " ON DUPLICATE KEY UPDATE snap_file = VALUES(snap_file)",
+                    (plan_id, 0, task, source_id, table_name, 0, CREATED_MARK, pos))
+        cur.execute("COMMIT")
 
 
 def marked_chunks(conn, meta_schema: str, plan_id: str) -> dict[int, int]:

@@ -19,19 +19,26 @@ the sync's keyless ledger (dm_core/sync/keyless_ledger.py, "handoff") drops the 
 changes before it and writes those after it exactly.
 
 Where no position comes back -- MySQL (no such variables), a server without a binlog, an
-engine without snapshots (MyISAM, Aria: ``transactional``) -- nothing is recorded and the
-table's catch-up stays in legacy safe mode, as before.
+engine without snapshots (MyISAM, Aria: ``transactional``), an XA transaction prepared before
+the snapshot and not committed in it (``_xa_across``: the sync applies XA rows where they are
+in the binlog, at the PREPARE) -- nothing is recorded and the table's catch-up stays in
+legacy safe mode, as before.
 """
 
 from __future__ import annotations
 
+import logging
+
+log = logging.getLogger("shardflow.full")
+
 WHOLE_TABLE = "1=1"   # the predicate of a one-chunk plan (chunking.py)
+_XA_SCAN = 5_000      # binlog events read after the position for an XA COMMIT (more: no position)
 
 
 def wanted(st, where: str) -> bool:
     """Whether a chunk of ``st`` (a SourceTable) with predicate ``where`` records its position:
-    a whole-table chunk of a table whose engine keeps snapshots."""
-    return where == WHOLE_TABLE and transactional(getattr(st, "engine", ""))
+    the whole-table chunk of a table without a key whose engine keeps snapshots."""
+    return where == WHOLE_TABLE and not st.key and transactional(getattr(st, "engine", ""))
 
 
 def transactional(engine: str | None) -> bool:
@@ -53,14 +60,46 @@ def begin(conn) -> dict:
         cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         cur.execute("SHOW SESSION STATUS WHERE Variable_name IN ('binlog_snapshot_file', 'binlog_snapshot_position')")
-        got = {(k.decode() if isinstance(k, bytes) else k).lower(): (v.decode() if isinstance(v, bytes) else v)
-               for k, v in cur.fetchall()}
+        got = {_text(k).lower(): _text(v) for k, v in cur.fetchall()}
+        f, p = got.get("binlog_snapshot_file"), got.get("binlog_snapshot_position")
+        if not f or not p or not str(p).isdigit():
+            return {}
+        if _xa_across(cur, f, int(p)):
+            return {}
+    except Exception as e:  # noqa: BLE001 - a position is only an improvement: read without one
+        if getattr(e, "args", (None,))[0] in (1227, 1044, 1142):   # no privilege for XA RECOVER / binlog events
+            log.warning("no binlog position for a keyless table's read (%s): its catch-up runs in safe mode", e)
+            return {}
+        raise
     finally:
         cur.close()
-    f, p = got.get("binlog_snapshot_file"), got.get("binlog_snapshot_position")
-    if not f or not p or not str(p).isdigit():
-        return {}
     return {"file": f, "pos": int(p)}
+
+
+def _xa_across(cur, file: str, pos: int) -> bool:
+    """Whether an XA transaction may straddle the snapshot: prepared before it (its rows in the
+    binlog before the position, where the sync applies them) but committed after it (so not in
+    the snapshot). Those still prepared are in ``XA RECOVER``; those that committed between the
+    snapshot and that query wrote their ``XA COMMIT`` between the position and the binlog's end
+    now. Either way the read records no position (legacy safe mode for the table)."""
+    cur.execute("XA RECOVER")
+    if cur.fetchall():
+        return True
+    cur.execute("SHOW MASTER STATUS")
+    now = cur.fetchone()
+    if now is None or _text(now[0]) != file:
+        return True   # the binlog rotated meanwhile: not worth reading across files
+    if int(now[1]) <= pos:
+        return False
+    cur.execute("SHOW BINLOG EVENTS IN %s FROM %s LIMIT %s", (file, pos, _XA_SCAN))
+    events = cur.fetchall()
+    if len(events) >= _XA_SCAN:
+        return True
+    return any(_text(e[5]).lstrip().upper().startswith("XA COMMIT") for e in events)
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
 
 
 def end(conn) -> None:

@@ -34,15 +34,18 @@ Protocol:
 * The full phase's catch-up (the **handoff**): a keyless table the load read in one chunk at a
   recorded binlog position S (dm_core/full/snapshot_read.py: a consistent snapshot, its
   position in the chunk's marker) is downstream exactly as of S, and every change of it the
-  syncer writes from S on goes through the ledger. So its changes before S are in what the
-  load read and are dropped (also a TRUNCATE or DROP TABLE of it: the syncer asks
-  ``in_snapshot``), and those at or past S are replayed as past the horizon (ledger asked,
-  the rest plainly) -- in the catch-up and in every later replay, until the handoff is
-  cleared with the horizon (its flag ``keyless_handoff`` in ``source_state`` is set by the
-  full phase's ``finish``). A table the full load never read and the binlog creates at C
-  (a daily log table made during a long load) is a handoff table from C: its rows downstream
-  are all the sync's (``created``, a marker row with C). Tables read otherwise (the Spark
-  JDBC path, several chunks, MyISAM, a MySQL upstream) keep legacy safe mode before the horizon.
+  syncer writes from S on goes through the ledger. So its transactions that end at or before
+  S committed into what the load read and are dropped, and the others are replayed as past
+  the horizon (ledger asked, the rest plainly) -- in the catch-up and in every later replay,
+  until the handoff is cleared with the horizon (its flag ``keyless_handoff`` in
+  ``source_state`` is set by the full phase's ``finish``). A table whose downstream rows are
+  all the sync's is ``CREATED``: one the full load never read that the binlog creates (a
+  daily log table made during a long load: ``created``), and a handoff table emptied by a
+  TRUNCATE, DROP TABLE or CREATE OR REPLACE that ends before S (``emptied``: the statement
+  runs, and its rows after it are not in the snapshot's sense "read"); both are marker rows
+  written before. Tables read otherwise (the Spark JDBC path, several chunks, MyISAM, a MySQL
+  upstream, an XA transaction prepared across the read: snapshot_read.py) keep legacy safe
+  mode before the horizon.
 * Ledger rows below the checkpoint are pruned at the end of a window; rows at or past a new
   horizon (left over from before it was cleared) are dropped before it is recorded; a new full
   phase or the task's removal drops the source's rows. A checkpoint moved back by hand past
@@ -53,6 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 
 from dm_core.classify import errno_of
 from dm_core.db import ensure_table, qt
@@ -72,6 +76,19 @@ CLEARED = dict.fromkeys((*HORIZON_FIELDS, "keyless_handoff"))
 
 # what a replayed keyless job is (``verdict``)
 LEGACY, IN_SNAPSHOT, EXACT = "legacy", "in snapshot", "exact"
+CREATED = ("created",)   # a handoff table whose rows downstream are all the sync's (``created``, ``emptied``)
+_OR_REPLACE = re.compile(r"\s*(?:/\*.*?\*/\s*)*CREATE\s+OR\s+REPLACE\b", re.I | re.S)
+
+
+def empties(kind: str, sql: str) -> bool:
+    """Whether a DDL leaves its table empty or new (its rows after it are all the sync's).
+
+    >>> [empties(k, s) for k, s in (("truncate table", "TRUNCATE t"), ("drop table", "DROP TABLE t"),
+    ...     ("create table", "/* x */ create or replace table t (a int)"), ("create table", "CREATE TABLE t (a int)"),
+    ...     ("alter table", "ALTER TABLE t ADD b int"))]
+    [True, True, True, False, False]
+    """
+    return kind in ("truncate table", "drop table") or (kind == "create table" and bool(_OR_REPLACE.match(sql)))
 
 
 def ensure(conn, meta_schema: str) -> None:
@@ -98,25 +115,38 @@ def horizon_of(st: dict) -> tuple | None:
     return Position(st["keyless_exact_file"], int(st["keyless_exact_pos"])).key() if st.get("keyless_exact_file") else None
 
 
-def verdict(origin: tuple, horizon: tuple | None, handoff: dict | None) -> str:
+def verdict(origin: tuple, horizon: tuple | None, handoff: dict | None, end: tuple | None = None) -> str:
     """What a keyless row change in safe mode is: ``IN_SNAPSHOT`` (the full load read it:
     dropped), ``EXACT`` (the ledger says whether it is downstream) or ``LEGACY`` (safe mode's
-    delete-one-then-insert). ``handoff``: {upstream table: key of the position it was read at}.
+    delete-one-then-insert). ``handoff``: {upstream table: key of the position it was read at,
+    or ``CREATED``}; ``end``: the key of the transaction's end. A transaction is in a snapshot
+    when it committed before it, i.e. ends at or before its position (its start says less: the
+    first transaction of a binlog file starts, as the reader sees it, at offset 4).
 
-    >>> h = {"u.k": (5, 300)}
-    >>> [verdict((5, p, "u.k", 0), None, h) for p in (200, 300, 900)]
-    ['in snapshot', 'exact', 'exact']
+    >>> h = {"u.k": (5, 300), "u.new": CREATED}
+    >>> [verdict((5, 200, "u.k", 0), None, h, (5, end)) for end in (299, 300, 301)]
+    ['in snapshot', 'in snapshot', 'exact']
+    >>> verdict((6, 4, "u.k", 0), None, {"u.k": (6, 256)}, (6, 900))   # the new file's first, after a rotation
+    'exact'
+    >>> verdict((5, 100, "u.new", 0), None, h, (5, 200))
+    'exact'
     >>> verdict((5, 200, "u.other", 0), None, h), verdict((5, 200, "u.other", 0), (5, 100), h)
     ('legacy', 'exact')
     """
     start = (origin[0], origin[1])
     snap = handoff.get(origin[2]) if handoff else None
+    if snap is CREATED:
+        return EXACT
     if snap is not None:
-        return IN_SNAPSHOT if start < snap else EXACT
+        return IN_SNAPSHOT if (end or start) <= snap else EXACT
     return EXACT if horizon is not None and start >= horizon else LEGACY
 
 
-def replay_plan(jobs: list, horizon: tuple | None, applied: dict, handoff: tuple | None = None) -> list:
+def _end(job) -> tuple | None:
+    return job.pos.key() if job.pos is not None else None
+
+
+def replay_plan(jobs: list, horizon: tuple | None, applied: dict, handoff: dict | None = None) -> list:
     """``jobs`` as a replay writes them: a keyless job in safe mode that is ``EXACT``
     (``verdict``) and whose ordinal is below its transaction's ``applied`` (``(file_seq, pos,
     up_table) -> n``) is downstream already and dropped; the others of such jobs are written
@@ -136,7 +166,7 @@ def replay_plan(jobs: list, horizon: tuple | None, applied: dict, handoff: tuple
     out = []
     for j in jobs:
         o = j.origin
-        v = LEGACY if o is None or not j.safe else verdict(o, horizon, handoff)
+        v = LEGACY if o is None or not j.safe else verdict(o, horizon, handoff, _end(j))
         if v == LEGACY:
             out.append(j)
         elif v == EXACT and o[3] >= applied.get(o[:3], 0):
@@ -193,7 +223,8 @@ class KeylessLedger:
             got = chunk_writer.snapshots_of(conn, self.meta_schema, self.task, self.source_id)
         finally:
             conn.close()
-        self.handoff = {t: Position(*fp).key() for t, fp in got.items() if fp is not None}
+        self.handoff = {t: CREATED if fp[0] == chunk_writer.CREATED_MARK else Position(*fp).key()
+                        for t, fp in got.items() if fp is not None}
         self._marked = set(got)
         self._handoff_of = high
         if self.handoff:
@@ -207,27 +238,31 @@ class KeylessLedger:
         Only while the handoff is on and before the horizon: past it every replay is exact."""
         if self.handoff is None or self.horizon is not None:
             return
-        new = [f"{s}.{t}" for s, t in tables if t and f"{s}.{t}" not in self._marked]
-        if not new:
+        self._mark_created([f"{s}.{t}" for s, t in tables if t and f"{s}.{t}" not in self._marked], start)
+
+    def _mark_created(self, names: list[str], at: Position) -> None:
+        if not names:
             return
         conn = self._connect()
         try:
-            for name in new:
-                chunk_writer.record_created(conn, self.meta_schema, self.task, self.source_id, name, start.file,
-                                            start.pos)
+            for name in names:
+                chunk_writer.record_created(conn, self.meta_schema, self.task, self.source_id, name, at.file, at.pos)
         finally:
             conn.close()
-        for name in new:
+        for name in names:
             self._marked.add(name)
-            self.handoff[name] = start.key()
+            self.handoff[name] = CREATED
 
-    def in_snapshot(self, start: Position, tables) -> bool:
-        """Whether a statement at ``start`` on ``tables`` (upstream (schema, table) pairs, all
-        of them) is already in what the full load read of each (the handoff)."""
+    def emptied(self, end: Position, tables) -> None:
+        """A TRUNCATE, DROP TABLE or CREATE OR REPLACE TABLE ending at ``end`` (reader thread,
+        before it runs downstream) of handoff tables the load read after it: running it empties
+        the loaded rows, so from here every row of theirs downstream is the sync's -- they turn
+        ``CREATED`` (recorded downstream first: a replay from past it must not drop their rows
+        as in the snapshot)."""
         h = self.handoff
-        if not h or not tables:
-            return False
-        return all(start.key() < h.get(f"{s}.{t}", (-1, -1)) for s, t in tables)
+        names = [f"{s}.{t}" for s, t in tables if h and h.get(f"{s}.{t}") not in (None, CREATED)
+                 and end.key() <= h[f"{s}.{t}"]]
+        self._mark_created(names, end)
 
     def begin(self, start: Position) -> None:
         """A transaction written outside safe mode: the horizon, if there is none yet."""
@@ -256,7 +291,7 @@ class KeylessLedger:
         h, ho = self.horizon, self.handoff
         if h is None and ho is None:
             return jobs
-        verdicts = {id(j): verdict(j.origin, h, ho) for j in jobs if j.origin is not None and j.safe}
+        verdicts = {id(j): verdict(j.origin, h, ho, _end(j)) for j in jobs if j.origin is not None and j.safe}
         if all(v == LEGACY for v in verdicts.values()):
             return jobs
         wanted = {j.origin[:3] for j in jobs if verdicts.get(id(j)) == EXACT}

@@ -50,7 +50,7 @@ from dm_core.sync.online_ddl import OnlineDDL
 from dm_core.sync.apply_queue import ApplyQueue, Batch
 from dm_core.sync import operator_step
 from dm_core.sync.handle_error import PendingOps, parse_binlog_pos
-from dm_core.sync.keyless_ledger import KeylessLedger
+from dm_core.sync.keyless_ledger import KeylessLedger, empties
 from dm_core.sync.checkpoint import SourcePositions, lag_seconds
 from dm_core.sync.row_path import RowPath
 from dm_core.sync.schema_overlay import FilterEvents, SchemaOverlays
@@ -610,10 +610,8 @@ class Syncer:
             return None
         if self.shard.skip_plain_ddl(txn.start):
             return None  # ran in the pass before a shard DDL rewind
-        if routed.kind in ("drop table", "truncate table") and self.ledger.in_snapshot(
-                txn.start or txn.end, [t for t in routed.tables if ba.allow_table(*t)]):   # keyless_ledger.py
-            log.info("source %s: %s at %s is in what the full load read already: not run", self.source_id, sql, txn.start)
-            return None
+        if empties(routed.kind, sql):
+            self.ledger.emptied(txn.end, [t for t in routed.tables if ba.allow_table(*t)])   # keyless_ledger.py
         stmt = routed.sql
         if routed.kind == "create table" and self.task.collation_compatible == "strict" and not names_charset(sql, mode):
             with self._upstream() as conn:
