@@ -137,10 +137,9 @@ def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
 
         def marker(rows):
             faults.hit("full.before_chunk_merge")
-            args = (plan_id, chunk_id, task_name, st.source_id, f"{st.schema}.{st.table}", rows)
             with conn.cursor() as cur:
-                cur.execute(chunk_writer.marker_sql(meta, snapshot=snapshot is not None),
-                            args + ((snapshot.get("file"), snapshot.get("pos")) if snapshot is not None else ()))
+                chunk_writer.insert_marker(cur, meta, plan_id, chunk_id, task_name, st.source_id,
+                                           f"{st.schema}.{st.table}", rows, snapshot)
 
         sql = load_data.statement(st.target_schema, st.target_table, columns, verb, types, enclosed=enclosed,
                                   charset=charset)
@@ -225,7 +224,7 @@ def _text_to_staging(up_ep, query, target_ep, meta, staging, columns, types, dri
                 conn.close()
         finally:
             up.close()
-        yield {"rows": stats.rows, "snap_file": snap.get("file"), "snap_pos": snap.get("pos")}
+        yield {"rows": stats.rows, "snapshot": snap}
 
     return write
 
@@ -415,7 +414,7 @@ def _lander(spark, task, st, up_ep, target_ep, args):
                 fn = _text_to_staging(up_ep, text_query, target_ep, meta, staging, columns, types, shape.drifted,
                                       shape.same_bytes)
                 (got,) = spark.sparkContext.parallelize([chunk.chunk_id], 1).mapPartitions(fn).collect()
-                snap = (got["snap_file"], got["snap_pos"])
+                snap = got["snapshot"]
             else:
                 df.write.jdbc(_jdbc_url(target_ep, write=True, lenient=shape.drifted), qt(meta, staging), mode="append",
                               properties=_props(target_ep, batchsize=str(args.write_batch)))

@@ -33,7 +33,7 @@ import hashlib
 import time
 
 from dm_core.classify import errno_of
-from dm_core.db import ensure_table, qi, qt
+from dm_core.db import as_str, ensure_table, qi, qt
 
 MARKER_TABLE = "shardflow_full_chunk"
 VERBS = {"replace": "REPLACE", "ignore": "INSERT IGNORE", "error": "INSERT"}
@@ -81,11 +81,10 @@ def snapshots_of(conn, meta_schema: str, task: str, source_id: str) -> dict[str,
         return {}
     out: dict[str, tuple[str, int] | None] = {}
     for t, f, p in rows:
-        name = t if isinstance(t, str) else t.decode()
         if f is not None:
-            out[name] = (f if isinstance(f, str) else f.decode(), int(p))
+            out[as_str(t)] = (as_str(f), int(p))
         else:
-            out.setdefault(name, None)
+            out.setdefault(as_str(t), None)
     return out
 
 
@@ -194,10 +193,21 @@ def marker_sql(meta_schema: str, *, snapshot: bool = False) -> str:
             "VALUES (%s, %s, %s, %s, %s, %s)")
 
 
+def insert_marker(cur, meta_schema: str, plan_id: str, chunk_id: int, task: str, source_id: str, table_name: str,
+                  rows: int, snapshot: dict | None = None) -> None:
+    """The chunk's marker row on ``cur`` (in the chunk's transaction); ``snapshot``: the read's
+    binlog position (``{"file", "pos"}``, empty when it has none: snapshot_read.py), or None
+    when the read records none."""
+    args = (plan_id, chunk_id, task, source_id, table_name, rows)
+    if snapshot is not None:
+        args += (snapshot.get("file"), snapshot.get("pos"))
+    cur.execute(marker_sql(meta_schema, snapshot=snapshot is not None), args)
+
+
 def merge(conn, meta_schema: str, staging: str, st, columns: list[str], sql_verb: str, plan_id: str,
-          chunk_id: int, task: str, *, attempts: int = 3, snapshot: tuple | None = None) -> int:
+          chunk_id: int, task: str, *, attempts: int = 3, snapshot: dict | None = None) -> int:
     """Step 2: staging → target and the marker, one transaction. Returns the chunk's rows.
-    ``snapshot``: (binlog file, position) the chunk was read at, for the marker (snapshot_read.py).
+    ``snapshot``: the binlog position the chunk was read at, for the marker (``insert_marker``).
     ``conn`` must have autocommit off. Tables of several shards merge into one target at the
     same time, so REPLACE may deadlock (1213) or time out on a lock (1205): the server rolled
     the whole transaction back, so it is simply run again."""
@@ -209,8 +219,8 @@ def merge(conn, meta_schema: str, staging: str, st, columns: list[str], sql_verb
                 n = int(cur.fetchone()[0])
                 cur.execute(f"{sql_verb} INTO {qt(st.target_schema, st.target_table)} ({cols}) "
                             f"SELECT {cols} FROM {qt(meta_schema, staging)}")
-                args = (plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n)
-                cur.execute(marker_sql(meta_schema, snapshot=snapshot is not None), args + (snapshot or ()))
+                insert_marker(cur, meta_schema, plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n,
+                              snapshot)
             conn.commit()
             return n
         except BaseException as e:
@@ -239,7 +249,7 @@ def write_rows(conn, meta_schema: str, st, columns: list[str], sql_verb: str, pl
             if buf:
                 cur.executemany(sql, buf)
                 n += len(buf)
-            cur.execute(marker_sql(meta_schema), (plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n))
+            insert_marker(cur, meta_schema, plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n)
         conn.commit()
     except BaseException:
         conn.rollback()

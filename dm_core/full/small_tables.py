@@ -226,10 +226,9 @@ def copy_specs(target_ep: Endpoint):
 
                     def marker(rows):
                         faults.hit("full.before_chunk_merge")
-                        args = (s.plan_id, 0, s.task, s.source_id, f"{s.schema}.{s.table}", rows)
                         with conn.cursor() as c:
-                            c.execute(chunk_writer.marker_sql(s.meta, snapshot=snap is not None),
-                                      args + ((snap.get("file"), snap.get("pos")) if snap is not None else ()))
+                            chunk_writer.insert_marker(c, s.meta, s.plan_id, 0, s.task, s.source_id,
+                                                       f"{s.schema}.{s.table}", rows, snap)
 
                     stats = load_data.load_chunk(conn, s.sql, text_rows.read_lines(ups[key], s.query, snap), marker,
                                                  encoder=text_rows.as_text,

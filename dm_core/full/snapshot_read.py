@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import logging
 
+from dm_core.classify import errno_of
+from dm_core.db import as_str
+
 log = logging.getLogger("shardflow.full")
 
 WHOLE_TABLE = "1=1"   # the predicate of a one-chunk plan (chunking.py)
@@ -60,14 +63,14 @@ def begin(conn) -> dict:
         cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         cur.execute("SHOW SESSION STATUS WHERE Variable_name IN ('binlog_snapshot_file', 'binlog_snapshot_position')")
-        got = {_text(k).lower(): _text(v) for k, v in cur.fetchall()}
+        got = {as_str(k).lower(): as_str(v) for k, v in cur.fetchall()}
         f, p = got.get("binlog_snapshot_file"), got.get("binlog_snapshot_position")
         if not f or not p or not str(p).isdigit():
             return {}
         if _xa_across(cur, f, int(p)):
             return {}
     except Exception as e:  # noqa: BLE001 - a position is only an improvement: read without one
-        if getattr(e, "args", (None,))[0] in (1227, 1044, 1142):   # no privilege for XA RECOVER / binlog events
+        if errno_of(e) in (1227, 1044, 1142):   # no privilege for XA RECOVER / binlog events
             log.warning("no binlog position for a keyless table's read (%s): its catch-up runs in safe mode", e)
             return {}
         raise
@@ -87,7 +90,7 @@ def _xa_across(cur, file: str, pos: int) -> bool:
         return True
     cur.execute("SHOW MASTER STATUS")
     now = cur.fetchone()
-    if now is None or _text(now[0]) != file:
+    if now is None or as_str(now[0]) != file:
         return True   # the binlog rotated meanwhile: not worth reading across files
     if int(now[1]) <= pos:
         return False
@@ -95,11 +98,7 @@ def _xa_across(cur, file: str, pos: int) -> bool:
     events = cur.fetchall()
     if len(events) >= _XA_SCAN:
         return True
-    return any(_text(e[5]).lstrip().upper().startswith("XA COMMIT") for e in events)
-
-
-def _text(v) -> str:
-    return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
+    return any(as_str(e[5]).lstrip().upper().startswith("XA COMMIT") for e in events)
 
 
 def end(conn) -> None:
