@@ -57,6 +57,7 @@ class ErrorCode(enum.Enum):
     DOWNSTREAM_UNREACHABLE = (30002, "database", False, "Check that the target database is up and `target-database` in the task file is right.")
     STATE_STORE_UNREACHABLE = (30003, "database", False, "Check SHARDFLOW_STATE_DSN / the `shardflow_state` connection and that Postgres is up.")
     FULL_LOAD_FAILED = (40001, "load", False, "Rerun the full DAG: finished chunks are kept and only the rest is loaded.")
+    FULL_LOAD_RENAMED = (40002, "load", True, "Start the full phase over once the renames are done: `dmctl stop-task TASK`, drop the downstream tables the task loaded (or its target databases), then `dmctl start-task --remove-meta TASK.yaml`; it reads every table again from a new low watermark. Keep renames of the task's tables (a table rotation, EXCHANGE PARTITION) from running during the load: pause the job that runs them, or leave those tables out of the block-allow list for the load. A rename after a table was read is harmless and is not reported.")
     BINLOG_POSITION_LOST = (50001, "sync", True, "The checkpoint's binlog file is gone from the upstream: run the full phase again, or set a newer `meta` position in the task file.")
     DDL_UNSUPPORTED = (50002, "sync", True, "Run `dmctl binlog skip TASK` to skip the statement, or `dmctl binlog replace TASK \"SQL\"` to run other SQL in its place.")
     DDL_EXEC_FAILED = (50003, "sync", True, "Fix the downstream, or run `dmctl binlog skip TASK` / `dmctl binlog replace TASK \"SQL\"`; then `dmctl resume-task TASK`.")

@@ -24,7 +24,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from dm_core import faults
-from dm_core.db import connect
+from dm_core.db import connect, master_position
 from dm_core.full import chunk_writer
 from dm_core.full.chunking import Chunk, plan_chunks
 from dm_core.full.plan_store import PlanStore, epoch_of
@@ -50,6 +50,26 @@ class ChunkFailed(Exception):
     """A chunk could not be landed; the message names table, chunk and predicate."""
 
 
+def binlog_end(task, up_ep):
+    """The upstream's binlog end now, recorded with a chunk once it is committed (its read
+    ended before it: renames.py compares it with renames during the load); None in task-mode
+    full (no binlog is read) or when the server cannot say."""
+    if task.task_mode == "full":
+        return None
+    from dm_core.position import Position
+
+    try:
+        conn = connect(up_ep)
+        try:
+            f, p, _g = master_position(conn)
+        finally:
+            conn.close()
+    except Exception as e:  # noqa: BLE001 - unknown counts as "after every rename": never unsafe
+        log.warning("could not read the upstream's binlog position after a chunk (%s)", e)
+        return None
+    return Position(f, p) if f else None
+
+
 def load_table(task, st, up_ep, target_ep, store, land, *, chunk_rows: int, parallel: int = 1) -> TableResult:
     """Load the chunks of ``st`` not yet done. ``store`` is a StateStore owned by the caller's
     thread; ``land(plan_id, chunk)`` puts one chunk into the target with its marker."""
@@ -70,7 +90,7 @@ def load_table(task, st, up_ep, target_ep, store, land, *, chunk_rows: int, para
     res.skipped = sorted(c.chunk_id for c in chunks if c.chunk_id in done)
     todo = [c for c in chunks if c.chunk_id not in done]
     if todo:
-        todo = _adopt(task, st, target_ep, store, res, todo)
+        todo = _adopt(task, st, up_ep, target_ep, store, res, todo)
     if not todo:
         log.info("%s: nothing to load (%d chunks recorded, %d adopted)", st.name, len(res.skipped), len(res.adopted))
         return res
@@ -84,7 +104,8 @@ def load_table(task, st, up_ep, target_ep, store, land, *, chunk_rows: int, para
             raise ChunkFailed(f"{st.name} chunk {c.chunk_id} of {len(chunks)} (WHERE {c.where}): {e}") from e
         faults.hit("full.after_chunk_merge")
         with type(store)(store.dsn) as own:  # the caller's connection belongs to its thread
-            own.mark_chunk_done(task.name, st.source_id, st.schema, st.table, c.chunk_id, n)
+            own.mark_chunk_done(task.name, st.source_id, st.schema, st.table, c.chunk_id, n,
+                                read_by=binlog_end(task, up_ep))
         with lock:
             res.loaded.append(c.chunk_id)
             res.rows += n
@@ -102,16 +123,18 @@ def load_table(task, st, up_ep, target_ep, store, land, *, chunk_rows: int, para
     return res
 
 
-def _adopt(task, st, target_ep, store, res: TableResult, todo: list[Chunk]) -> list[Chunk]:
+def _adopt(task, st, up_ep, target_ep, store, res: TableResult, todo: list[Chunk]) -> list[Chunk]:
     """Record chunks committed downstream by a run that died before recording them."""
     down = connect(target_ep, downstream=True)
     try:
         chunk_writer.ensure_meta(down, task.meta_schema)
         marked = chunk_writer.marked_chunks(down, task.meta_schema, res.plan_id)
         rest = []
+        by = binlog_end(task, up_ep) if any(c.chunk_id in marked for c in todo) else None
         for c in todo:
             if c.chunk_id in marked:
-                store.mark_chunk_done(task.name, st.source_id, st.schema, st.table, c.chunk_id, marked[c.chunk_id])
+                store.mark_chunk_done(task.name, st.source_id, st.schema, st.table, c.chunk_id, marked[c.chunk_id],
+                                      read_by=by)
                 chunk_writer.drop_staging(down, task.meta_schema, chunk_writer.staging_name(res.plan_id, c.chunk_id))
                 res.adopted.append(c.chunk_id)
             else:

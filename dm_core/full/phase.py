@@ -193,6 +193,8 @@ def finish(task, store) -> dict:
     full: every source finished, no binlog read."""
     out = {}
     totals = store.chunk_totals(task.name)
+    if task.task_mode != "full":
+        _refuse_renamed(task, store)
     for inst in task.mysql_instances:
         sid = inst.source_id
         if task.task_mode == "full":
@@ -209,6 +211,25 @@ def finish(task, store) -> dict:
                                   keyless_handoff=True)
         out[sid] = {"high_watermark": f"({f}, {p})", "rows_loaded": totals.get(sid, 0)}
     return out
+
+
+def _refuse_renamed(task, store) -> None:
+    """No source hands over to the sync when a RENAME moved a table's rows while the load read
+    it (renames.py): each such source says so in query-status, and FULL_LOAD_RENAMED is raised."""
+    from dm_core.errors import ErrorCode
+    from dm_core.full import renames
+
+    found = {}
+    for inst in task.mysql_instances:
+        why = renames.check(task, store, inst.source_id, source_endpoint(store, inst.source_id), log)
+        if why:
+            found[inst.source_id] = why
+    if not found:
+        return
+    for sid, why in found.items():
+        store.update_source_state(task.name, sid, error=why, error_code=ErrorCode.FULL_LOAD_RENAMED.number,
+                                  error_stmt=None, error_pos=None)
+    raise ErrorCode.FULL_LOAD_RENAMED.error("\n".join(found.values()))
 
 
 def forget(task, store) -> None:

@@ -40,7 +40,7 @@ from dm_core import faults
 from dm_core.db import Endpoint, connect
 from dm_core.full import chunk_writer, extract, snapshot_read, text_rows
 from dm_core.full.chunking import plan_chunks
-from dm_core.full.loader import TableResult
+from dm_core.full.loader import TableResult, binlog_end
 from dm_core.full.plan_store import PlanStore, epoch_of
 
 log = logging.getLogger("shardflow.full")
@@ -112,9 +112,11 @@ def prepare(task, store, tables, target_ep) -> Prepared:
                 else:
                     adoptable.append((st, ep, n, plan_id))
             marked = chunk_writer.marked_chunks_of(down, task.meta_schema, [a[3] for a in adoptable])
+            by = binlog_end(task, candidates[0][1]) if any(0 in marked.get(a[3], {}) for a in adoptable) else None
             for st, ep, n, plan_id in adoptable:
                 if 0 in marked.get(plan_id, {}):
-                    store.mark_chunk_done(task.name, st.source_id, st.schema, st.table, 0, marked[plan_id][0])
+                    store.mark_chunk_done(task.name, st.source_id, st.schema, st.table, 0, marked[plan_id][0],
+                                          read_by=by)
                     out.done.append(TableResult(st.name, plan_id=plan_id, chunks=1, adopted=[0]))
                 else:
                     out.todo.append((st, ep, n, plan_id))
@@ -258,6 +260,7 @@ def record(task, store, specs: list, results: list[dict]) -> tuple[list[TableRes
     failed (for the per-table path)."""
     by_name = {s.name: s for s in specs}
     landed, failed = [], []
+    ends: dict = {}   # per upstream: the binlog end once the batch was committed (loader.binlog_end)
     for r in results:
         s = by_name[r["name"]]
         if r["error"]:
@@ -266,7 +269,9 @@ def record(task, store, specs: list, results: list[dict]) -> tuple[list[TableRes
             failed.append(s)
             continue
         faults.hit("full.after_chunk_merge")
-        store.mark_chunk_done(task.name, s.source_id, s.schema, s.table, 0, r["rows"])
+        if _key(s.up_ep) not in ends:
+            ends[_key(s.up_ep)] = binlog_end(task, s.up_ep)
+        store.mark_chunk_done(task.name, s.source_id, s.schema, s.table, 0, r["rows"], read_by=ends[_key(s.up_ep)])
         landed.append(TableResult(s.name, plan_id=s.plan_id, chunks=1, loaded=[0], rows=r["rows"]))
         faults.hit("full.after_chunk_write")
     missing = set(by_name) - {r["name"] for r in results}

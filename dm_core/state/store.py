@@ -353,13 +353,28 @@ class StateStore:
                 out.setdefault((schema, table), set()).add(chunk)
         return out
 
-    def mark_chunk_done(self, task: str, source_id: str, schema: str, table: str, chunk_id: int, rows: int) -> None:
+    def mark_chunk_done(self, task: str, source_id: str, schema: str, table: str, chunk_id: int, rows: int,
+                        read_by=None) -> None:
+        """``read_by``: the upstream's binlog end (a Position) once the chunk was committed, or None."""
+        f, p = (read_by.file, read_by.pos) if read_by is not None else (None, None)
         with self.tx() as cur:
             cur.execute(
-                f"INSERT INTO {SCHEMA}.full_chunk (task, source_id, schema_name, table_name, chunk_id, rows) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (task, source_id, schema, table, chunk_id, rows),
+                f"INSERT INTO {SCHEMA}.full_chunk (task, source_id, schema_name, table_name, chunk_id, rows, "
+                "read_by_file, read_by_pos) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (task, source_id, schema, table, chunk_id, rows, f, p),
             )
+
+    def chunk_read_bys(self, task: str, source_id: str) -> dict:
+        """(schema, table) -> the ``read_by`` Position (None: unknown) of each recorded chunk."""
+        from dm_core.position import Position
+
+        out: dict = {}
+        with self.tx() as cur:
+            cur.execute(f"SELECT schema_name, table_name, read_by_file, read_by_pos FROM {SCHEMA}.full_chunk "
+                        "WHERE task = %s AND source_id = %s", (task, source_id))
+            for schema, table, f, p in cur.fetchall():
+                out.setdefault((schema, table), []).append(Position(f, int(p)) if f else None)
+        return out
 
     def chunk_totals(self, task: str) -> dict[str, int]:
         with self.tx() as cur:

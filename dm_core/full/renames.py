@@ -1,0 +1,166 @@
+"""Renames during the full load: a table read under a name whose rows a RENAME moved away.
+
+Why: the lock-free load reads each table by name at some moment after the low watermark L,
+and the sync's catch-up replays from L. That converges as long as a name carries the same
+rows (the same table) from L until its last chunk is read: a change replayed under that
+name then lands on the rows the load read under it. A RENAME breaks it when it moves a
+loaded table's rows to another name before the load has finished reading it:
+
+* ``RENAME TABLE log TO log_1127, log_new TO log`` (a daily rotation) while ``log`` loads:
+  its later chunks read ``log_new``'s rows into ``log``'s target, and the replay then renames
+  that mixture to ``log_1127``: the old table's unread rows are lost, the new one's mixed in;
+* ``RENAME TABLE a TO b`` while ``a`` loads: its unread chunks find no table and land
+  nothing, ``b`` was never planned: those rows are lost;
+* ``ALTER TABLE a EXCHANGE PARTITION p WITH TABLE b``: rows move between two loaded tables.
+
+A rename whose *new* name the load planned is harmless (the load read the renamed table
+under its new name; the replay's rename finds it done, ddl/replay.py), and so is one after
+the last read of the table it moves (the replay moves the loaded rows with it).
+
+What is checked (``harmful``): each RENAME / ``ALTER TABLE ... RENAME`` / EXCHANGE PARTITION
+between L and the end of the binlog now (``scan``: query events only, headers skipped
+otherwise) against the chunks the load recorded: a table whose rows the statement moved
+away (``moved_away``) is harmed when one of its chunks was recorded at or after the
+statement's position (each chunk records the upstream's binlog end once it is committed:
+its read ended before that; a chunk without one counts as after). The full phase then does
+not hand over to the sync: FULL_LOAD_RENAMED names each statement, its position and the
+tables, with what to do (a new full phase, once the renames are over).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dm_core.binlog import events as ev
+from dm_core.binlog.dump import BinlogDump
+from dm_core.ddl.kind import ddl_event_type
+from dm_core.ddl.text import table_spans
+from dm_core.position import Position
+
+_RENAMING = ("rename table", "alter table", "exchange table partition")
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A statement at ``pos`` (where its event starts) that moved the rows of ``away``
+    (upstream ``(schema, table)`` pairs) to other names."""
+    pos: Position
+    statement: str
+    away: tuple[tuple[str, str], ...]
+
+
+def moved_away(sql: str, default_schema: str | None) -> list[tuple[str, str]]:
+    """The tables whose rows ``sql`` moves to another name: the old side of each RENAME TABLE
+    pair, the table an ``ALTER TABLE ... RENAME`` renames, both tables of an EXCHANGE
+    PARTITION; ``[]`` for any other statement.
+
+    >>> moved_away("RENAME TABLE log TO log_1127, log_new TO log", "app")
+    [('app', 'log'), ('app', 'log_new')]
+    >>> moved_away("ALTER TABLE x.a ADD COLUMN c int, RENAME TO x.z", "app")
+    [('x', 'a')]
+    >>> moved_away("ALTER TABLE a EXCHANGE PARTITION p0 WITH TABLE b", "app")
+    [('app', 'a'), ('app', 'b')]
+    >>> moved_away("ALTER TABLE a RENAME COLUMN x TO y", "app"), moved_away("ALTER TABLE a RENAME INDEX i TO j", "app")
+    ([], [])
+    >>> moved_away("INSERT INTO a VALUES (1)", "app")
+    []
+    """
+    kind = ddl_event_type(sql)
+    if kind not in _RENAMING:
+        return []
+    spans = table_spans(sql, default_schema)
+    if kind == "rename table":
+        return [(s.schema, s.table) for s in spans[0::2]]
+    if kind == "alter table":   # two names only when the table itself is renamed
+        return [(spans[0].schema, spans[0].table)] if len(spans) >= 2 else []
+    return [(s.schema, s.table) for s in spans[:2]]
+
+
+def scan(ep, low: Position, *, server_id: int, selected) -> list[Moved]:
+    """Every statement from ``low`` to the binlog's end now that moved the rows of a table
+    ``selected(schema, table)`` accepts (the task's block-allow list)."""
+    dump = BinlogDump(ep, low.file, low.pos, server_id=server_id, heartbeat=None, non_block=True)
+    cks = 4 if dump.checksum else 0
+    file, pos, query_phl = low.file, low.pos, 13
+    out: list[Moved] = []
+    try:
+        for buf, s, e in dump.events():
+            _ts, typ, _sid, _size, logpos, _flags = ev.HEADER.unpack_from(buf, s)
+            if typ == ev.ROTATE:   # the server's artificial one names our file, a real one the next
+                nxt = ev.parse_rotate(buf, s, e - cks)[1]
+                if nxt != file:
+                    file, pos = nxt, 4
+                continue
+            if typ == ev.FORMAT_DESCRIPTION:
+                fde = ev.parse_format_description(buf, s, e, dump.checksum)
+                cks = 4 if fde.checksum else 0
+                query_phl = fde.post_header(ev.QUERY, query_phl)
+            elif typ == ev.QUERY:
+                schema, text = ev.parse_query(buf, s, e - cks, query_phl)
+                head = text.lstrip()[:6].upper()
+                if head in ("RENAME", "ALTER "):
+                    try:
+                        away = [t for t in moved_away(text, schema.decode("utf-8", "replace") or None)
+                                if selected(*t)]
+                    except Exception:   # noqa: BLE001 - a statement no parser reads moves nothing we can name
+                        away = []
+                    if away:
+                        out.append(Moved(Position(file, pos), text, tuple(away)))
+            if logpos:
+                pos = logpos
+    finally:
+        dump.close()
+    return out
+
+
+def harmful(moved: list[Moved], read_by: dict[tuple[str, str], list]) -> list[tuple[Moved, list[tuple[str, str]]]]:
+    """Each statement of ``moved`` with the loaded tables it harmed: ``read_by``: (schema,
+    table) -> the position each of its recorded chunks was committed by (None: unknown).
+
+    >>> m = [Moved(Position("b.1", 500), "RENAME TABLE a TO b", (("d", "a"),))]
+    >>> harmful(m, {("d", "a"): [Position("b.1", 400)]})
+    []
+    >>> [t for _, t in harmful(m, {("d", "a"): [Position("b.1", 400), Position("b.1", 900)]})]
+    [[('d', 'a')]]
+    >>> [t for _, t in harmful(m, {("d", "a"): [None]})], harmful(m, {("d", "x"): [Position("b.1", 900)]})
+    ([[('d', 'a')]], [])
+    """
+    out = []
+    for mv in moved:
+        hit = [t for t in mv.away
+               if any(p is None or p.key() >= mv.pos.key() for p in read_by.get(t, ()))]
+        if hit:
+            out.append((mv, hit))
+    return out
+
+
+def refusal(task_name: str, source_id: str, hits) -> str:
+    """What the log and query-status say for ``harmful``'s findings on one source."""
+    lines = [f"source {source_id} of task {task_name}: the full load read tables whose rows a statement moved to "
+             "another name while they were being read, so the load cannot hand them to the sync without losing "
+             "or mixing rows:"]
+    for mv, tables in hits:
+        names = ", ".join(f"`{s}`.`{t}`" for s, t in tables)
+        lines.append(f"  at {mv.pos.file}:{mv.pos.pos}: {mv.statement.strip()[:500]} (read after it: {names})")
+    return "\n".join(lines)
+
+
+def check(task, store, source_id: str, ep, log) -> str | None:
+    """``refusal`` for ``source_id`` when a rename since its low watermark harmed a loaded
+    table, else None (the full phase's ``finish``, before the high watermark)."""
+    import time
+
+    from dm_core.sources import replica_server_id
+
+    st = store.source_state(task.name, source_id)
+    if not st.get("low_file"):
+        return None
+    t0 = time.monotonic()
+    rules = task.rules_for(source_id)
+    moved = scan(ep, Position(st["low_file"], int(st["low_pos"])), server_id=replica_server_id(task.name, source_id),
+                 selected=rules.block_allow.allow_table)
+    hits = harmful(moved, store.chunk_read_bys(task.name, source_id)) if moved else []
+    log.info("source %s: %d statement(s) renaming selected tables since the low watermark, %d of them while the "
+             "load read a table they moved (binlog read in %.1fs)", source_id, len(moved), len(hits),
+             time.monotonic() - t0)
+    return refusal(task.name, source_id, hits) if hits else None

@@ -1,0 +1,178 @@
+"""RENAME TABLE while the full phase loads, on real servers and a real Spark load
+(dm_core/full/renames.py).
+
+* A daily rotation (``RENAME TABLE log TO log_old, log_new TO log``) while ``log`` is being
+  read: its later chunks would read ``log_new``'s rows into ``log``'s target and the catch-up
+  would rename that mixture to ``log_old``. The full phase does not hand over to the sync:
+  FULL_LOAD_RENAMED names the statement, its position and ``log`` in the DAG's error and in
+  query-status, no high watermark is recorded; the documented way out (drop the downstream
+  tables, start over with --remove-meta) then loads and syncs every table equal.
+* Renames that harm nothing pass: one between the low watermark and the targets' creation
+  (the load reads the table under its new name) and one of a table the load had read
+  completely (the catch-up renames the loaded rows with it); rows written under the new names
+  afterwards arrive, the old names are gone downstream.
+"""
+
+import subprocess
+import time
+
+import psycopg2
+import pytest
+
+from dm_core.config.task import parse_task
+from dm_core.db import connect, master_position, qi, qt
+from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.full.phase import finish, prepare
+from dm_core.reset import reset_task
+from dm_core.state import StateStore
+from dm_core.state.schema import SCHEMA
+
+from .helpers import register, shard_task_yaml
+from .shard_helpers import assert_settled, assert_union, drive, make_tables, run
+from .test_full_support import spark_env, submit_cmd
+
+pytestmark = pytest.mark.integration
+
+ROWS = 600   # chunks of 50: 12 per table, 0.3 s each
+
+
+def _chunks(dsn, task, table) -> int:
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM {SCHEMA}.full_chunk WHERE task = %s AND table_name = %s", (task, table))
+        return int(cur.fetchone()[0])
+
+
+def _tables(ep, schema) -> set[str]:
+    conn = connect(ep)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))
+            return {r[0] for r in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+class _Load:
+    """The task's low watermark, targets and a Spark load in the background."""
+
+    def __init__(self, stack, uniq, tmp_path, name):
+        self.stack, self.tmp, self.name = stack, tmp_path, name
+        self.prefix, self.tdb = f"rn{uniq}", f"trn{uniq}"
+        self.schema = f"{self.prefix}_1"
+        self.sid = f"a-{uniq}"
+        text = shard_task_yaml(name, stack["down"], [(self.sid, 1)], self.prefix, self.tdb, shard_mode="",
+                               do_dbs={self.sid: [self.schema]})
+        self.task = parse_task(text, "rn.yaml")
+        self.store = StateStore()
+        self.text = text
+        self.proc = None
+
+    def register(self):
+        register(self.store, {self.sid: self.stack["up1"]}, self.name, self.text)
+
+    def low_watermark(self):
+        conn = connect(self.stack["up1"])
+        f, p, g = master_position(conn)
+        conn.close()
+        self.store.update_source_state(self.name, self.sid, low_file=f, low_pos=p, low_gtid=g, stage="full")
+
+    def start(self, sleep="0.3"):
+        prepare(self.task, self.store)
+        self.proc = subprocess.Popen(submit_cmd(self.name, "--chunk-rows", "50"), start_new_session=True,
+                                     env=spark_env({"SHARDFLOW_FAULTS": f"full.before_chunk_merge=sleep:{sleep}"}),
+                                     stdout=open(self.tmp / "load.out", "w"), stderr=open(self.tmp / "load.err", "w"))
+
+    def wait_chunks(self, table, n):
+        deadline = time.monotonic() + 300
+        while _chunks(self.stack["state_dsn"], self.name, table) < n:
+            assert self.proc.poll() is None, (self.tmp / "load.err").read_text()[-5000:]
+            assert time.monotonic() < deadline, f"no {n} chunks of {table} within 300 s"
+            time.sleep(0.05)
+
+    def wait(self):
+        rc = self.proc.wait(timeout=600)
+        assert rc == 0, (self.tmp / "load.err").read_text()[-5000:]
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        reset_task(self.store, self.name)
+        self.store.close()
+        run(self.stack["up1"], f"DROP DATABASE IF EXISTS {qi(self.schema)}")
+        run(self.stack["down"], f"DROP DATABASE IF EXISTS {qi(self.tdb)}")
+
+
+def test_a_rotation_while_the_table_loads_stops_the_handover_and_a_new_load_converges(stack, uniq, tmp_path):
+    ld = _Load(stack, uniq, tmp_path, f"rn{uniq}")
+    up, s = stack["up1"], ld.schema
+    try:
+        make_tables(up, s, ["log", "other"], ROWS)
+        ld.register()
+        ld.low_watermark()
+        ld.start()
+        ld.wait_chunks("log", 3)
+        # the new day's table, written before the swap (its ids overlap the old table's)
+        run(up, f"CREATE TABLE {qt(s, 'log_new')} LIKE {qt(s, 'log')}",
+            f"INSERT INTO {qt(s, 'log_new')} (id, name, amount) VALUES (1, 'new day 1', 1), (2, 'new day 2', 2), "
+            "(700, 'new day 700', 7)")
+        rotation = f"RENAME TABLE {qt(s, 'log')} TO {qt(s, 'log_old')}, {qt(s, 'log_new')} TO {qt(s, 'log')}"
+        run(up, rotation)
+        assert _chunks(stack["state_dsn"], ld.name, "log") < 12, "the rotation must land while log still loads"
+        run(up, f"INSERT INTO {qt(s, 'log')} (name, amount) VALUES ('new day, after the swap', 9)")
+        ld.wait()
+
+        with pytest.raises(ShardflowError) as got:
+            finish(ld.task, ld.store)
+        assert got.value.code is ErrorCode.FULL_LOAD_RENAMED
+        text = str(got.value)
+        assert f"`{s}`.`log`" in text and "RENAME TABLE" in text and "log_old" in text, text
+        assert "--remove-meta" in text, text   # the workaround comes with it
+        st = ld.store.source_state(ld.name, ld.sid)
+        assert st["error_code"] == ErrorCode.FULL_LOAD_RENAMED.number and f"`{s}`.`log`" in st["error"]
+        assert not st["high_file"] and st["stage"] == "full", "nothing may hand over to the sync"
+
+        # the way out the error gives: drop the downstream tables, start over from a new low watermark
+        run(stack["down"], f"DROP DATABASE IF EXISTS {qi(ld.tdb)}")
+        ld.register()            # reset_task + the task again: start-task --remove-meta
+        ld.low_watermark()
+        ld.start(sleep="0")
+        ld.wait()
+        finish(ld.task, ld.store)
+        run(up, f"INSERT INTO {qt(s, 'log_old')} (name, amount) VALUES ('late to the old day', 3)")
+        assert_settled(drive(ld.task, ld.store, [ld.sid]))
+        assert_union(ld.task, ld.store)
+        assert {"log", "log_old", "other"} <= _tables(stack["down"], ld.tdb)
+    finally:
+        ld.close()
+
+
+def test_renames_that_harm_nothing_pass(stack, uniq, tmp_path):
+    ld = _Load(stack, uniq, tmp_path, f"rm{uniq}")
+    up, s = stack["up1"], ld.schema
+    try:
+        make_tables(up, s, ["big", "small", "early"], 0)
+        run(up, *[f"INSERT INTO {qt(s, 'big')} (name, amount) SELECT CONCAT('b', seq), seq FROM {qi(s)}.seq_1_to_{ROWS}",
+                  f"INSERT INTO {qt(s, 'small')} (name, amount) SELECT CONCAT('s', seq), seq FROM {qi(s)}.seq_1_to_20",
+                  f"INSERT INTO {qt(s, 'early')} (name, amount) SELECT CONCAT('e', seq), seq FROM {qi(s)}.seq_1_to_20"])
+        ld.register()
+        ld.low_watermark()
+        # after the low watermark, before the targets: the load plans and reads `early_2`
+        run(up, f"INSERT INTO {qt(s, 'early')} (name, amount) VALUES ('before the rename', 1)",
+            f"RENAME TABLE {qt(s, 'early')} TO {qt(s, 'early_2')}")
+        ld.start()
+        ld.wait_chunks("small", 1)    # the small tables' pass has read `small` whole
+        ld.wait_chunks("big", 2)
+        run(up, f"RENAME TABLE {qt(s, 'small')} TO {qt(s, 'small_2')}",
+            f"INSERT INTO {qt(s, 'small_2')} (name, amount) VALUES ('after the rename', 2)",
+            f"UPDATE {qt(s, 'small_2')} SET amount = amount + 100 WHERE id % 3 = 0")
+        assert _chunks(stack["state_dsn"], ld.name, "big") < 12, "the rename must land while the load runs"
+        ld.wait()
+        finish(ld.task, ld.store)     # no FULL_LOAD_RENAMED
+        run(up, f"INSERT INTO {qt(s, 'early_2')} (name, amount) VALUES ('after the load', 3)")
+        assert_settled(drive(ld.task, ld.store, [ld.sid]))
+        assert_union(ld.task, ld.store)
+        down = _tables(stack["down"], ld.tdb)
+        assert {"big", "small_2", "early_2"} <= down and not {"small", "early"} & down, down
+    finally:
+        ld.close()
