@@ -20,7 +20,8 @@ Points: ``full.after_chunk_write`` (a chunk is committed downstream and recorded
 state store), ``full.before_chunk_merge`` (a chunk is staged downstream, not yet merged),
 ``full.after_chunk_merge`` (merged and committed downstream, not yet recorded in the store),
 ``full.small_table`` (an executor of the small tables' pass is about to copy its next table,
-dm_core/full/small_tables.py).
+dm_core/full/small_tables.py), ``full.reread.after_empty`` (the full phase's ``finish`` emptied
+the targets of tables a rename harmed and has not read them again yet: dm_core/full/reread.py).
 
 ``upstream.list_tables``: the precheck's probe (dm_core/check/probe.py) or the full phase's
 discovery (dm_core/full/discover.py) is about to list an upstream's tables (DM's

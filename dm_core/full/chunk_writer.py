@@ -105,6 +105,45 @@ def record_created(conn, meta_schema: str, task: str, source_id: str, table_name
         cur.execute("COMMIT")
 
 
+REREAD = "reread-"   # plan_id prefix of the markers of tables read again after renames (reread.py)
+
+
+def reread_plan_id(task: str, source_id: str, table_name: str) -> str:
+    return REREAD + hashlib.sha1(f"{task}\0{source_id}\0{table_name}".encode()).hexdigest()[:32]
+
+
+def rereads_of(conn, meta_schema: str, task: str, source_id: str) -> dict[str, tuple[str, int]]:
+    """upstream ``schema.table`` -> (binlog file, position) of each table the full phase read
+    again (or found gone) after renames (reread.py); a missing marker table is empty."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT table_name, snap_file, snap_pos FROM {qt(meta_schema, MARKER_TABLE)} WHERE task = %s "
+                        "AND source_id = %s AND plan_id LIKE %s AND snap_file IS NOT NULL",
+                        (task, source_id, REREAD + "%"))
+            return {as_str(t): (as_str(f), int(p)) for t, f, p in cur.fetchall()}
+    except Exception as e:  # noqa: BLE001 - no marker table (or an old one): none
+        if errno_of(e) not in (1146, 1049, 1054):
+            raise
+        return {}
+
+
+def forget_tables(conn, meta_schema: str, task: str, source_id: str, table_names: list[str]) -> None:
+    """Drop the markers of these upstream tables of one source (they are read again)."""
+    if not table_names:
+        return
+    with conn.cursor() as cur:
+        cur.execute(f"DELETE FROM {qt(meta_schema, MARKER_TABLE)} WHERE task = %s AND source_id = %s "
+                    f"AND table_name IN ({', '.join(['%s'] * len(table_names))})", (task, source_id, *table_names))
+
+
+def record_gone(conn, meta_schema: str, task: str, source_id: str, table_name: str, file: str, pos: int) -> None:
+    """Mark a table renamed away during the load as read again (empty) at binlog (file, pos)."""
+    with conn.cursor() as cur:
+        cur.execute(marker_sql(meta_schema, snapshot=True) + " ON DUPLICATE KEY UPDATE snap_file = VALUES(snap_file), "
+                    "snap_pos = VALUES(snap_pos)",
+                    (reread_plan_id(task, source_id, table_name), 0, task, source_id, table_name, 0, file, pos))
+
+
 def marked_chunks(conn, meta_schema: str, plan_id: str) -> dict[int, int]:
     """chunk_id -> rows of every chunk of ``plan_id`` committed downstream."""
     with conn.cursor() as cur:

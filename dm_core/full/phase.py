@@ -214,14 +214,15 @@ def finish(task, store) -> dict:
 
 
 def _refuse_renamed(task, store) -> None:
-    """No source hands over to the sync when a RENAME moved a table's rows while the load read
-    it (renames.py): each such source says so in query-status, and FULL_LOAD_RENAMED is raised."""
+    """Tables a RENAME moved rows between while the load read them are read again at a
+    snapshot (reread.py); where that cannot be done, no source hands over to the sync: each
+    such source says why in query-status, and FULL_LOAD_RENAMED is raised."""
     from dm_core.errors import ErrorCode
-    from dm_core.full import renames
+    from dm_core.full import reread
 
     found = {}
     for inst in task.mysql_instances:
-        why = renames.check(task, store, inst.source_id, source_endpoint(store, inst.source_id), log)
+        why = reread.settle(task, store, inst.source_id)
         if why:
             found[inst.source_id] = why
     if not found:

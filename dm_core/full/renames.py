@@ -42,11 +42,14 @@ _RENAMING = ("rename table", "alter table", "exchange table partition")
 
 @dataclass(frozen=True)
 class Moved:
-    """A statement at ``pos`` (where its event starts) that moved the rows of ``away``
-    (upstream ``(schema, table)`` pairs) to other names."""
+    """A statement at ``pos`` (where its event starts; ``end``: where the next begins) that
+    moved the rows of ``away`` (upstream ``(schema, table)`` pairs) to other names; ``names``:
+    every table it names."""
     pos: Position
     statement: str
     away: tuple[tuple[str, str], ...]
+    end: Position | None = None
+    names: tuple[tuple[str, str], ...] = ()
 
 
 def moved_away(sql: str, default_schema: str | None) -> list[tuple[str, str]]:
@@ -76,9 +79,10 @@ def moved_away(sql: str, default_schema: str | None) -> list[tuple[str, str]]:
     return [(s.schema, s.table) for s in spans[:2]]
 
 
-def scan(ep, low: Position, *, server_id: int, selected) -> list[Moved]:
+def scan(ep, low: Position, *, server_id: int, selected) -> tuple[list[Moved], Position]:
     """Every statement from ``low`` to the binlog's end now that moved the rows of a table
-    ``selected(schema, table)`` accepts (the task's block-allow list)."""
+    ``selected(schema, table)`` accepts (the task's block-allow list), and where the scan
+    ended."""
     dump = BinlogDump(ep, low.file, low.pos, server_id=server_id, heartbeat=None, non_block=True)
     cks = 4 if dump.checksum else 0
     file, pos, query_phl = low.file, low.pos, 13
@@ -99,23 +103,50 @@ def scan(ep, low: Position, *, server_id: int, selected) -> list[Moved]:
                 schema, text = ev.parse_query(buf, s, e - cks, query_phl)
                 head = text.lstrip()[:6].upper()
                 if head in ("RENAME", "ALTER "):
+                    db = schema.decode("utf-8", "replace") or None
                     try:
-                        away = [t for t in moved_away(text, schema.decode("utf-8", "replace") or None)
-                                if selected(*t)]
+                        away = [t for t in moved_away(text, db) if selected(*t)]
+                        names = tuple((t.schema, t.table) for t in table_spans(text, db)) if away else ()
                     except Exception:   # noqa: BLE001 - a statement no parser reads moves nothing we can name
                         away = []
                     if away:
-                        out.append(Moved(Position(file, pos), text, tuple(away)))
+                        out.append(Moved(Position(file, pos), text, tuple(away), Position(file, logpos or pos), names))
             if logpos:
                 pos = logpos
     finally:
         dump.close()
+    return out, Position(file, pos)
+
+
+def component(moved: list[Moved], start) -> set[tuple[str, str]]:
+    """The names ``start`` is tied to through ``moved``: every name of every statement that
+    names one of them, again and again (a table read again must be read with every table a
+    rename swapped rows with, and those with theirs).
+
+    >>> m = [Moved(Position("b.1", 4), "", (("d", "a"),), None, (("d", "a"), ("d", "b"))),
+    ...      Moved(Position("b.1", 9), "", (("d", "b"),), None, (("d", "b"), ("d", "c"))),
+    ...      Moved(Position("b.1", 12), "", (("d", "x"),), None, (("d", "x"), ("d", "y")))]
+    >>> sorted(component(m, {("d", "c")}))
+    [('d', 'a'), ('d', 'b'), ('d', 'c')]
+    """
+    out = set(start)
+    grew = True
+    while grew:
+        grew = False
+        for mv in moved:
+            ns = set(mv.names) | set(mv.away)
+            if ns & out and not ns <= out:
+                out |= ns
+                grew = True
     return out
 
 
-def harmful(moved: list[Moved], read_by: dict[tuple[str, str], list]) -> list[tuple[Moved, list[tuple[str, str]]]]:
+def harmful(moved: list[Moved], read_by: dict[tuple[str, str], list],
+            reread_at: dict | None = None) -> list[tuple[Moved, list[tuple[str, str]]]]:
     """Each statement of ``moved`` with the loaded tables it harmed: ``read_by``: (schema,
-    table) -> the position each of its recorded chunks was committed by (None: unknown).
+    table) -> the position each of its recorded chunks was committed by (None: unknown);
+    ``reread_at``: (schema, table) -> the snapshot a table was read again at (reread.py): a
+    statement ending at or before it harmed nothing there.
 
     >>> m = [Moved(Position("b.1", 500), "RENAME TABLE a TO b", (("d", "a"),))]
     >>> harmful(m, {("d", "a"): [Position("b.1", 400)]})
@@ -128,7 +159,9 @@ def harmful(moved: list[Moved], read_by: dict[tuple[str, str], list]) -> list[tu
     out = []
     for mv in moved:
         hit = [t for t in mv.away
-               if any(p is None or p.key() >= mv.pos.key() for p in read_by.get(t, ()))]
+               if not (reread_at and t in reread_at and mv.end is not None
+                       and reread_at[t].key() >= mv.end.key())
+               and any(p is None or p.key() >= mv.pos.key() for p in read_by.get(t, ()))]
         if hit:
             out.append((mv, hit))
     return out
@@ -144,23 +177,3 @@ def refusal(task_name: str, source_id: str, hits) -> str:
         lines.append(f"  at {mv.pos.file}:{mv.pos.pos}: {mv.statement.strip()[:500]} (read after it: {names})")
     return "\n".join(lines)
 
-
-def check(task, store, source_id: str, ep, log) -> str | None:
-    """``refusal`` for ``source_id`` when a rename since its low watermark harmed a loaded
-    table, else None (the full phase's ``finish``, before the high watermark)."""
-    import time
-
-    from dm_core.sources import replica_server_id
-
-    st = store.source_state(task.name, source_id)
-    if not st.get("low_file"):
-        return None
-    t0 = time.monotonic()
-    rules = task.rules_for(source_id)
-    moved = scan(ep, Position(st["low_file"], int(st["low_pos"])), server_id=replica_server_id(task.name, source_id),
-                 selected=rules.block_allow.allow_table)
-    hits = harmful(moved, store.chunk_read_bys(task.name, source_id)) if moved else []
-    log.info("source %s: %d statement(s) renaming selected tables since the low watermark, %d of them while the "
-             "load read a table they moved (binlog read in %.1fs)", source_id, len(moved), len(hits),
-             time.monotonic() - t0)
-    return refusal(task.name, source_id, hits) if hits else None

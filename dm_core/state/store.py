@@ -364,6 +364,11 @@ class StateStore:
                 (task, source_id, schema, table, chunk_id, rows, f, p),
             )
 
+    def forget_chunks(self, task: str, source_id: str, schema: str, table: str) -> None:
+        with self.tx() as cur:
+            cur.execute(f"DELETE FROM {SCHEMA}.full_chunk WHERE task = %s AND source_id = %s AND schema_name = %s "
+                        "AND table_name = %s", (task, source_id, schema, table))
+
     def chunk_read_bys(self, task: str, source_id: str) -> dict:
         """(schema, table) -> the ``read_by`` Position (None: unknown) of each recorded chunk."""
         from dm_core.position import Position

@@ -46,6 +46,11 @@ Protocol:
   written before. Tables read otherwise (the Spark JDBC path, several chunks, MyISAM, a MySQL
   upstream, an XA transaction prepared across the read: snapshot_read.py) keep legacy safe
   mode before the horizon.
+* Tables the full phase read again after a rename moved rows between them during the load
+  (dm_core/full/reread.py; keyless or not) stand downstream as of their snapshot's position
+  S too: ``reread_gate`` drops their row changes of transactions ending at or before S, and
+  ``reread_covers`` the statements before S that create, drop, truncate, rename or exchange
+  only such tables. Loaded with the handoff.
 * Ledger rows below the checkpoint are pruned at the end of a window; rows at or past a new
   horizon (left over from before it was cleared) are dropped before it is recorded; a new full
   phase or the task's removal drops the source's rows. A checkpoint moved back by hand past
@@ -189,6 +194,7 @@ class KeylessLedger:
         self.handoff: dict | None = None        # {upstream table: key of the position the load read it at}
         self._handoff_of: tuple | None = None   # the high watermark self.handoff was read for
         self._marked: set[str] = set()          # upstream tables the full load (or ``created``) marked
+        self.reread: dict[str, tuple] = {}      # upstream table read again after renames -> its position's key
 
     # ---- the horizon (reader thread) ---------------------------------------------------
     def load(self, st: dict, server: str | None, store) -> None:
@@ -214,6 +220,7 @@ class KeylessLedger:
         this is the reader thread)."""
         if not st.get("keyless_handoff") or not st.get("high_file"):
             self.handoff = self._handoff_of = None
+            self.reread = {}
             return
         high = Position(st["high_file"], int(st["high_pos"])).key()
         if self._handoff_of == high:
@@ -221,8 +228,13 @@ class KeylessLedger:
         conn = self._connect()
         try:
             got = chunk_writer.snapshots_of(conn, self.meta_schema, self.task, self.source_id)
+            self.reread = {t: Position(*fp).key()
+                           for t, fp in chunk_writer.rereads_of(conn, self.meta_schema, self.task, self.source_id).items()}
         finally:
             conn.close()
+        if self.reread:
+            log.info("source %s: %d table(s) the full phase read again after renames catch up from their own "
+                     "positions", self.source_id, len(self.reread))
         self.handoff = {t: CREATED if fp[0] == chunk_writer.CREATED_MARK else Position(*fp).key()
                         for t, fp in got.items() if fp is not None}
         self._marked = set(got)
@@ -230,6 +242,30 @@ class KeylessLedger:
         if self.handoff:
             log.info("source %s: %d keyless table(s) read by the full load at a known binlog position catch up "
                      "exactly from it", self.source_id, len(self.handoff))
+
+    def reread_gate(self, end: Position):
+        """``skip_table((schema, table))`` for the rows of a transaction ending at ``end``: True
+        for a table read again at a position at or after it; None when no table is."""
+        if not self.reread:
+            return None
+        k = end.key()
+        return lambda t: (at := self.reread.get(f"{t[0]}.{t[1]}")) is not None and k <= at
+
+    def reread_covers(self, kind: str, sql: str, tables, end: Position) -> bool:
+        """Whether a statement ending at ``end`` that makes, drops, empties or moves ``tables``
+        (upstream; the first is the one CREATE / TRUNCATE makes or empties) only touches tables
+        read again at or after it: they already stand as it left them."""
+        from dm_core.full.renames import moved_away
+
+        if not self.reread or not tables:
+            return False
+        if kind in ("create table", "truncate table"):
+            tables = tables[:1]
+        elif kind not in ("drop table", "rename table", "exchange table partition") and not (
+                kind == "alter table" and moved_away(sql, None)):
+            return False
+        k = end.key()
+        return all((at := self.reread.get(f"{s}.{t}")) is not None and k <= at for s, t in tables)
 
     def created(self, start: Position, tables) -> None:
         """A CREATE TABLE at ``start`` (reader thread) of upstream tables the full load never

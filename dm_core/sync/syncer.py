@@ -535,10 +535,12 @@ class Syncer:
         return res
 
     def _row_gate(self, txn: Txn):
-        """Rows of tables a shard DDL rewind already applied are skipped (shard_sync.py)."""
+        """Rows of tables a shard DDL rewind already applied are skipped (shard_sync.py), and those
+        of tables the full phase read again later (keyless_ledger.py ``reread_gate``)."""
+        again = self.ledger.reread_gate(txn.end)
         if not self.shard.row_gate(txn.start):
-            return None
-        return lambda table: self.shard.skip_row(table, txn.start)
+            return again
+        return lambda table: self.shard.skip_row(table, txn.start) or (again is not None and again(table))
 
     def _operator_at(self, w: _Window, txn: Txn, stmt: Txn, op) -> ShardflowError | None:
         w.settle(txn.start)   # what the operator runs goes after the rows before this transaction
@@ -579,6 +581,9 @@ class Syncer:
         routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route, allow=ba.allow_table, mode=mode)
         if routed.kind in ("create database", "drop database", "alter database"):
             return self._database_ddl(txn, sql, routed, mode, dconn, res)
+        if self.ledger.reread_covers(routed.kind, sql, routed.tables, txn.end):
+            log.info("source %s: %s at %s: its tables were read again after it (full phase)", self.source_id, routed.kind, txn.start)
+            return None
         if routed.kind == "create table":   # its rows are all the sync's from here (keyless_ledger.py)
             self.ledger.created(txn.start or txn.end, [t for t in routed.tables[:1] if ba.allow_table(*t)])
         refused = self._refused_foreign_key(routed, sql, mode)

@@ -1,16 +1,19 @@
 """RENAME TABLE while the full phase loads, on real servers and a real Spark load
-(dm_core/full/renames.py).
+(dm_core/full/renames.py, dm_core/full/reread.py).
 
 * A daily rotation (``RENAME TABLE log TO log_old, log_new TO log``) while ``log`` is being
-  read: its later chunks would read ``log_new``'s rows into ``log``'s target and the catch-up
-  would rename that mixture to ``log_old``. The full phase does not hand over to the sync:
-  FULL_LOAD_RENAMED names the statement, its position and ``log`` in the DAG's error and in
-  query-status, no high watermark is recorded; the documented way out (drop the downstream
-  tables, start over with --remove-meta) then loads and syncs every table equal.
-* Renames that harm nothing pass: one between the low watermark and the targets' creation
-  (the load reads the table under its new name) and one of a table the load had read
-  completely (the catch-up renames the loaded rows with it); rows written under the new names
-  afterwards arrive, the old names are gone downstream.
+  read: its later chunks read ``log_new``'s rows into ``log``'s target and the catch-up
+  renamed that mixture to ``log_old`` (448 of 600 rows lost). ``finish`` reads the tables the
+  rotation tied together again at a consistent snapshot, the catch-up takes them from there:
+  every table equal, ``log_new`` gone downstream too. A failure after the targets were emptied
+  and before they were read again: the rerun of ``finish`` does it again.
+* The same inside a merged target: the renamed shard cannot be read again alone, so the full
+  phase does not hand over (FULL_LOAD_RENAMED names the statement, its position and the table
+  in the DAG's error and in query-status, no high watermark); the way out the error gives (drop
+  the downstream tables, start over with --remove-meta) then loads and syncs every row.
+* Renames that harm nothing pass untouched: one between the low watermark and the targets'
+  creation (the load reads the table under its new name) and one of a table the load had read
+  completely (the catch-up renames the loaded rows with it).
 """
 
 import subprocess
@@ -19,6 +22,7 @@ import time
 import psycopg2
 import pytest
 
+from dm_core import faults
 from dm_core.config.task import parse_task
 from dm_core.db import connect, master_position, qi, qt
 from dm_core.errors import ErrorCode, ShardflowError
@@ -55,12 +59,12 @@ def _tables(ep, schema) -> set[str]:
 class _Load:
     """The task's low watermark, targets and a Spark load in the background."""
 
-    def __init__(self, stack, uniq, tmp_path, name):
+    def __init__(self, stack, uniq, tmp_path, name, shard_mode=""):
         self.stack, self.tmp, self.name = stack, tmp_path, name
         self.prefix, self.tdb = f"rn{uniq}", f"trn{uniq}"
         self.schema = f"{self.prefix}_1"
         self.sid = f"a-{uniq}"
-        text = shard_task_yaml(name, stack["down"], [(self.sid, 1)], self.prefix, self.tdb, shard_mode="",
+        text = shard_task_yaml(name, stack["down"], [(self.sid, 1)], self.prefix, self.tdb, shard_mode=shard_mode,
                                do_dbs={self.sid: [self.schema]})
         self.task = parse_task(text, "rn.yaml")
         self.store = StateStore()
@@ -103,33 +107,71 @@ class _Load:
         run(self.stack["down"], f"DROP DATABASE IF EXISTS {qi(self.tdb)}")
 
 
-def test_a_rotation_while_the_table_loads_stops_the_handover_and_a_new_load_converges(stack, uniq, tmp_path):
+def _rotate_while_loading(ld, up, table, rotation_to, new_rows):
+    """``table`` loads and is written; meanwhile a new table is made and filled and swapped in
+    for it (the old table's changes before the swap must not reach the new one downstream)."""
+    s = ld.schema
+    ld.start()
+    ld.wait_chunks(table, 3)
+    run(up, f"UPDATE {qt(s, table)} SET amount = amount + 1 WHERE id % 9 = 0",
+        f"INSERT INTO {qt(s, table)} (name, amount) VALUES ('old day, late', 4)",
+        f"DELETE FROM {qt(s, table)} WHERE id = 5",
+        f"CREATE TABLE {qt(s, table + '_new')} LIKE {qt(s, table)}",
+        f"INSERT INTO {qt(s, table + '_new')} (id, name, amount) VALUES {new_rows}",
+        f"RENAME TABLE {qt(s, table)} TO {qt(s, rotation_to)}, {qt(s, table + '_new')} TO {qt(s, table)}")
+    assert _chunks(ld.stack["state_dsn"], ld.name, table) < 12, f"the rotation must land while {table} still loads"
+
+
+def test_a_rotation_while_the_table_loads_is_read_again(stack, uniq, tmp_path, monkeypatch):
     ld = _Load(stack, uniq, tmp_path, f"rn{uniq}")
     up, s = stack["up1"], ld.schema
     try:
         make_tables(up, s, ["log", "other"], ROWS)
         ld.register()
         ld.low_watermark()
-        ld.start()
-        ld.wait_chunks("log", 3)
         # the new day's table, written before the swap (its ids overlap the old table's)
-        run(up, f"CREATE TABLE {qt(s, 'log_new')} LIKE {qt(s, 'log')}",
-            f"INSERT INTO {qt(s, 'log_new')} (id, name, amount) VALUES (1, 'new day 1', 1), (2, 'new day 2', 2), "
-            "(700, 'new day 700', 7)")
-        rotation = f"RENAME TABLE {qt(s, 'log')} TO {qt(s, 'log_old')}, {qt(s, 'log_new')} TO {qt(s, 'log')}"
-        run(up, rotation)
-        assert _chunks(stack["state_dsn"], ld.name, "log") < 12, "the rotation must land while log still loads"
-        run(up, f"INSERT INTO {qt(s, 'log')} (name, amount) VALUES ('new day, after the swap', 9)")
+        _rotate_while_loading(ld, up, "log", "log_old", "(1, 'new day 1', 1), (2, 'new day 2', 2), (700, 'n', 7)")
+        run(up, f"INSERT INTO {qt(s, 'log')} (name, amount) VALUES ('new day, after the swap', 9)",
+            f"UPDATE {qt(s, 'log_old')} SET amount = amount + 1000 WHERE id % 7 = 0")
+        ld.wait()
+
+        # a failure once the targets are emptied, before they are read again: the rerun does it again
+        monkeypatch.setenv("SHARDFLOW_FAULTS", "full.reread.after_empty=raise:1")
+        faults._hits.clear()
+        with pytest.raises(faults.FaultInjected):
+            finish(ld.task, ld.store)
+        assert not ld.store.source_state(ld.name, ld.sid)["high_file"]
+        monkeypatch.delenv("SHARDFLOW_FAULTS")
+        finish(ld.task, ld.store)
+
+        run(up, f"INSERT INTO {qt(s, 'log_old')} (name, amount) VALUES ('late to the old day', 3)",
+            f"DELETE FROM {qt(s, 'log')} WHERE id = 2")
+        assert_settled(drive(ld.task, ld.store, [ld.sid]))
+        assert_union(ld.task, ld.store)
+        down = _tables(stack["down"], ld.tdb)
+        assert {"log", "log_old", "other"} <= down and "log_new" not in down, down
+    finally:
+        ld.close()
+
+
+def test_a_rotation_inside_a_merged_target_stops_the_handover(stack, uniq, tmp_path):
+    ld = _Load(stack, uniq, tmp_path, f"ro{uniq}")
+    up, s = stack["up1"], ld.schema
+    try:
+        make_tables(up, s, ["t_1", "t_2"], ROWS)   # both merge into `t`, ids told apart by the partition id
+        ld.register()
+        ld.low_watermark()
+        _rotate_while_loading(ld, up, "t_1", "t_3", "(1, 'new 1', 1), (700, 'new 700', 7)")
         ld.wait()
 
         with pytest.raises(ShardflowError) as got:
             finish(ld.task, ld.store)
         assert got.value.code is ErrorCode.FULL_LOAD_RENAMED
         text = str(got.value)
-        assert f"`{s}`.`log`" in text and "RENAME TABLE" in text and "log_old" in text, text
+        assert f"`{s}`.`t_1`" in text and "RENAME TABLE" in text and "merged" in text, text
         assert "--remove-meta" in text, text   # the workaround comes with it
         st = ld.store.source_state(ld.name, ld.sid)
-        assert st["error_code"] == ErrorCode.FULL_LOAD_RENAMED.number and f"`{s}`.`log`" in st["error"]
+        assert st["error_code"] == ErrorCode.FULL_LOAD_RENAMED.number and f"`{s}`.`t_1`" in st["error"]
         assert not st["high_file"] and st["stage"] == "full", "nothing may hand over to the sync"
 
         # the way out the error gives: drop the downstream tables, start over from a new low watermark
@@ -139,10 +181,9 @@ def test_a_rotation_while_the_table_loads_stops_the_handover_and_a_new_load_conv
         ld.start(sleep="0")
         ld.wait()
         finish(ld.task, ld.store)
-        run(up, f"INSERT INTO {qt(s, 'log_old')} (name, amount) VALUES ('late to the old day', 3)")
+        run(up, f"INSERT INTO {qt(s, 't_3')} (name, amount) VALUES ('late', 3)")
         assert_settled(drive(ld.task, ld.store, [ld.sid]))
         assert_union(ld.task, ld.store)
-        assert {"log", "log_old", "other"} <= _tables(stack["down"], ld.tdb)
     finally:
         ld.close()
 

@@ -1,0 +1,183 @@
+"""Tables a rename moved rows between while the full load read them, read again at a snapshot.
+
+Why: renames.py says which loaded tables a RENAME TABLE / ``ALTER TABLE ... RENAME`` /
+EXCHANGE PARTITION harmed (a daily ``RENAME TABLE log TO log_1127, log_new TO log`` while
+``log`` loads mixes two tables' rows under one name and loses the rest). DM's dump does not
+meet this (one consistent snapshot for every table); the lock-free load does, and a user
+cannot be asked to keep their rotation jobs still for a whole load.
+
+Protocol, per source, in the full phase's ``finish`` (before the high watermark):
+
+1. scan the binlog from the low watermark (renames.scan) and find the harmed tables
+   (renames.harmful); none: done. A table already read again at a snapshot that ends after
+   the statement is not harmed (a rerun of ``finish`` finds its earlier work).
+2. the names to read again: every name tied to a harmed one by those statements
+   (renames.component), in the block-allow list.
+3. each name's target must be its own: a target other tables merge into cannot be emptied
+   for one of them; then the source does not hand over (FULL_LOAD_RENAMED, the way out).
+4. downstream, for each name: its markers are forgotten; a name that exists upstream now
+   gets its target created if missing (the table's definition now) and emptied (TRUNCATE);
+   a name that exists no more has its target dropped and a marker "read again, empty" at
+   the binlog position after that (``record_gone``).
+5. each existing name is copied as one chunk in a consistent snapshot whose binlog position
+   S its marker records, in the same transaction as its rows (small_tables.copy_specs, with
+   ``snapshot``; snapshot_read.py); only then are the state store's chunk records of the
+   table replaced by that one chunk. A kill at any step leaves the old chunk records, so the
+   rerun of ``finish`` finds the same harm and does it again.
+6. scan again from where the last scan ended: a rename since then that harmed a table read
+   again before it repeats 2-5 (at most ``ROUNDS`` times, then FULL_LOAD_RENAMED).
+
+The sync's catch-up then skips, for each such name, the row changes of transactions ending at
+or before its S and the statements that create, drop, truncate, rename or exchange it before
+S (keyless_ledger.py ``reread_gate`` / ``reread_covers``): the table already stands as of S;
+other DDL before S replays as any DDL in the safe-mode range (ddl/replay.py: only the changes
+not in effect). Changes after S replay in safe mode as usual.
+
+Tables that cannot be read at a position (MyISAM / Aria, an XA transaction prepared across
+the read, missing privileges: snapshot_read.py) or not as text (the Spark JDBC path's types:
+FLOAT/DOUBLE, spatial) are refused the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import Counter
+
+from dm_core import faults
+from dm_core.db import connect, master_position, qt
+from dm_core.errors import ErrorCode
+from dm_core.full import chunk_writer, renames, small_tables
+from dm_core.full.discover import discover
+from dm_core.full.loader import binlog_end
+from dm_core.position import Position
+from dm_core.sources import replica_server_id, source_endpoint, target_endpoint
+
+log = logging.getLogger("shardflow.full")
+
+ROUNDS = 3
+
+
+def settle(task, store, source_id: str) -> str | None:
+    """Steps 1-6 for one source: None when it may hand over to the sync, else why not."""
+    st = store.source_state(task.name, source_id)
+    if not st.get("low_file"):
+        return None
+    ep = source_endpoint(store, source_id)
+    allowed = task.rules_for(source_id).block_allow.allow_table
+    start = Position(st["low_file"], int(st["low_pos"]))
+    down = connect(target_endpoint(task, load=True), downstream=True)
+    try:
+        chunk_writer.ensure_meta(down, task.meta_schema)
+        reread_at = {tuple(n.split(".", 1)): Position(*fp)
+                     for n, fp in chunk_writer.rereads_of(down, task.meta_schema, task.name, source_id).items()}
+    finally:
+        down.close()
+    seen: list[renames.Moved] = []
+    for _ in range(ROUNDS):
+        t0 = time.monotonic()
+        moved, start = renames.scan(ep, start, server_id=replica_server_id(task.name, source_id), selected=allowed)
+        seen += moved
+        hits = renames.harmful(moved, store.chunk_read_bys(task.name, source_id), reread_at) if moved else []
+        log.info("source %s: %d statement(s) renaming selected tables since the last look, %d of them while the load "
+                 "read a table they moved (binlog read in %.1fs)", source_id, len(moved), len(hits),
+                 time.monotonic() - t0)
+        if not hits:
+            return None
+        said = renames.refusal(task.name, source_id, hits)
+        names = {n for n in renames.component(seen, {t for _, ts in hits for t in ts}) if allowed(*n)}
+        log.warning("%s\nreading again at a consistent snapshot: %s", said,
+                    ", ".join(f"`{s}`.`{t}`" for s, t in sorted(names)))
+        why = _read_again(task, store, source_id, ep, names, reread_at)
+        if why:
+            return f"{said}\n{why}"
+    return (f"{renames.refusal(task.name, source_id, hits)}\nthe tables were renamed again while they were read again, "
+            f"{ROUNDS} times")
+
+
+def _targets_shared(task, store, present: set, routed_of: dict) -> list[str]:
+    """The names whose target other upstream tables of the task (any source) also route to."""
+    count: Counter = Counter()
+    for inst in task.mysql_instances:
+        conn = connect(source_endpoint(store, inst.source_id))
+        try:
+            for t in discover(conn, inst.source_id, task.rules_for(inst.source_id)):
+                count[t.target_schema.lower(), t.target_table.lower()] += 1
+        finally:
+            conn.close()
+    for n, tgt in routed_of.items():
+        if n not in present:   # a name gone upstream still has its target
+            count[tgt] += 1
+    return [f"`{s}`.`{t}`" for (s, t), tgt in sorted(routed_of.items()) if count[tgt] > 1]
+
+
+def _read_again(task, store, sid, ep, names: set, reread_at: dict) -> str | None:
+    """Steps 3-5 for ``names`` of source ``sid``; records each name's position in ``reread_at``."""
+    from dm_core.full.phase import partition_id_columns
+    from dm_core.full.target_schema import ensure_targets
+
+    rules = task.rules_for(sid)
+    up = connect(ep)
+    try:
+        now = {(t.schema, t.table): t for t in discover(up, sid, rules)}
+    finally:
+        up.close()
+    present = [now[n] for n in sorted(names) if n in now]
+    gone = sorted(n for n in names if n not in now)
+    routed_of = {n: tuple(x.lower() for x in rules.router.route(*n)) for n in names}
+    shared = _targets_shared(task, store, {(t.schema, t.table) for t in present}, routed_of)
+    if shared:
+        return (f"{', '.join(shared)} load into targets other tables are merged into, so they cannot be read again "
+                "alone")
+    target_ep = target_endpoint(task, load=True)
+    meta = task.meta_schema
+    down = connect(target_ep, downstream=True)
+    up = connect(ep)
+    try:
+        chunk_writer.forget_tables(down, meta, task.name, sid, [f"{s}.{t}" for s, t in names])
+        ensure_targets(down, [(up, st) for st in present], lambda st: partition_id_columns(task, st),
+                       routes=lambda st: rules.router.route)
+        with down.cursor() as cur:
+            for st in present:
+                cur.execute(f"TRUNCATE TABLE {qt(st.target_schema, st.target_table)}")
+            for s, t in gone:
+                cur.execute(f"DROP TABLE IF EXISTS {qt(*rules.router.route(s, t))}")
+        faults.hit("full.reread.after_empty")
+        if gone:
+            f, p, _g = master_position(up)
+            for s, t in gone:
+                chunk_writer.record_gone(down, meta, task.name, sid, f"{s}.{t}", f, p)
+                reread_at[s, t] = Position(f, p)
+                log.info("source %s: `%s`.`%s` was renamed away during the load: its target is dropped, its changes "
+                         "before %s:%d are skipped", sid, s, t, f, p)
+        if not present:
+            return None
+        verb = chunk_writer.verb(task.instance(sid).loader.on_duplicate_logical)
+        todo = [(st, ep, 0, chunk_writer.reread_plan_id(task.name, sid, f"{st.schema}.{st.table}")) for st in present]
+        specs, rest = small_tables.specs(task, todo, target_ep, verb=verb, turn_of=lambda schema, table: None)
+        if rest:
+            return ("these tables cannot be read again as text (a FLOAT/DOUBLE or spatial column, or gone meanwhile): "
+                    + ", ".join(f"`{t[0].schema}`.`{t[0].table}`" for t in rest))
+        t0 = time.monotonic()
+        results = list(small_tables.copy_specs(target_ep)([dataclasses.replace(s, snapshot=True) for s in specs]))
+        failed = [f"{r['name']}: {r['error']}" for r in results if r["error"]]
+        if failed:
+            raise ErrorCode.FULL_LOAD_FAILED.error("reading tables again after renames failed:\n  " + "\n  ".join(failed))
+        at = chunk_writer.rereads_of(down, meta, task.name, sid)
+        unplaced = [f"`{st.schema}`.`{st.table}`" for st in present if f"{st.schema}.{st.table}" not in at]
+        if unplaced:
+            return (f"no binlog position could be read with {', '.join(unplaced)} (MyISAM / Aria, an XA transaction "
+                    "prepared across the read, or no privilege for XA RECOVER / SHOW BINLOG EVENTS)")
+        by = binlog_end(task, ep)
+        rows = {r["name"]: r["rows"] for r in results}
+        for st in present:
+            store.forget_chunks(task.name, sid, st.schema, st.table)
+            store.mark_chunk_done(task.name, sid, st.schema, st.table, 0, rows.get(st.name, 0), read_by=by)
+            reread_at[st.schema, st.table] = Position(*at[f"{st.schema}.{st.table}"])
+        log.info("source %s: %d table(s) read again in %.1fs (%d rows), each at its own binlog position", sid,
+                 len(present), time.monotonic() - t0, sum(rows.values()))
+        return None
+    finally:
+        up.close()
+        down.close()
