@@ -136,6 +136,16 @@ def columns_of_tables(conn, tables) -> dict[tuple[str, str], list[tuple]]:
     return out
 
 
+def partition_id_columns(task, st) -> set[str]:
+    """The columns of ``st`` (a SourceTable) the task's column mapping gives a partition id."""
+    plan = task.rules_for(st.source_id).column_mapper.plan(st.schema, st.table, st.columns)
+    if plan is None:
+        return set()
+    from dm_core.rules.column_mapping import PartitionId
+
+    return {t.column for t in plan.transforms if isinstance(t, PartitionId)}
+
+
 def chunk_shape(up_conn, down_conn, st, widened=frozenset(), *, known=None) -> ChunkShape:
     """The chunk's columns now (see ``ChunkShape``); ``widened``: partition-id columns,
     whose target type differs from the upstream's on purpose. ``known``: ``(upstream columns,

@@ -43,6 +43,14 @@ Limits, as in DM: a DDL that rewrites values itself (MODIFY to a narrower or oth
 converges only where the downstream converts values as the upstream did; a column added
 with a non-constant default (CURRENT_TIMESTAMP, UUID()) gets the downstream's value.
 
+Renames during the load
+-----------------------
+The argument above needs each name to carry the same table (rows) from L until its last
+chunk is read. A RENAME / ``ALTER TABLE ... RENAME`` / EXCHANGE PARTITION that moves a table's
+rows away while the load still reads it breaks that (renames.py): ``finish`` finds those
+statements in the binlog and reads the tables they tie together again at snapshot positions
+the catch-up starts them from (reread.py), or, where it cannot, stops with FULL_LOAD_RENAMED.
+
 Tables without a unique key
 ---------------------------
 Safe mode's replay is idempotent by the row's key; a keyless table has none, and identical
@@ -69,6 +77,7 @@ import time
 from dm_core.db import connect, master_position
 from dm_core.full import chunk_writer, extract, xa_wait
 from dm_core.full.discover import SourceTable, allowed_databases, discover
+from dm_core.full.extract import partition_id_columns
 from dm_core.full.plan_store import PlanStore
 from dm_core.full.target_schema import ensure_databases, ensure_targets
 from dm_core.sources import source_endpoint, target_endpoint
@@ -90,15 +99,6 @@ def _low_watermark(task, conn) -> tuple[str, int, str | None]:
     if task.task_mode == "full":
         return SNAPSHOT, int(time.time()), None
     return master_position(conn)
-
-
-def partition_id_columns(task, st: SourceTable) -> set[str]:
-    plan = task.rules_for(st.source_id).column_mapper.plan(st.schema, st.table, st.columns)
-    if plan is None:
-        return set()
-    from dm_core.rules.column_mapping import PartitionId
-
-    return {t.column for t in plan.transforms if isinstance(t, PartitionId)}
 
 
 def chunk_shape(task, st: SourceTable, up_ep, target_ep) -> extract.ChunkShape:

@@ -15,10 +15,11 @@ Protocol, per source, in the full phase's ``finish`` (before the high watermark)
    (renames.component), in the block-allow list.
 3. each name's target must be its own: a target other tables merge into cannot be emptied
    for one of them; then the source does not hand over (FULL_LOAD_RENAMED, the way out).
-4. downstream, for each name: its markers are forgotten; a name that exists upstream now
-   gets its target created if missing (the table's definition now) and emptied (TRUNCATE);
-   a name that exists no more has its target dropped and a marker "read again, empty" at
-   the binlog position after that (``record_gone``).
+4. downstream, for each name: its markers are forgotten and its target dropped; a name that
+   exists upstream now gets its target created again from the table's definition now (a
+   swapped-in table may have other columns than the one the target was made from); one that
+   exists no more gets a marker "read again, empty" at the binlog position after that
+   (``record_gone``).
 5. each existing name is copied as one chunk in a consistent snapshot whose binlog position
    S its marker records, in the same transaction as its rows (small_tables.copy_specs, with
    ``snapshot``; snapshot_read.py); only then are the state store's chunk records of the
@@ -33,8 +34,8 @@ S (keyless_ledger.py ``reread_gate`` / ``reread_covers``): the table already sta
 other DDL before S replays as any DDL in the safe-mode range (ddl/replay.py: only the changes
 not in effect). Changes after S replay in safe mode as usual.
 
-Tables that cannot be read at a position (MyISAM / Aria, an XA transaction prepared across
-the read, missing privileges: snapshot_read.py) or not as text (the Spark JDBC path's types:
+Tables that cannot be read at a position (a MySQL upstream, MyISAM / Aria, an XA transaction
+prepared across the read, missing privileges: snapshot_read.py) or not as text (the Spark JDBC path's types:
 FLOAT/DOUBLE, spatial) are refused the same way.
 """
 
@@ -49,6 +50,7 @@ from dm_core import faults
 from dm_core.db import connect, master_position, qt
 from dm_core.errors import ErrorCode
 from dm_core.full import chunk_writer, renames, small_tables
+from dm_core.full.extract import partition_id_columns
 from dm_core.full.discover import discover
 from dm_core.full.loader import binlog_end
 from dm_core.position import Position
@@ -114,7 +116,6 @@ def _targets_shared(task, store, present: set, routed_of: dict) -> list[str]:
 
 def _read_again(task, store, sid, ep, names: set, reread_at: dict) -> str | None:
     """Steps 3-5 for ``names`` of source ``sid``; records each name's position in ``reread_at``."""
-    from dm_core.full.phase import partition_id_columns
     from dm_core.full.target_schema import ensure_targets
 
     rules = task.rules_for(sid)
@@ -136,13 +137,11 @@ def _read_again(task, store, sid, ep, names: set, reread_at: dict) -> str | None
     up = connect(ep)
     try:
         chunk_writer.forget_tables(down, meta, task.name, sid, [f"{s}.{t}" for s, t in names])
+        with down.cursor() as cur:   # a swapped-in table may differ from the one the target was made from
+            for s, t in sorted(names):
+                cur.execute(f"DROP TABLE IF EXISTS {qt(*rules.router.route(s, t))}")
         ensure_targets(down, [(up, st) for st in present], lambda st: partition_id_columns(task, st),
                        routes=lambda st: rules.router.route)
-        with down.cursor() as cur:
-            for st in present:
-                cur.execute(f"TRUNCATE TABLE {qt(st.target_schema, st.target_table)}")
-            for s, t in gone:
-                cur.execute(f"DROP TABLE IF EXISTS {qt(*rules.router.route(s, t))}")
         faults.hit("full.reread.after_empty")
         if gone:
             f, p, _g = master_position(up)
@@ -167,8 +166,8 @@ def _read_again(task, store, sid, ep, names: set, reread_at: dict) -> str | None
         at = chunk_writer.rereads_of(down, meta, task.name, sid)
         unplaced = [f"`{st.schema}`.`{st.table}`" for st in present if f"{st.schema}.{st.table}" not in at]
         if unplaced:
-            return (f"no binlog position could be read with {', '.join(unplaced)} (MyISAM / Aria, an XA transaction "
-                    "prepared across the read, or no privilege for XA RECOVER / SHOW BINLOG EVENTS)")
+            return (f"no binlog position could be read with {', '.join(unplaced)} (a MySQL upstream, MyISAM / Aria, an "
+                    "XA transaction prepared across the read, or no privilege for XA RECOVER / SHOW BINLOG EVENTS)")
         by = binlog_end(task, ep)
         rows = {r["name"]: r["rows"] for r in results}
         for st in present:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from dm_core import faults
 from dm_core.db import Endpoint, connect
 from dm_core.full import chunk_writer, extract, snapshot_read, text_rows
+from dm_core.full.extract import partition_id_columns
 from dm_core.full.chunking import plan_chunks
 from dm_core.full.loader import TableResult, binlog_end
 from dm_core.full.plan_store import PlanStore, epoch_of
@@ -133,7 +134,6 @@ def specs(task, todo, target_ep, *, verb: str, turn_of) -> tuple[list, list]:
     partition-id error). ``turn_of(schema, table)``: the target's write turns or None; ``verb``:
     the SQL verb of on-duplicate-logical (chunk_writer.verb)."""
     from dm_core.full import load_data
-    from dm_core.full.phase import partition_id_columns
 
     out, rest = [], []
     if not todo:

@@ -32,7 +32,7 @@ from dm_core.state import StateStore
 from dm_core.state.schema import SCHEMA
 
 from .helpers import register, shard_task_yaml
-from .shard_helpers import assert_settled, assert_union, drive, make_tables, run
+from .shard_helpers import assert_settled, assert_union, columns, drive, make_tables, run
 from .test_full_support import spark_env, submit_cmd
 
 pytestmark = pytest.mark.integration
@@ -117,6 +117,7 @@ def _rotate_while_loading(ld, up, table, rotation_to, new_rows):
         f"INSERT INTO {qt(s, table)} (name, amount) VALUES ('old day, late', 4)",
         f"DELETE FROM {qt(s, table)} WHERE id = 5",
         f"CREATE TABLE {qt(s, table + '_new')} LIKE {qt(s, table)}",
+        f"ALTER TABLE {qt(s, table + '_new')} ADD COLUMN tag varchar(8) NOT NULL DEFAULT 'new'",
         f"INSERT INTO {qt(s, table + '_new')} (id, name, amount) VALUES {new_rows}",
         f"RENAME TABLE {qt(s, table)} TO {qt(s, rotation_to)}, {qt(s, table + '_new')} TO {qt(s, table)}")
     assert _chunks(ld.stack["state_dsn"], ld.name, table) < 12, f"the rotation must land while {table} still loads"
@@ -150,6 +151,52 @@ def test_a_rotation_while_the_table_loads_is_read_again(stack, uniq, tmp_path, m
         assert_union(ld.task, ld.store)
         down = _tables(stack["down"], ld.tdb)
         assert {"log", "log_old", "other"} <= down and "log_new" not in down, down
+        assert [c for c, _ in columns(stack["down"], ld.tdb, "log")] == [c for c, _ in columns(up, s, "log")]
+    finally:
+        ld.close()
+
+
+# Other statements that move a table's rows while it loads: (what, setup before the load,
+# statements mid-load, tables downstream afterwards, tables not downstream)
+MOVES = [
+    ("RENAME TABLE: the rest of log lives on as log_2", [],
+     ["RENAME TABLE {log} TO {s}.`log_2`", "INSERT INTO {s}.`log_2` (name, amount) VALUES ('after', 1)"],
+     {"log_2", "other"}, {"log"}),
+    ("ALTER TABLE ... RENAME", [],
+     ["ALTER TABLE {log} ADD COLUMN note varchar(10) NULL, RENAME TO {s}.`log_3`",
+      "UPDATE {s}.`log_3` SET note = 'n' WHERE id % 4 = 0"],
+     {"log_3", "other"}, {"log"}),
+    ("EXCHANGE PARTITION with a loaded table", [
+        "ALTER TABLE {log} PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (1000), "
+        "PARTITION p1 VALUES LESS THAN MAXVALUE)",
+        "CREATE TABLE {s}.`swap` LIKE {log}", "ALTER TABLE {s}.`swap` REMOVE PARTITIONING",
+        "INSERT INTO {s}.`swap` (id, name, amount) VALUES (1, 'swapped in', 1), (999, 'swapped in', 2)"],
+     ["ALTER TABLE {log} EXCHANGE PARTITION p0 WITH TABLE {s}.`swap`"],
+     {"log", "swap", "other"}, set()),
+]
+
+
+@pytest.mark.parametrize("what,setup,moves,present,absent", MOVES, ids=[m[0] for m in MOVES])
+def test_rows_moved_away_while_a_table_loads_are_read_again(stack, uniq, tmp_path, what, setup, moves, present,
+                                                             absent):
+    ld = _Load(stack, uniq, tmp_path, f"rv{uniq}")
+    up, s = stack["up1"], ld.schema
+    names = {"log": qt(s, "log"), "s": qi(s)}
+    try:
+        make_tables(up, s, ["log", "other"], ROWS)
+        run(up, *[q.format(**names) for q in setup])
+        ld.register()
+        ld.low_watermark()
+        ld.start()
+        ld.wait_chunks("log", 3)
+        run(up, f"UPDATE {names['log']} SET amount = amount + 1 WHERE id % 9 = 0", *[q.format(**names) for q in moves])
+        assert _chunks(stack["state_dsn"], ld.name, "log") < 12, "the statement must land while log still loads"
+        ld.wait()
+        finish(ld.task, ld.store)
+        assert_settled(drive(ld.task, ld.store, [ld.sid]))
+        assert_union(ld.task, ld.store)
+        down = _tables(stack["down"], ld.tdb)
+        assert present <= down and not absent & down, down
     finally:
         ld.close()
 

@@ -117,3 +117,45 @@ def test_a_transaction_read_again_from_its_start_counts_from_0(row_path):
         row_path.jobs(_txn(100, [("t", 1)], more=True), True)
         again = row_path.jobs(_txn(100, [("k", 5), ("k", 5)], piece=1), True)
         assert [j.origin[3] for j in again] == [0, 1]
+
+
+# Tables the full phase read again after renames (dm_core/full/reread.py): "d.log" at (3, 500).
+REREAD_CASES = [
+    # (what, kind, sql, tables, end (file seq, pos), covered)
+    ("a rotation before the snapshot", "rename table", "RENAME TABLE log TO log_old, log_new TO log",
+     [("d", "log"), ("d", "log_old"), ("d", "log_new"), ("d", "log")], (3, 400), True),
+    ("ending at the snapshot", "rename table", "RENAME TABLE log TO log_old", [("d", "log"), ("d", "log_old")],
+     (3, 500), True),
+    ("after the snapshot", "rename table", "RENAME TABLE log TO log_old", [("d", "log"), ("d", "log_old")],
+     (3, 501), False),
+    ("a name not read again", "rename table", "RENAME TABLE log TO elsewhere", [("d", "log"), ("d", "elsewhere")],
+     (3, 400), False),
+    ("CREATE ... LIKE a table not read again", "create table", "CREATE TABLE log_new LIKE tpl",
+     [("d", "log_new"), ("d", "tpl")], (3, 400), True),
+    ("ALTER ... RENAME", "alter table", "ALTER TABLE log RENAME TO log_old", [("d", "log"), ("d", "log_old")],
+     (2, 900), True),
+    ("another ALTER replays", "alter table", "ALTER TABLE log ADD COLUMN c int", [("d", "log")], (3, 400), False),
+    ("TRUNCATE", "truncate table", "TRUNCATE TABLE log", [("d", "log")], (3, 1), True),
+    ("DROP of one read again and one not", "drop table", "DROP TABLE log, other", [("d", "log"), ("d", "other")],
+     (3, 1), False),
+]
+
+
+@pytest.mark.parametrize("what,kind,sql,tables,end,covered", REREAD_CASES, ids=[c[0] for c in REREAD_CASES])
+def test_statements_before_a_tables_reread_are_in_it(what, kind, sql, tables, end, covered):
+    from dm_core.position import Position
+
+    led = KeylessLedger("t", "s", "meta", connect=None)
+    led.reread = {"d.log": (3, 500), "d.log_old": (3, 500), "d.log_new": (3, 500)}
+    assert led.reread_covers(kind, sql, tables, Position(f"b.{end[0]:06d}", end[1])) is covered
+
+
+def test_rows_before_a_tables_reread_are_in_it():
+    from dm_core.position import Position
+
+    led = KeylessLedger("t", "s", "meta", connect=None)
+    assert led.reread_gate(Position("b.000003", 1)) is None   # nothing read again: no gate at all
+    led.reread = {"d.log": (3, 500)}
+    gate = led.reread_gate(Position("b.000003", 500))
+    assert gate(("d", "log")) and not gate(("d", "other"))
+    assert not led.reread_gate(Position("b.000003", 501))(("d", "log"))
