@@ -9,8 +9,8 @@ cannot be asked to keep their rotation jobs still for a whole load.
 Protocol, per source, in the full phase's ``finish`` (before the high watermark):
 
 1. scan the binlog from the low watermark (renames.scan) and find the harmed tables
-   (renames.harmful); none: done. A table already read again at a snapshot that ends after
-   the statement is not harmed (a rerun of ``finish`` finds its earlier work).
+   (renames.harmful); none: done. In a later round (6), a table this run read again at a
+   snapshot that ends after the statement is not harmed by it.
 2. the names to read again: every name tied to a harmed one by those statements
    (renames.component), in the block-allow list.
 3. each name's target must be its own: a target other tables merge into cannot be emptied
@@ -23,8 +23,9 @@ Protocol, per source, in the full phase's ``finish`` (before the high watermark)
 5. each existing name is copied as one chunk in a consistent snapshot whose binlog position
    S its marker records, in the same transaction as its rows (small_tables.copy_specs, with
    ``snapshot``; snapshot_read.py); only then are the state store's chunk records of the
-   table replaced by that one chunk. A kill at any step leaves the old chunk records, so the
-   rerun of ``finish`` finds the same harm and does it again.
+   tables replaced by one chunk each, once every table is read. A rerun of ``finish`` finds
+   the same harm in those records (the load's, or the re-read's, made after the statement) and
+   does it all again: a kill at any step converges.
 6. scan again from where the last scan ended: a rename since then that harmed a table read
    again before it repeats 2-5 (at most ``ROUNDS`` times, then FULL_LOAD_RENAMED).
 
@@ -69,13 +70,10 @@ def settle(task, store, source_id: str) -> str | None:
     ep = source_endpoint(store, source_id)
     allowed = task.rules_for(source_id).block_allow.allow_table
     start = Position(st["low_file"], int(st["low_pos"]))
-    down = connect(target_endpoint(task, load=True), downstream=True)
-    try:
-        chunk_writer.ensure_meta(down, task.meta_schema)
-        reread_at = {tuple(n.split(".", 1)): Position(*fp)
-                     for n, fp in chunk_writer.rereads_of(down, task.meta_schema, task.name, source_id).items()}
-    finally:
-        down.close()
+    # Only what this run read again counts as done: a run that died left a component half read
+    # (its markers say nothing of the tables it had not reached), and its harmed tables keep
+    # chunk records from the load until every table of it is read again.
+    reread_at: dict = {}
     seen: list[renames.Moved] = []
     for _ in range(ROUNDS):
         t0 = time.monotonic()
@@ -136,6 +134,7 @@ def _read_again(task, store, sid, ep, names: set, reread_at: dict) -> str | None
     down = connect(target_ep, downstream=True)
     up = connect(ep)
     try:
+        chunk_writer.ensure_meta(down, meta)
         chunk_writer.forget_tables(down, meta, task.name, sid, [f"{s}.{t}" for s, t in names])
         with down.cursor() as cur:   # a swapped-in table may differ from the one the target was made from
             for s, t in sorted(names):

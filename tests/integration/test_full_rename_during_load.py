@@ -5,8 +5,9 @@
   read: its later chunks read ``log_new``'s rows into ``log``'s target and the catch-up
   renamed that mixture to ``log_old`` (448 of 600 rows lost). ``finish`` reads the tables the
   rotation tied together again at a consistent snapshot, the catch-up takes them from there:
-  every table equal, ``log_new`` gone downstream too. A failure after the targets were emptied
-  and before they were read again: the rerun of ``finish`` does it again.
+  every table equal, ``log_new`` gone downstream too. A failure after the targets were dropped
+  and before they were read again, or after one of them was: the rerun of ``finish`` does it
+  all again.
 * The same inside a merged target: the renamed shard cannot be read again alone, so the full
   phase does not hand over (FULL_LOAD_RENAMED names the statement, its position and the table
   in the DAG's error and in query-status, no high watermark); the way out the error gives (drop
@@ -142,6 +143,12 @@ def test_a_rotation_while_the_table_loads_is_read_again(stack, uniq, tmp_path, m
         with pytest.raises(faults.FaultInjected):
             finish(ld.task, ld.store)
         assert not ld.store.source_state(ld.name, ld.sid)["high_file"]
+        # and once the first table of the three is read again, not the second: all again next time
+        monkeypatch.setenv("SHARDFLOW_FAULTS", "full.small_table=raise:2")
+        faults._hits.clear()
+        with pytest.raises(ShardflowError) as got:
+            finish(ld.task, ld.store)
+        assert got.value.code is ErrorCode.FULL_LOAD_FAILED and "log_old" in str(got.value), str(got.value)
         monkeypatch.delenv("SHARDFLOW_FAULTS")
         finish(ld.task, ld.store)
 
