@@ -232,21 +232,6 @@ def _text_to_staging(up_ep, query, target_ep, meta, staging, columns, types, dri
 RETRY_MARK = "[shardflow: retry chunk]"
 
 
-def load_data_allowed(target_ep) -> tuple[bool, bool, bool]:
-    """(the downstream takes LOAD DATA LOCAL, it is TiDB, it is MariaDB)."""
-    from dm_core.db import as_str, connect
-
-    down = connect(target_ep, downstream=True)
-    try:
-        with down.cursor() as cur:
-            cur.execute("SELECT @@GLOBAL.local_infile, VERSION()")
-            on, version = cur.fetchone()
-    finally:
-        down.close()
-    version = as_str(version).lower()
-    return str(as_str(on)).upper() in ("1", "ON"), "tidb" in version, "mariadb" in version
-
-
 class _Turns:
     """Which target tables take at most ``writers`` chunks at a time (``--write-turns``): under
     ``auto``, those that can have several chunks in flight (several source tables routed into
@@ -605,6 +590,8 @@ def _load(args, session: _Starting, started: float) -> int:
     task = parse_task(got[0], f"<state store: {args.task}>")
     target_ep = target_endpoint(task, load=True)   # foreign_key_checks=0, as DM's loader
     # probed in every write mode: the staging path reads keyless tables through LOAD DATA too
+    from dm_core.full.load_data import load_data_allowed
+
     args.load_data_ok, args.tidb, mariadb = load_data_allowed(target_ep)
     if args.write_mode == "load" and not args.load_data_ok:
         log.warning("the downstream refuses LOAD DATA LOCAL INFILE (local_infile is OFF): loading through staging "

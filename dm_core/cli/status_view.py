@@ -91,6 +91,9 @@ def describe(name: str, info: dict, st: dict, view: dict | None, loaded_rows: in
                             f"replicates nothing after it (`dmctl start-task --remove-meta FILE` loads again)")
     if gate.state == lc.PAUSED:
         return lc.PAUSED, f"{gate.reason}; checkpoint {cp or 'none yet'}"
+    if st.get("stage") == "full" and st.get("error"):   # finish refused to hand over (dm_core/full/reread.py)
+        return "not running", (f"the full phase did not hand over to the sync: {str(st['error']).splitlines()[0]} "
+                               f"(the full DAG's finish task log names the statements and what to do)")
     if st.get("error"):   # not paused: a transient error the source is retrying (dm_core/sync/session.py)
         return lc.RUNNING, (f"retrying from its checkpoint {cp or 'none yet'} after a {str(st['error']).splitlines()[0]}; "
                             f"it pauses with the error if it stays; `dmctl pause-task|stop-task {name} -s {sid}` "

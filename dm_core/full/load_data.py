@@ -389,3 +389,18 @@ def _open_writer(pipe: str, loader: threading.Thread):
             continue
         os.set_blocking(fd, True)
         return fd
+
+
+def load_data_allowed(target_ep) -> tuple[bool, bool, bool]:
+    """(the downstream takes LOAD DATA LOCAL, it is TiDB, it is MariaDB)."""
+    from dm_core.db import as_str, connect
+
+    down = connect(target_ep, downstream=True)
+    try:
+        with down.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.local_infile, VERSION()")
+            on, version = cur.fetchone()
+    finally:
+        down.close()
+    version = as_str(version).lower()
+    return str(as_str(on)).upper() in ("1", "ON"), "tidb" in version, "mariadb" in version

@@ -208,7 +208,7 @@ def finish(task, store) -> dict:
             conn.close()
         # keyless tables read at a recorded position catch up exactly from there (keyless_ledger.py)
         store.update_source_state(task.name, sid, high_file=f, high_pos=p, high_gtid=g, stage="sync",
-                                  keyless_handoff=True)
+                                  keyless_handoff=True, error=None, error_code=None)
         out[sid] = {"high_watermark": f"({f}, {p})", "rows_loaded": totals.get(sid, 0)}
     return out
 

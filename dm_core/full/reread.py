@@ -52,6 +52,7 @@ from dm_core.db import connect, master_position, qt
 from dm_core.errors import ErrorCode
 from dm_core.full import chunk_writer, renames, small_tables
 from dm_core.full.extract import partition_id_columns
+from dm_core.full.load_data import load_data_allowed
 from dm_core.full.discover import discover
 from dm_core.full.loader import binlog_end
 from dm_core.position import Position
@@ -130,6 +131,9 @@ def _read_again(task, store, sid, ep, names: set, reread_at: dict) -> str | None
         return (f"{', '.join(shared)} load into targets other tables are merged into, so they cannot be read again "
                 "alone")
     target_ep = target_endpoint(task, load=True)
+    if not load_data_allowed(target_ep)[0]:
+        return ("the downstream refuses LOAD DATA LOCAL INFILE (local_infile is OFF), which reading tables again "
+                "needs: SET GLOBAL local_infile = ON downstream, then run the full DAG's finish again")
     meta = task.meta_schema
     down = connect(target_ep, downstream=True)
     up = connect(ep)

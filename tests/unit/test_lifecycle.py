@@ -111,6 +111,8 @@ def view(phases=None, active=None, waiting=(), sensors=None):
     (info(), src(stage="paused", error="[code=50003:sync] downstream rejected X\nworkaround: y", error_pos="(b.1, 9)"),
      view(), "paused", ["downstream rejected X", "(b.1, 9)", "resume-task t -s s1"]),
     (info(), src(requested="paused"), view(), "paused", ["pause-task"]),
+    (info(), src(stage="full", low_file="b.1", error="source s1 of task t: the full load read tables whose rows ...\n  at"),
+     view(phases={"full": "failed"}), "not running", ["did not hand over", "finish task log"]),
     (info(), src(), view(waiting=["dm_t_incremental run r3 waits behind run r2"]), "waiting", ["behind run r2"]),
     (info(), src(), view(active={"precheck": [RUN]}), "waiting", ["precheck"]),
     (info(), src(), view(active={"full": [RUN]}), "waiting", ["full phase", "12 rows"]),
