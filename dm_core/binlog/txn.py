@@ -47,6 +47,7 @@ class Txn:
     # the pieces again in safe mode (the exit point covers the window).
     piece: int = 0
     more: bool = False
+    inside: Position | None = None   # a piece that is not the last: the end of its last event
     # Statements a session logged inside this transaction's BEGIN ... COMMIT (binlog_format
     # STATEMENT or MIXED for some of its changes), each as a statement ``Txn`` (``ddl`` and its
     # session's context, ``event_start`` its own offset, ``start`` this transaction's): never

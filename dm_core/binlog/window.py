@@ -176,7 +176,7 @@ class BinlogWindow:
                 if piece_bytes >= piece_cap:   # too large to hold whole: hand on what is decoded
                     piece_bytes = 0
                     done = txn
-                    done.end, done.more = done.start, True
+                    done.end, done.more, done.inside = done.start, True, Position(file, pos)
                     txn = Txn(done.start, [], None, None, done.start, done.timestamp, done.gtid)
                     txn.piece = done.piece + 1
                     yield done

@@ -29,15 +29,17 @@ tables, with what to do (a new full phase, once the renames are over).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from dm_core.binlog import events as ev
 from dm_core.binlog.dump import BinlogDump
-from dm_core.ddl.kind import ddl_event_type
+from dm_core.ddl.kind import ddl_event_type, strip_comments
 from dm_core.ddl.text import table_spans
 from dm_core.position import Position
 
 _RENAMING = ("rename table", "alter table", "exchange table partition")
+_MAYBE = re.compile(r"\b(?:RENAME|EXCHANGE|CONVERT)\b", re.I)   # cheap: most query events are BEGIN / COMMIT
 
 
 @dataclass(frozen=True)
@@ -52,37 +54,82 @@ class Moved:
     names: tuple[tuple[str, str], ...] = ()
 
 
-def moved_away(sql: str, default_schema: str | None) -> list[tuple[str, str]]:
-    """The tables whose rows ``sql`` moves to another name: the old side of each RENAME TABLE
-    pair, the table an ``ALTER TABLE ... RENAME`` renames, both tables of an EXCHANGE
-    PARTITION; ``[]`` for any other statement.
+_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|[\w$]+))?"
+# MariaDB forms the table-name reader does not know, rewritten to ones it does
+_NORMAL = [
+    (re.compile(r"^(RENAME\s+TABLES?)\s+IF\s+EXISTS\b", re.I), r"\1"),
+    (re.compile(r"^(ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE)\s+IF\s+EXISTS\b", re.I), r"\1"),
+    (re.compile(r"\s+(?:WAIT\s+\d+|NOWAIT)(?=\s+(?:TO|RENAME|ADD|DROP|CHANGE|MODIFY|ALTER)\b|\s*,|\s*$)", re.I), ""),
+]
+_CONVERT_OUT = re.compile(rf"\bCONVERT\s+PARTITION\s+\S+\s+TO\s+TABLE\s+({_NAME})", re.I)
+_CONVERT_IN = re.compile(rf"\bCONVERT\s+TABLE\s+({_NAME})\s+TO\s+PARTITION\b", re.I)
 
-    >>> moved_away("RENAME TABLE log TO log_1127, log_new TO log", "app")
+
+def _span_of(name: str, default_schema: str | None) -> tuple[str, str]:
+    parts = [p.strip().strip("`").replace("``", "`") for p in re.split(r"\.(?=(?:[^`]*`[^`]*`)*[^`]*$)", name)]
+    return (parts[0], parts[1]) if len(parts) == 2 else (default_schema or "", parts[0])
+
+
+def moved(sql: str, default_schema: str | None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    r"""(tables whose rows ``sql`` moves to another name, every table it names): the old side of
+    each RENAME TABLE pair, the table an ``ALTER TABLE ... RENAME`` renames, both tables of an
+    EXCHANGE PARTITION, the table a partition is converted out of (``CONVERT PARTITION ... TO
+    TABLE``) and the one converted into a partition (``CONVERT TABLE ... TO PARTITION``); no
+    tables for any other statement.
+
+    >>> moved("/* tool */ RENAME TABLE log TO log_1127, log_new TO log", "app")[0]
     [('app', 'log'), ('app', 'log_new')]
-    >>> moved_away("ALTER TABLE x.a ADD COLUMN c int, RENAME TO x.z", "app")
-    [('x', 'a')]
-    >>> moved_away("ALTER TABLE a EXCHANGE PARTITION p0 WITH TABLE b", "app")
+    >>> moved("RENAME TABLE IF EXISTS a WAIT 3 TO b, c NOWAIT TO d", "app")[0]
+    [('app', 'a'), ('app', 'c')]
+    >>> moved("ALTER TABLE x.a ADD COLUMN c int, RENAME TO x.z", "app")
+    ([('x', 'a')], [('x', 'a'), ('x', 'z')])
+    >>> moved("ALTER\nTABLE IF EXISTS a RENAME TO b", "app")[0]
+    [('app', 'a')]
+    >>> moved("ALTER TABLE a EXCHANGE PARTITION p0 WITH TABLE b", "app")[0]
     [('app', 'a'), ('app', 'b')]
-    >>> moved_away("ALTER TABLE a RENAME COLUMN x TO y", "app"), moved_away("ALTER TABLE a RENAME INDEX i TO j", "app")
-    ([], [])
-    >>> moved_away("INSERT INTO a VALUES (1)", "app")
-    []
+    >>> moved("ALTER TABLE t CONVERT PARTITION p0 TO TABLE `d`.`x`", "app")
+    ([('app', 't')], [('app', 't'), ('d', 'x')])
+    >>> moved("ALTER TABLE t CONVERT TABLE x TO PARTITION p1 VALUES LESS THAN (10)", "app")
+    ([('app', 'x')], [('app', 't'), ('app', 'x')])
+    >>> [moved(q, "app")[0] for q in ("ALTER TABLE a RENAME COLUMN x TO y", "ALTER TABLE a RENAME INDEX i TO j",
+    ...     "ALTER TABLE o ADD FOREIGN KEY (c) REFERENCES cust (id)", "INSERT INTO a VALUES (1)")]
+    [[], [], [], []]
     """
-    kind = ddl_event_type(sql)
+    text = strip_comments(sql)
+    for rx, to in _NORMAL:
+        text = rx.sub(to, text)
+    kind = ddl_event_type(text)
     if kind not in _RENAMING:
-        return []
-    spans = table_spans(sql, default_schema)
+        return [], []
+    spans = table_spans(text, default_schema)
+    names = [(sp.schema, sp.table) for sp in spans if sp.table]
     if kind == "rename table":
-        return [(s.schema, s.table) for s in spans[0::2]]
-    if kind == "alter table":   # two names only when the table itself is renamed
-        return [(spans[0].schema, spans[0].table)] if len(spans) >= 2 else []
-    return [(s.schema, s.table) for s in spans[:2]]
+        return [(sp.schema, sp.table) for sp in spans if sp.role == "old"], names
+    if kind == "exchange table partition":
+        return names[:2], names[:2]
+    table = [(sp.schema, sp.table) for sp in spans if sp.role == "table"][:1]
+    if any(sp.role == "new" for sp in spans):
+        return table, names
+    m = _CONVERT_OUT.search(text)
+    if m and table:
+        return table, table + [_span_of(m.group(1), default_schema)]
+    m = _CONVERT_IN.search(text)
+    if m and table:
+        x = _span_of(m.group(1), default_schema)
+        return [x], table + [x]
+    return [], []
 
 
-def scan(ep, low: Position, *, server_id: int, selected) -> tuple[list[Moved], Position]:
+def moved_away(sql: str, default_schema: str | None) -> list[tuple[str, str]]:
+    """The tables whose rows ``sql`` moves to another name (``moved``)."""
+    return moved(sql, default_schema)[0]
+
+
+def scan(ep, low: Position, *, server_id: int, selected, ignore=None) -> tuple[list[Moved], Position]:
     """Every statement from ``low`` to the binlog's end now that moved the rows of a table
     ``selected(schema, table)`` accepts (the task's block-allow list), and where the scan
-    ended."""
+    ended; ``ignore(names)``: leave out statements naming these tables (an online DDL tool's
+    cut-over, which the sync turns into the real table's ALTER)."""
     dump = BinlogDump(ep, low.file, low.pos, server_id=server_id, heartbeat=None, non_block=True)
     cks = 4 if dump.checksum else 0
     file, pos, query_phl = low.file, low.pos, 13
@@ -101,16 +148,16 @@ def scan(ep, low: Position, *, server_id: int, selected) -> tuple[list[Moved], P
                 query_phl = fde.post_header(ev.QUERY, query_phl)
             elif typ == ev.QUERY:
                 schema, text = ev.parse_query(buf, s, e - cks, query_phl)
-                head = text.lstrip()[:6].upper()
-                if head in ("RENAME", "ALTER "):
+                if _MAYBE.search(text):
                     db = schema.decode("utf-8", "replace") or None
                     try:
-                        away = [t for t in moved_away(text, db) if selected(*t)]
-                        names = tuple((t.schema, t.table) for t in table_spans(text, db)) if away else ()
+                        away, names = moved(text, db)
                     except Exception:   # noqa: BLE001 - a statement no parser reads moves nothing we can name
-                        away = []
-                    if away:
-                        out.append(Moved(Position(file, pos), text, tuple(away), Position(file, logpos or pos), names))
+                        away, names = [], []
+                    away = [t for t in away if selected(*t)]
+                    if away and not (ignore is not None and ignore(names)):
+                        out.append(Moved(Position(file, pos), text, tuple(away), Position(file, logpos or pos),
+                                         tuple(t for t in names if selected(*t))))
             if logpos:
                 pos = logpos
     finally:
@@ -155,12 +202,24 @@ def harmful(moved: list[Moved], read_by: dict[tuple[str, str], list],
     [[('d', 'a')]]
     >>> [t for _, t in harmful(m, {("d", "a"): [None]})], harmful(m, {("d", "x"): [Position("b.1", 900)]})
     ([[('d', 'a')]], [])
+    >>> r = [Moved(Position("b.1", 500), "RENAME TABLE a TO b", (("d", "a"),), Position("b.1", 560), (("d", "a"), ("d", "b")))]
+    >>> harmful(r, {}, {("d", "a"): Position("b.1", 560), ("d", "b"): Position("b.1", 700)})
+    []
+    >>> [t for _, t in harmful(r, {}, {("d", "a"): Position("b.1", 900)})]   # b was not read again after it
+    [[('d', 'a'), ('d', 'b')]]
     """
     out = []
+    reread_at = reread_at or {}
     for mv in moved:
-        hit = [t for t in mv.away
-               if not (reread_at and t in reread_at and mv.end is not None
-                       and reread_at[t].key() >= mv.end.key())
+        # a statement over tables read again: harmless when all of them were read after it
+        # (the sync skips it) or none was (their load's chunks say); else it would move a table
+        # standing at its position into one the sync replays it onto, or the other way round
+        after = [t for t in mv.names if t in reread_at and mv.end is not None and reread_at[t].key() >= mv.end.key()]
+        if after and len(after) < len(set(mv.names)):
+            out.append((mv, sorted(set(mv.names))))
+            continue
+        hit = [t for t in mv.away if t not in after
+               and not (t in reread_at and reread_at[t].key() <= mv.pos.key())   # read again before it
                and any(p is None or p.key() >= mv.pos.key() for p in read_by.get(t, ()))]
         if hit:
             out.append((mv, hit))
@@ -177,3 +236,39 @@ def refusal(task_name: str, source_id: str, hits) -> str:
         lines.append(f"  at {mv.pos.file}:{mv.pos.pos}: {mv.statement.strip()[:500]} (read after it: {names})")
     return "\n".join(lines)
 
+
+def ddl_between(ep, start: Position, end: Position, names: set, *, server_id: int) -> list[str]:
+    """The statements (outside transactions) between ``start`` and ``end`` that name one of
+    ``names``: what may have changed those tables' definitions in that stretch."""
+    dump = BinlogDump(ep, start.file, start.pos, server_id=server_id, heartbeat=None, non_block=True)
+    cks = 4 if dump.checksum else 0
+    file, pos, query_phl = start.file, start.pos, 13
+    out: list[str] = []
+    try:
+        for buf, s, e in dump.events():
+            _ts, typ, _sid, _size, logpos, _flags = ev.HEADER.unpack_from(buf, s)
+            if typ == ev.ROTATE:
+                nxt = ev.parse_rotate(buf, s, e - cks)[1]
+                if nxt != file:
+                    file, pos = nxt, 4
+                continue
+            if typ == ev.FORMAT_DESCRIPTION:
+                fde = ev.parse_format_description(buf, s, e, dump.checksum)
+                cks = 4 if fde.checksum else 0
+                query_phl = fde.post_header(ev.QUERY, query_phl)
+            elif typ == ev.QUERY:
+                schema, text = ev.parse_query(buf, s, e - cks, query_phl)
+                if text.strip().upper() not in ("BEGIN", "COMMIT"):
+                    try:
+                        spans = table_spans(strip_comments(text), schema.decode("utf-8", "replace") or None)
+                    except Exception:   # noqa: BLE001 - unreadable: it may touch them
+                        spans = None
+                    if spans is None or any((sp.schema, sp.table) in names for sp in spans):
+                        out.append(text)
+            if logpos:
+                pos = logpos
+            if Position(file, pos).key() >= end.key():
+                break
+    finally:
+        dump.close()
+    return out

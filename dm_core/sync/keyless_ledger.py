@@ -49,8 +49,9 @@ Protocol:
 * Tables the full phase read again after a rename moved rows between them during the load
   (dm_core/full/reread.py; keyless or not) stand downstream as of their snapshot's position
   S too: ``reread_gate`` drops their row changes of transactions ending at or before S, and
-  ``reread_covers`` the statements before S that create, drop, truncate, rename or exchange
-  only such tables. Loaded with the handoff.
+  ``reread_covers`` the table DDL before S that changes only such tables (their targets were
+  made from definitions that had it). Loaded with the handoff, and kept when a re-sync or
+  --start-time clears the handoff.
 * Ledger rows below the checkpoint are pruned at the end of a window; rows at or past a new
   horizon (left over from before it was cleared) are dropped before it is recorded; a new full
   phase or the task's removal drops the source's rows. A checkpoint moved back by hand past
@@ -133,12 +134,16 @@ def verdict(origin: tuple, horizon: tuple | None, handoff: dict | None, end: tup
     ['in snapshot', 'in snapshot', 'exact']
     >>> verdict((6, 4, "u.k", 0), None, {"u.k": (6, 256)}, (6, 900))   # the new file's first, after a rotation
     'exact'
+    >>> verdict((5, 300, "u.k", 0, (5, 350)), None, h, (5, 300))   # a piece starting at the position
+    'exact'
     >>> verdict((5, 100, "u.new", 0), None, h, (5, 200))
     'exact'
     >>> verdict((5, 200, "u.other", 0), None, h), verdict((5, 200, "u.other", 0), (5, 100), h)
     ('legacy', 'exact')
     """
     start = (origin[0], origin[1])
+    if len(origin) > 4:   # a piece of a large transaction (row_path.py): its end is not known yet
+        end = origin[4]
     snap = handoff.get(origin[2]) if handoff else None
     if snap is CREATED:
         return EXACT
@@ -218,27 +223,33 @@ class KeylessLedger:
     def _load_handoff(self, st: dict) -> None:
         """The handoff's positions, read once per high watermark (on a connection of its own:
         this is the reader thread)."""
-        if not st.get("keyless_handoff") or not st.get("high_file"):
+        if not st.get("high_file"):
             self.handoff = self._handoff_of = None
             self.reread = {}
             return
         high = Position(st["high_file"], int(st["high_pos"])).key()
-        if self._handoff_of == high:
+        handoff = bool(st.get("keyless_handoff"))
+        if self._handoff_of == (high, handoff):
             return
         conn = self._connect()
         try:
-            got = chunk_writer.snapshots_of(conn, self.meta_schema, self.task, self.source_id)
+            # the tables read again stand at their positions whatever clears the handoff (a re-sync,
+            # --start-time): a replay from before them must never write their older rows
             self.reread = {t: Position(*fp).key()
                            for t, fp in chunk_writer.rereads_of(conn, self.meta_schema, self.task, self.source_id).items()}
+            got = chunk_writer.snapshots_of(conn, self.meta_schema, self.task, self.source_id) if handoff else None
         finally:
             conn.close()
         if self.reread:
             log.info("source %s: %d table(s) the full phase read again after renames catch up from their own "
                      "positions", self.source_id, len(self.reread))
+        if got is None:
+            self.handoff, self._handoff_of = None, (high, handoff)
+            return
         self.handoff = {t: CREATED if fp[0] == chunk_writer.CREATED_MARK else Position(*fp).key()
                         for t, fp in got.items() if fp is not None}
         self._marked = set(got)
-        self._handoff_of = high
+        self._handoff_of = (high, handoff)
         if self.handoff:
             log.info("source %s: %d keyless table(s) read by the full load at a known binlog position catch up "
                      "exactly from it", self.source_id, len(self.handoff))
@@ -251,21 +262,18 @@ class KeylessLedger:
         k = end.key()
         return lambda t: (at := self.reread.get(f"{t[0]}.{t[1]}")) is not None and k <= at
 
-    def reread_covers(self, kind: str, sql: str, tables, end: Position) -> bool:
-        """Whether a statement ending at ``end`` that makes, drops, empties or moves ``tables``
-        (upstream; the first is the one CREATE / TRUNCATE makes or empties) only touches tables
-        read again at or after it: they already stand as it left them."""
-        from dm_core.full.renames import moved_away
-
+    def reread_covers(self, kind: str, tables, end: Position, allowed=None) -> bool:
+        """Whether a table DDL ending at ``end`` changes only tables read again at or after it
+        (``tables``: upstream, the one it changes first, as route_ddl gives them; ``allowed``:
+        the block-allow list's test): their targets were made from definitions that already
+        had it (dm_core/full/reread.py makes sure no DDL named them between definition and
+        snapshot), so it is in effect."""
         if not self.reread or not tables:
             return False
-        if kind in ("create table", "truncate table"):
-            tables = tables[:1]
-        elif kind not in ("drop table", "rename table", "exchange table partition") and not (
-                kind == "alter table" and moved_away(sql, None)):
-            return False
+        changed = tables if kind in ("drop table", "rename table", "exchange table partition") else tables[:1]
+        changed = [t for t in changed if allowed is None or allowed(*t)]
         k = end.key()
-        return all((at := self.reread.get(f"{s}.{t}")) is not None and k <= at for s, t in tables)
+        return bool(changed) and all((at := self.reread.get(f"{s}.{t}")) is not None and k <= at for s, t in changed)
 
     def created(self, start: Position, tables) -> None:
         """A CREATE TABLE at ``start`` (reader thread) of upstream tables the full load never

@@ -185,7 +185,8 @@ class RowPath:
                 name = f"{ch.schema}.{ch.table}"
                 n = self._ordinals.get(name, 0)
                 self._ordinals[name] = n + 1
-                origin = (*here, name, n)
+                # a piece before the last: where it ends is unknown, a position inside it says the same
+                origin = (*here, name, n) if txn.inside is None else (*here, name, n, txn.inside.key())
             if skip_table is not None and skip_table((ch.schema, ch.table)):
                 continue
             if p.period is not None:   # a system-versioned table: its current rows only (versioned.py)

@@ -537,7 +537,7 @@ class Syncer:
     def _row_gate(self, txn: Txn):
         """Rows of tables a shard DDL rewind already applied are skipped (shard_sync.py), and those
         of tables the full phase read again later (keyless_ledger.py ``reread_gate``)."""
-        again = self.ledger.reread_gate(txn.end)
+        again = self.ledger.reread_gate(txn.inside or txn.end)   # a piece: a position inside its transaction
         if not self.shard.row_gate(txn.start):
             return again
         return lambda table: self.shard.skip_row(table, txn.start) or (again is not None and again(table))
@@ -581,7 +581,7 @@ class Syncer:
         routed = route_ddl(sql, txn.ddl_schema, self.rules.router.route, allow=ba.allow_table, mode=mode)
         if routed.kind in ("create database", "drop database", "alter database"):
             return self._database_ddl(txn, sql, routed, mode, dconn, res)
-        if self.ledger.reread_covers(routed.kind, sql, routed.tables, txn.end):
+        if self.ledger.reread_covers(routed.kind, routed.tables, txn.end, ba.allow_table):
             log.info("source %s: %s at %s: its tables were read again after it (full phase)", self.source_id, routed.kind, txn.start)
             return None
         if routed.kind == "create table":   # its rows are all the sync's from here (keyless_ledger.py)

@@ -149,3 +149,20 @@ def test_an_xa_transaction_prepared_across_the_read_keeps_its_rows(handoff, stac
     sess = SyncSession(task, sid, store, sleep=lambda s: None)
     steps(sess, "caught_up")
     assert _multiset(down, tdb, "k") == _multiset(up, db, "k") == [(1, "a"), (8, "xa")]
+
+
+def test_a_large_transaction_right_after_the_read_lands_whole(handoff, stack):
+    """The first transaction after the read's position starts at it; one large enough to come
+    in pieces (window.PIECE_BYTES) carries that start in every piece but its last: its rows are
+    not in the read and must all land."""
+    task, store, sid, db, tdb = handoff
+    up, down = stack["up1"], stack["down"]
+    run(up, *(s.format(k=qt(db, "k"), k2=qt(db, "k2"), t=qt(db, "t")) for s in SEED))
+    prepare(task, store)
+    done = run_load(task.name)
+    assert done.returncode == 0, done.stderr[-4000:]
+    run(up, f"INSERT INTO {qt(db, 'k')} SELECT seq % 7, REPEAT('y', 10) FROM {qi(db)}.seq_1_to_150000")
+    finish(task, store)
+    steps(SyncSession(task, sid, store, sleep=lambda s: None, transient_retries=2), "caught_up")
+    assert _multiset(down, tdb, "k") == _multiset(up, db, "k")
+    assert len(_multiset(down, tdb, "k")) == 150006

@@ -152,7 +152,11 @@ def test_a_rotation_while_the_table_loads_is_read_again(stack, uniq, tmp_path, m
         monkeypatch.delenv("SHARDFLOW_FAULTS")
         finish(ld.task, ld.store)
 
-        run(up, f"INSERT INTO {qt(s, 'log_old')} (name, amount) VALUES ('late to the old day', 3)",
+        # the first transaction after the re-read's snapshot, large enough to come in pieces (the
+        # pieces before its last carry its start, which is the snapshot's position)
+        run(up, f"INSERT INTO {qt(s, 'log')} (name, amount) SELECT REPEAT('x', 60), seq "
+                f"FROM {qi(s)}.seq_1_to_40000",
+            f"INSERT INTO {qt(s, 'log_old')} (name, amount) VALUES ('late to the old day', 3)",
             f"DELETE FROM {qt(s, 'log')} WHERE id = 2")
         assert_settled(drive(ld.task, ld.store, [ld.sid]))
         assert_union(ld.task, ld.store)
