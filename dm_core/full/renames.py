@@ -32,8 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dm_core.binlog import events as ev
-from dm_core.binlog.dump import BinlogDump
+from dm_core.binlog.queries import QueryScan
 from dm_core.ddl.kind import ddl_event_type, strip_comments
 from dm_core.ddl.text import table_spans
 from dm_core.position import Position
@@ -130,39 +129,19 @@ def scan(ep, low: Position, *, server_id: int, selected, ignore=None) -> tuple[l
     ``selected(schema, table)`` accepts (the task's block-allow list), and where the scan
     ended; ``ignore(names)``: leave out statements naming these tables (an online DDL tool's
     cut-over, which the sync turns into the real table's ALTER)."""
-    dump = BinlogDump(ep, low.file, low.pos, server_id=server_id, heartbeat=None, non_block=True)
-    cks = 4 if dump.checksum else 0
-    file, pos, query_phl = low.file, low.pos, 13
+    scan_ = QueryScan(ep, low, server_id=server_id)
     out: list[Moved] = []
-    try:
-        for buf, s, e in dump.events():
-            _ts, typ, _sid, _size, logpos, _flags = ev.HEADER.unpack_from(buf, s)
-            if typ == ev.ROTATE:   # the server's artificial one names our file, a real one the next
-                nxt = ev.parse_rotate(buf, s, e - cks)[1]
-                if nxt != file:
-                    file, pos = nxt, 4
-                continue
-            if typ == ev.FORMAT_DESCRIPTION:
-                fde = ev.parse_format_description(buf, s, e, dump.checksum)
-                cks = 4 if fde.checksum else 0
-                query_phl = fde.post_header(ev.QUERY, query_phl)
-            elif typ == ev.QUERY:
-                schema, text = ev.parse_query(buf, s, e - cks, query_phl)
-                if _MAYBE.search(text):
-                    db = schema.decode("utf-8", "replace") or None
-                    try:
-                        away, names = moved(text, db)
-                    except Exception:   # noqa: BLE001 - a statement no parser reads moves nothing we can name
-                        away, names = [], []
-                    away = [t for t in away if selected(*t)]
-                    if away and not (ignore is not None and ignore(names)):
-                        out.append(Moved(Position(file, pos), text, tuple(away), Position(file, logpos or pos),
-                                         tuple(t for t in names if selected(*t))))
-            if logpos:
-                pos = logpos
-    finally:
-        dump.close()
-    return out, Position(file, pos)
+    for q in scan_:
+        if not _MAYBE.search(q.text):
+            continue
+        try:
+            away, names = moved(q.text, q.schema)
+        except Exception:   # noqa: BLE001 - a statement no parser reads moves nothing we can name
+            away, names = [], []
+        away = [t for t in away if selected(*t)]
+        if away and not (ignore is not None and ignore(names)):
+            out.append(Moved(q.start, q.text, tuple(away), q.end, tuple(t for t in names if selected(*t))))
+    return out, scan_.last
 
 
 def component(moved: list[Moved], start) -> set[tuple[str, str]]:
@@ -240,35 +219,16 @@ def refusal(task_name: str, source_id: str, hits) -> str:
 def ddl_between(ep, start: Position, end: Position, names: set, *, server_id: int) -> list[str]:
     """The statements (outside transactions) between ``start`` and ``end`` that name one of
     ``names``: what may have changed those tables' definitions in that stretch."""
-    dump = BinlogDump(ep, start.file, start.pos, server_id=server_id, heartbeat=None, non_block=True)
-    cks = 4 if dump.checksum else 0
-    file, pos, query_phl = start.file, start.pos, 13
     out: list[str] = []
-    try:
-        for buf, s, e in dump.events():
-            _ts, typ, _sid, _size, logpos, _flags = ev.HEADER.unpack_from(buf, s)
-            if typ == ev.ROTATE:
-                nxt = ev.parse_rotate(buf, s, e - cks)[1]
-                if nxt != file:
-                    file, pos = nxt, 4
-                continue
-            if typ == ev.FORMAT_DESCRIPTION:
-                fde = ev.parse_format_description(buf, s, e, dump.checksum)
-                cks = 4 if fde.checksum else 0
-                query_phl = fde.post_header(ev.QUERY, query_phl)
-            elif typ == ev.QUERY:
-                schema, text = ev.parse_query(buf, s, e - cks, query_phl)
-                if text.strip().upper() not in ("BEGIN", "COMMIT"):
-                    try:
-                        spans = table_spans(strip_comments(text), schema.decode("utf-8", "replace") or None)
-                    except Exception:   # noqa: BLE001 - unreadable: it may touch them
-                        spans = None
-                    if spans is None or any((sp.schema, sp.table) in names for sp in spans):
-                        out.append(text)
-            if logpos:
-                pos = logpos
-            if Position(file, pos).key() >= end.key():
-                break
-    finally:
-        dump.close()
+    for q in QueryScan(ep, start, server_id=server_id):
+        if q.start.key() >= end.key():
+            break
+        if q.text.strip().upper() in ("BEGIN", "COMMIT"):
+            continue
+        try:
+            spans = table_spans(strip_comments(q.text), q.schema)
+        except Exception:   # noqa: BLE001 - unreadable: it may touch them
+            spans = None
+        if spans is None or any((sp.schema, sp.table) in names for sp in spans):
+            out.append(q.text)
     return out

@@ -27,6 +27,7 @@ from dm_core import faults
 from dm_core.config.task import parse_task
 from dm_core.db import connect, master_position, qi, qt
 from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.full import chunk_writer
 from dm_core.full.phase import finish, prepare
 from dm_core.reset import reset_task
 from dm_core.state import StateStore
@@ -72,6 +73,13 @@ class _Load:
         self.text = text
         self.proc = None
 
+    def begin(self, tables, rows=ROWS, *setup):
+        """The shard's tables with ``rows`` rows each, ``setup`` statements, the task, the low watermark."""
+        make_tables(self.stack["up1"], self.schema, tables, rows)
+        run(self.stack["up1"], *setup)
+        self.register()
+        self.low_watermark()
+
     def register(self):
         register(self.store, {self.sid: self.stack["up1"]}, self.name, self.text)
 
@@ -108,6 +116,20 @@ class _Load:
         run(self.stack["down"], f"DROP DATABASE IF EXISTS {qi(self.tdb)}")
 
 
+@pytest.fixture
+def new_load(stack, uniq, tmp_path):
+    """``new_load(prefix, shard_mode="")``: a _Load, closed (task reset, schemas dropped) after the test."""
+    made = []
+
+    def make(prefix, shard_mode=""):
+        made.append(_Load(stack, uniq, tmp_path, f"{prefix}{uniq}", shard_mode))
+        return made[-1]
+
+    yield make
+    for ld in made:
+        ld.close()
+
+
 def _rotate_while_loading(ld, up, table, rotation_to, new_rows):
     """``table`` loads and is written; meanwhile a new table is made and filled and swapped in
     for it (the old table's changes before the swap must not reach the new one downstream)."""
@@ -124,47 +146,42 @@ def _rotate_while_loading(ld, up, table, rotation_to, new_rows):
     assert _chunks(ld.stack["state_dsn"], ld.name, table) < 12, f"the rotation must land while {table} still loads"
 
 
-def test_a_rotation_while_the_table_loads_is_read_again(stack, uniq, tmp_path, monkeypatch):
-    ld = _Load(stack, uniq, tmp_path, f"rn{uniq}")
+def test_a_rotation_while_the_table_loads_is_read_again(stack, new_load, monkeypatch):
+    ld = new_load("rn")
     up, s = stack["up1"], ld.schema
-    try:
-        make_tables(up, s, ["log", "other"], ROWS)
-        ld.register()
-        ld.low_watermark()
-        # the new day's table, written before the swap (its ids overlap the old table's)
-        _rotate_while_loading(ld, up, "log", "log_old", "(1, 'new day 1', 1), (2, 'new day 2', 2), (700, 'n', 7)")
-        run(up, f"INSERT INTO {qt(s, 'log')} (name, amount) VALUES ('new day, after the swap', 9)",
-            f"UPDATE {qt(s, 'log_old')} SET amount = amount + 1000 WHERE id % 7 = 0")
-        ld.wait()
+    ld.begin(["log", "other"])
+    # the new day's table, written before the swap (its ids overlap the old table's)
+    _rotate_while_loading(ld, up, "log", "log_old", "(1, 'new day 1', 1), (2, 'new day 2', 2), (700, 'n', 7)")
+    run(up, f"INSERT INTO {qt(s, 'log')} (name, amount) VALUES ('new day, after the swap', 9)",
+        f"UPDATE {qt(s, 'log_old')} SET amount = amount + 1000 WHERE id % 7 = 0")
+    ld.wait()
 
-        # a failure once the targets are emptied, before they are read again: the rerun does it again
-        monkeypatch.setenv("SHARDFLOW_FAULTS", "full.reread.after_empty=raise:1")
-        faults._hits.clear()
-        with pytest.raises(faults.FaultInjected):
-            finish(ld.task, ld.store)
-        assert not ld.store.source_state(ld.name, ld.sid)["high_file"]
-        # and once the first table of the three is read again, not the second: all again next time
-        monkeypatch.setenv("SHARDFLOW_FAULTS", "full.small_table=raise:2")
-        faults._hits.clear()
-        with pytest.raises(ShardflowError) as got:
-            finish(ld.task, ld.store)
-        assert got.value.code is ErrorCode.FULL_LOAD_FAILED and "log_old" in str(got.value), str(got.value)
-        monkeypatch.delenv("SHARDFLOW_FAULTS")
+    # a failure once the targets are emptied, before they are read again: the rerun does it again
+    monkeypatch.setenv("SHARDFLOW_FAULTS", "full.reread.after_empty=raise:1")
+    faults._hits.clear()
+    with pytest.raises(faults.FaultInjected):
         finish(ld.task, ld.store)
+    assert not ld.store.source_state(ld.name, ld.sid)["high_file"]
+    # and once the first table of the three is read again, not the second: all again next time
+    monkeypatch.setenv("SHARDFLOW_FAULTS", "full.small_table=raise:2")
+    faults._hits.clear()
+    with pytest.raises(ShardflowError) as got:
+        finish(ld.task, ld.store)
+    assert got.value.code is ErrorCode.FULL_LOAD_FAILED and "log_old" in str(got.value), str(got.value)
+    monkeypatch.delenv("SHARDFLOW_FAULTS")
+    finish(ld.task, ld.store)
 
-        # the first transaction after the re-read's snapshot, large enough to come in pieces (the
-        # pieces before its last carry its start, which is the snapshot's position)
-        run(up, f"INSERT INTO {qt(s, 'log')} (name, amount) SELECT REPEAT('x', 60), seq "
-                f"FROM {qi(s)}.seq_1_to_40000",
-            f"INSERT INTO {qt(s, 'log_old')} (name, amount) VALUES ('late to the old day', 3)",
-            f"DELETE FROM {qt(s, 'log')} WHERE id = 2")
-        assert_settled(drive(ld.task, ld.store, [ld.sid]))
-        assert_union(ld.task, ld.store)
-        down = _tables(stack["down"], ld.tdb)
-        assert {"log", "log_old", "other"} <= down and "log_new" not in down, down
-        assert [c for c, _ in columns(stack["down"], ld.tdb, "log")] == [c for c, _ in columns(up, s, "log")]
-    finally:
-        ld.close()
+    # the first transaction after the re-read's snapshot, large enough to come in pieces (the
+    # pieces before its last carry its start, which is the snapshot's position)
+    run(up, f"INSERT INTO {qt(s, 'log')} (name, amount) SELECT REPEAT('x', 60), seq "
+            f"FROM {qi(s)}.seq_1_to_40000",
+        f"INSERT INTO {qt(s, 'log_old')} (name, amount) VALUES ('late to the old day', 3)",
+        f"DELETE FROM {qt(s, 'log')} WHERE id = 2")
+    assert_settled(drive(ld.task, ld.store, [ld.sid]))
+    assert_union(ld.task, ld.store)
+    down = _tables(stack["down"], ld.tdb)
+    assert {"log", "log_old", "other"} <= down and "log_new" not in down, down
+    assert [c for c, _ in columns(stack["down"], ld.tdb, "log")] == [c for c, _ in columns(up, s, "log")]
 
 
 # Other statements that move a table's rows while it loads: (what, setup before the load,
@@ -188,90 +205,76 @@ MOVES = [
 
 
 @pytest.mark.parametrize("what,setup,moves,present,absent", MOVES, ids=[m[0] for m in MOVES])
-def test_rows_moved_away_while_a_table_loads_are_read_again(stack, uniq, tmp_path, what, setup, moves, present,
-                                                             absent):
-    ld = _Load(stack, uniq, tmp_path, f"rv{uniq}")
+def test_rows_moved_away_while_a_table_loads_are_read_again(stack, new_load, what, setup, moves, present, absent):
+    ld = new_load("rv")
     up, s = stack["up1"], ld.schema
     names = {"log": qt(s, "log"), "s": qi(s)}
-    try:
-        make_tables(up, s, ["log", "other"], ROWS)
-        run(up, *[q.format(**names) for q in setup])
-        ld.register()
-        ld.low_watermark()
-        ld.start()
-        ld.wait_chunks("log", 3)
-        run(up, f"UPDATE {names['log']} SET amount = amount + 1 WHERE id % 9 = 0", *[q.format(**names) for q in moves])
-        assert _chunks(stack["state_dsn"], ld.name, "log") < 12, "the statement must land while log still loads"
-        ld.wait()
-        finish(ld.task, ld.store)
-        assert_settled(drive(ld.task, ld.store, [ld.sid]))
-        assert_union(ld.task, ld.store)
-        down = _tables(stack["down"], ld.tdb)
-        assert present <= down and not absent & down, down
-    finally:
-        ld.close()
+    ld.begin(["log", "other"], ROWS, *[q.format(**names) for q in setup])
+    ld.start()
+    ld.wait_chunks("log", 3)
+    run(up, f"UPDATE {names['log']} SET amount = amount + 1 WHERE id % 9 = 0", *[q.format(**names) for q in moves])
+    assert _chunks(stack["state_dsn"], ld.name, "log") < 12, "the statement must land while log still loads"
+    ld.wait()
+    finish(ld.task, ld.store)
+    assert_settled(drive(ld.task, ld.store, [ld.sid]))
+    assert_union(ld.task, ld.store)
+    down = _tables(stack["down"], ld.tdb)
+    assert present <= down and not absent & down, down
 
 
-def test_a_rotation_inside_a_merged_target_stops_the_handover(stack, uniq, tmp_path):
-    ld = _Load(stack, uniq, tmp_path, f"ro{uniq}")
+def test_a_rotation_inside_a_merged_target_stops_the_handover(stack, new_load):
+    ld = new_load("ro")
     up, s = stack["up1"], ld.schema
-    try:
-        make_tables(up, s, ["t_1", "t_2"], ROWS)   # both merge into `t`, ids told apart by the partition id
-        ld.register()
-        ld.low_watermark()
-        _rotate_while_loading(ld, up, "t_1", "t_3", "(1, 'new 1', 1), (700, 'new 700', 7)")
-        ld.wait()
+    ld.begin(["t_1", "t_2"])   # both merge into `t`, ids told apart by the partition id
+    _rotate_while_loading(ld, up, "t_1", "t_3", "(1, 'new 1', 1), (700, 'new 700', 7)")
+    ld.wait()
 
-        with pytest.raises(ShardflowError) as got:
-            finish(ld.task, ld.store)
-        assert got.value.code is ErrorCode.FULL_LOAD_RENAMED
-        text = str(got.value)
-        assert f"`{s}`.`t_1`" in text and "RENAME TABLE" in text and "merged" in text, text
-        assert "--remove-meta" in text, text   # the workaround comes with it
-        st = ld.store.source_state(ld.name, ld.sid)
-        assert st["error_code"] == ErrorCode.FULL_LOAD_RENAMED.number and f"`{s}`.`t_1`" in st["error"]
-        assert not st["high_file"] and st["stage"] == "full", "nothing may hand over to the sync"
-
-        # the way out the error gives: drop the downstream tables, start over from a new low watermark
-        run(stack["down"], f"DROP DATABASE IF EXISTS {qi(ld.tdb)}")
-        ld.register()            # reset_task + the task again: start-task --remove-meta
-        ld.low_watermark()
-        ld.start(sleep="0")
-        ld.wait()
+    with pytest.raises(ShardflowError) as got:
         finish(ld.task, ld.store)
-        run(up, f"INSERT INTO {qt(s, 't_3')} (name, amount) VALUES ('late', 3)")
-        assert_settled(drive(ld.task, ld.store, [ld.sid]))
-        assert_union(ld.task, ld.store)
-    finally:
-        ld.close()
+    assert got.value.code is ErrorCode.FULL_LOAD_RENAMED
+    text = str(got.value)
+    assert f"`{s}`.`t_1`" in text and "RENAME TABLE" in text and "merged" in text, text
+    assert "--remove-meta" in text, text   # the workaround comes with it
+    st = ld.store.source_state(ld.name, ld.sid)
+    assert st["error_code"] == ErrorCode.FULL_LOAD_RENAMED.number and f"`{s}`.`t_1`" in st["error"]
+    assert not st["high_file"] and st["stage"] == "full", "nothing may hand over to the sync"
+
+    # the way out the error gives: drop the downstream tables, start over from a new low watermark
+    run(stack["down"], f"DROP DATABASE IF EXISTS {qi(ld.tdb)}")
+    ld.register()            # reset_task + the task again: start-task --remove-meta
+    ld.low_watermark()
+    ld.start(sleep="0")
+    ld.wait()
+    finish(ld.task, ld.store)
+    run(up, f"INSERT INTO {qt(s, 't_3')} (name, amount) VALUES ('late', 3)")
+    assert_settled(drive(ld.task, ld.store, [ld.sid]))
+    assert_union(ld.task, ld.store)
 
 
-def test_renames_that_harm_nothing_pass(stack, uniq, tmp_path):
-    ld = _Load(stack, uniq, tmp_path, f"rm{uniq}")
+def test_renames_that_harm_nothing_pass(stack, new_load):
+    ld = new_load("rm")
     up, s = stack["up1"], ld.schema
-    try:
-        make_tables(up, s, ["big", "small", "early"], 0)
-        run(up, *[f"INSERT INTO {qt(s, 'big')} (name, amount) SELECT CONCAT('b', seq), seq FROM {qi(s)}.seq_1_to_{ROWS}",
-                  f"INSERT INTO {qt(s, 'small')} (name, amount) SELECT CONCAT('s', seq), seq FROM {qi(s)}.seq_1_to_20",
-                  f"INSERT INTO {qt(s, 'early')} (name, amount) SELECT CONCAT('e', seq), seq FROM {qi(s)}.seq_1_to_20"])
-        ld.register()
-        ld.low_watermark()
-        # after the low watermark, before the targets: the load plans and reads `early_2`
-        run(up, f"INSERT INTO {qt(s, 'early')} (name, amount) VALUES ('before the rename', 1)",
-            f"RENAME TABLE {qt(s, 'early')} TO {qt(s, 'early_2')}")
-        ld.start()
-        ld.wait_chunks("small", 1)    # the small tables' pass has read `small` whole
-        ld.wait_chunks("big", 2)
-        run(up, f"RENAME TABLE {qt(s, 'small')} TO {qt(s, 'small_2')}",
-            f"INSERT INTO {qt(s, 'small_2')} (name, amount) VALUES ('after the rename', 2)",
-            f"UPDATE {qt(s, 'small_2')} SET amount = amount + 100 WHERE id % 3 = 0")
-        assert _chunks(stack["state_dsn"], ld.name, "big") < 12, "the rename must land while the load runs"
-        ld.wait()
-        finish(ld.task, ld.store)     # no FULL_LOAD_RENAMED
-        run(up, f"INSERT INTO {qt(s, 'early_2')} (name, amount) VALUES ('after the load', 3)")
-        assert_settled(drive(ld.task, ld.store, [ld.sid]))
-        assert_union(ld.task, ld.store)
-        down = _tables(stack["down"], ld.tdb)
-        assert {"big", "small_2", "early_2"} <= down and not {"small", "early"} & down, down
-    finally:
-        ld.close()
+    ld.begin(["big", "small", "early"], 0,
+             f"INSERT INTO {qt(s, 'big')} (name, amount) SELECT CONCAT('b', seq), seq FROM {qi(s)}.seq_1_to_{ROWS}",
+             f"INSERT INTO {qt(s, 'small')} (name, amount) SELECT CONCAT('s', seq), seq FROM {qi(s)}.seq_1_to_20",
+             f"INSERT INTO {qt(s, 'early')} (name, amount) SELECT CONCAT('e', seq), seq FROM {qi(s)}.seq_1_to_20")
+    # after the low watermark, before the targets: the load plans and reads `early_2`
+    run(up, f"INSERT INTO {qt(s, 'early')} (name, amount) VALUES ('before the rename', 1)",
+        f"RENAME TABLE {qt(s, 'early')} TO {qt(s, 'early_2')}")
+    ld.start()
+    ld.wait_chunks("small", 1)    # the small tables' pass has read `small` whole
+    ld.wait_chunks("big", 2)
+    run(up, f"RENAME TABLE {qt(s, 'small')} TO {qt(s, 'small_2')}",
+        f"INSERT INTO {qt(s, 'small_2')} (name, amount) VALUES ('after the rename', 2)",
+        f"UPDATE {qt(s, 'small_2')} SET amount = amount + 100 WHERE id % 3 = 0")
+    assert _chunks(stack["state_dsn"], ld.name, "big") < 12, "the rename must land while the load runs"
+    ld.wait()
+    finish(ld.task, ld.store)     # no FULL_LOAD_RENAMED, and nothing read again
+    conn = connect(stack["down"])
+    assert chunk_writer.rereads_of(conn, ld.task.meta_schema, ld.name, ld.sid) == {}
+    conn.close()
+    run(up, f"INSERT INTO {qt(s, 'early_2')} (name, amount) VALUES ('after the load', 3)")
+    assert_settled(drive(ld.task, ld.store, [ld.sid]))
+    assert_union(ld.task, ld.store)
+    down = _tables(stack["down"], ld.tdb)
+    assert {"big", "small_2", "early_2"} <= down and not {"small", "early"} & down, down
