@@ -195,7 +195,10 @@ def _read_again(task, store, sid, ep, names: set, reread_at: dict) -> tuple[str 
         results = list(small_tables.copy_specs(target_ep)([dataclasses.replace(s, snapshot=True) for s in specs]))
         failed = [f"{r['name']}: {r['error']}" for r in results if r["error"]]
         if failed:
-            raise ErrorCode.FULL_LOAD_FAILED.error("reading tables again after renames failed:\n  " + "\n  ".join(failed))
+            raise ErrorCode.FULL_LOAD_FAILED.error(
+                "reading tables again after renames failed:\n  " + "\n  ".join(failed),
+                workaround="Run the full DAG's finish task again (clear it in the Airflow UI): it reads these tables "
+                           "again from the start; everything else stays loaded.")
         at = chunk_writer.rereads_of(down, meta, task.name, sid)
         unplaced = [f"`{st.schema}`.`{st.table}`" for st in present if f"{st.schema}.{st.table}" not in at]
         if unplaced:
@@ -211,8 +214,13 @@ def _read_again(task, store, sid, ep, names: set, reread_at: dict) -> tuple[str 
         by = binlog_end(task, ep)
         rows = {r["name"]: r["rows"] for r in results}
         for st in present:
+            # every chunk of the load's plan stays done (a rerun of the load must not add its rows
+            # again): chunk 0 holds the copy's rows
+            ids = store.done_chunks(task.name, sid, st.schema, st.table) | {0}
             store.forget_chunks(task.name, sid, st.schema, st.table)
-            store.mark_chunk_done(task.name, sid, st.schema, st.table, 0, rows.get(st.name, 0), read_by=by)
+            for c in sorted(ids):
+                store.mark_chunk_done(task.name, sid, st.schema, st.table, c, rows.get(st.name, 0) if c == 0 else 0,
+                                      read_by=by)
             reread_at[st.schema, st.table] = Position(*at[f"{st.schema}.{st.table}"])
         log.info("source %s: %d table(s) read again in %.1fs (%d rows), each at its own binlog position", sid,
                  len(present), time.monotonic() - t0, sum(rows.values()))
