@@ -97,7 +97,7 @@ def settle(task, store, source_id: str) -> str | None:
         ignore = lambda names: any(kinds.kind(t) != REAL for _, t in names)   # noqa: E731
     again: set = set()   # names whose definition changed while they were read again: once more
     said = ""
-    for _ in range(ROUNDS):
+    for n in range(ROUNDS + 1):   # each reading again is checked by one more scan
         t0 = time.monotonic()
         moved, start = renames.scan(ep, start, server_id=server_id, selected=allowed, ignore=ignore)
         seen += moved
@@ -108,6 +108,8 @@ def settle(task, store, source_id: str) -> str | None:
         if not hits and not again:
             return None
         said = renames.refusal(task.name, source_id, hits) if hits else said
+        if n == ROUNDS:
+            break
         names = {n for n in renames.component(seen, {t for _, ts in hits for t in ts} | again) if allowed(*n)}
         log.warning("%s\nreading again at a consistent snapshot: %s", said,
                     ", ".join(f"`{s}`.`{t}`" for s, t in sorted(names)))
