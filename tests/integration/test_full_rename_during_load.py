@@ -18,6 +18,7 @@
 """
 
 import subprocess
+import threading
 import time
 
 import psycopg2
@@ -278,3 +279,34 @@ def test_renames_that_harm_nothing_pass(stack, new_load):
     assert_union(ld.task, ld.store)
     down = _tables(stack["down"], ld.tdb)
     assert {"big", "small_2", "early_2"} <= down and not {"small", "early"} & down, down
+
+
+def test_a_ddl_while_a_table_is_read_again_reads_it_once_more(stack, new_load, monkeypatch):
+    """An ALTER lands between the moment a re-read table's target is made and its snapshot:
+    the copy was read against the older definition, so the table is read once more (else the
+    new column, skipped with every DDL before the snapshot, would be missing downstream)."""
+    ld = new_load("rd")
+    up, s = stack["up1"], ld.schema
+    ld.begin(["log", "other"])
+    ld.start()
+    ld.wait_chunks("log", 3)
+    run(up, f"RENAME TABLE {qt(s, 'log')} TO {qt(s, 'log_2')}")
+    ld.wait()
+
+    def alter_meanwhile():
+        time.sleep(0.5)
+        run(up, f"ALTER TABLE {qt(s, 'log_2')} ADD COLUMN z int NOT NULL DEFAULT 5",
+            f"UPDATE {qt(s, 'log_2')} SET z = 7 WHERE id % 2 = 0")
+
+    monkeypatch.setenv("SHARDFLOW_FAULTS", "full.reread.after_empty=sleep:2")
+    faults._hits.clear()
+    t = threading.Thread(target=alter_meanwhile)
+    t.start()
+    try:
+        finish(ld.task, ld.store)
+    finally:
+        t.join()
+    monkeypatch.delenv("SHARDFLOW_FAULTS")
+    assert_settled(drive(ld.task, ld.store, [ld.sid]))
+    assert_union(ld.task, ld.store)
+    assert columns(stack["down"], ld.tdb, "log_2") == columns(up, s, "log_2")
