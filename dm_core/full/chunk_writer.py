@@ -70,17 +70,8 @@ def snapshots_of(conn, meta_schema: str, task: str, source_id: str) -> dict[str,
     """upstream ``schema.table`` -> (binlog file, position) its whole-table chunk was read at
     (snapshot_read.py), or None, for every table of the source the full load (or the sync's
     ``record_created``) marked; a missing marker table is empty."""
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT table_name, snap_file, snap_pos FROM {qt(meta_schema, MARKER_TABLE)} "
-                        "WHERE task = %s AND source_id = %s", (task, source_id))
-            rows = cur.fetchall()
-    except Exception as e:  # noqa: BLE001 - no marker table (or an old one): no positions
-        if errno_of(e) not in (1146, 1049, 1054):
-            raise
-        return {}
     out: dict[str, tuple[str, int] | None] = {}
-    for t, f, p in rows:
+    for t, f, p in _snap_rows(conn, meta_schema, task, source_id):
         if f is not None:
             out[as_str(t)] = (as_str(f), int(p))
         else:
@@ -115,16 +106,23 @@ def reread_plan_id(task: str, source_id: str, table_name: str) -> str:
 def rereads_of(conn, meta_schema: str, task: str, source_id: str) -> dict[str, tuple[str, int]]:
     """upstream ``schema.table`` -> (binlog file, position) of each table the full phase read
     again (or found gone) after renames (reread.py); a missing marker table is empty."""
+    return {as_str(t): (as_str(f), int(p))
+            for t, f, p in _snap_rows(conn, meta_schema, task, source_id, reread=True) if f is not None}
+
+
+def _snap_rows(conn, meta_schema: str, task: str, source_id: str, *, reread: bool = False) -> list[tuple]:
+    """(table_name, snap_file, snap_pos) of the source's markers (only the re-read ones with
+    ``reread``); none when there is no marker table (or an old one without the columns)."""
     try:
         with conn.cursor() as cur:
-            cur.execute(f"SELECT table_name, snap_file, snap_pos FROM {qt(meta_schema, MARKER_TABLE)} WHERE task = %s "
-                        "AND source_id = %s AND plan_id LIKE %s AND snap_file IS NOT NULL",
-                        (task, source_id, REREAD + "%"))
-            return {as_str(t): (as_str(f), int(p)) for t, f, p in cur.fetchall()}
-    except Exception as e:  # noqa: BLE001 - no marker table (or an old one): none
+            cur.execute(f"SELECT table_name, snap_file, snap_pos FROM {qt(meta_schema, MARKER_TABLE)} "
+                        "WHERE task = %s AND source_id = %s" + (" AND plan_id LIKE %s" if reread else ""),
+                        (task, source_id) + ((REREAD + "%",) if reread else ()))
+            return cur.fetchall()
+    except Exception as e:  # noqa: BLE001 - no marker table (or an old one): no positions
         if errno_of(e) not in (1146, 1049, 1054):
             raise
-        return {}
+        return []
 
 
 def forget_tables(conn, meta_schema: str, task: str, source_id: str, table_names: list[str]) -> None:

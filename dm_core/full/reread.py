@@ -120,18 +120,23 @@ def settle(task, store, source_id: str) -> str | None:
             "the full phase over once that has stopped")
 
 
-def _targets_shared(task, store, present: set, routed_of: dict) -> list[str]:
-    """The names whose target other upstream tables of the task (any source) also route to."""
+def _targets_shared(task, store, sid, now: dict, routed_of: dict) -> list[str]:
+    """The names whose target other upstream tables of the task (any source) also route to;
+    ``now``: source ``sid``'s tables as just listed."""
     count: Counter = Counter()
     for inst in task.mysql_instances:
-        conn = connect(source_endpoint(store, inst.source_id))
-        try:
-            for t in discover(conn, inst.source_id, task.rules_for(inst.source_id)):
-                count[t.target_schema.lower(), t.target_table.lower()] += 1
-        finally:
-            conn.close()
+        if inst.source_id == sid:
+            tables = now.values()
+        else:
+            conn = connect(source_endpoint(store, inst.source_id))
+            try:
+                tables = discover(conn, inst.source_id, task.rules_for(inst.source_id))
+            finally:
+                conn.close()
+        for t in tables:
+            count[t.target_schema.lower(), t.target_table.lower()] += 1
     for n, tgt in routed_of.items():
-        if n not in present:   # a name gone upstream still has its target
+        if n not in now:   # a name gone upstream still has its target
             count[tgt] += 1
     return [f"`{s}`.`{t}`" for (s, t), tgt in sorted(routed_of.items()) if count[tgt] > 1]
 
@@ -153,7 +158,7 @@ def _read_again(task, store, sid, ep, names: set, reread_at: dict) -> tuple[str 
     present = [now[n] for n in sorted(names) if n in now]
     gone = sorted(n for n in names if n not in now)
     routed_of = {n: tuple(x.lower() for x in rules.router.route(*n)) for n in names}
-    shared = _targets_shared(task, store, {(t.schema, t.table) for t in present}, routed_of)
+    shared = _targets_shared(task, store, sid, now, routed_of)
     if shared:
         return (f"{', '.join(shared)} load into targets other tables are merged into, so they cannot be read again "
                 "alone"), set()

@@ -197,7 +197,7 @@ class KeylessLedger:
         self._unsaved: Position | None = None
         self.server: str | None = None
         self.handoff: dict | None = None        # {upstream table: key of the position the load read it at}
-        self._handoff_of: tuple | None = None   # the high watermark self.handoff was read for
+        self._handoff_of: tuple | None = None   # (high watermark, handoff on) the positions were read for
         self._marked: set[str] = set()          # upstream tables the full load (or ``created``) marked
         self.reread: dict[str, tuple] = {}      # upstream table read again after renames -> its position's key
 

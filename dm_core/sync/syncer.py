@@ -582,7 +582,8 @@ class Syncer:
         if routed.kind in ("create database", "drop database", "alter database"):
             return self._database_ddl(txn, sql, routed, mode, dconn, res)
         if self.ledger.reread_covers(routed.kind, routed.tables, txn.end, ba.allow_table):
-            log.info("source %s: %s at %s: its tables were read again after it (full phase)", self.source_id, routed.kind, txn.start)
+            log.info("source %s: %s at %s: its tables were read again after it (full phase)", self.source_id,
+                     routed.kind, txn.start)
             return None
         if routed.kind == "create table":   # its rows are all the sync's from here (keyless_ledger.py)
             self.ledger.created(txn.start or txn.end, [t for t in routed.tables[:1] if ba.allow_table(*t)])
