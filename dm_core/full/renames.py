@@ -17,14 +17,14 @@ A rename whose *new* name the load planned is harmless (the load read the rename
 under its new name; the replay's rename finds it done, ddl/replay.py), and so is one after
 the last read of the table it moves (the replay moves the loaded rows with it).
 
-What is checked (``harmful``): each RENAME / ``ALTER TABLE ... RENAME`` / EXCHANGE PARTITION
-between L and the end of the binlog now (``scan``: query events only, headers skipped
-otherwise) against the chunks the load recorded: a table whose rows the statement moved
-away (``moved_away``) is harmed when one of its chunks was recorded at or after the
+What is checked (``harmful``): each such statement between L and the end of the binlog now
+(``scan``: query events only, headers skipped otherwise; ``moved`` says which tables a
+statement moves rows out of) against the chunks the load recorded: a table whose rows the
+statement moved away is harmed when one of its chunks was recorded at or after the
 statement's position (each chunk records the upstream's binlog end once it is committed:
-its read ended before that; a chunk without one counts as after). The full phase then does
-not hand over to the sync: FULL_LOAD_RENAMED names each statement, its position and the
-tables, with what to do (a new full phase, once the renames are over).
+its read ended before that; a chunk without one counts as after). reread.py reads harmed
+tables again, or the full phase does not hand over to the sync (FULL_LOAD_RENAMED, naming
+each statement, its position and the tables, with what to do).
 """
 
 from __future__ import annotations
@@ -117,11 +117,6 @@ def moved(sql: str, default_schema: str | None) -> tuple[list[tuple[str, str]], 
         x = _span_of(m.group(1), default_schema)
         return [x], table + [x]
     return [], []
-
-
-def moved_away(sql: str, default_schema: str | None) -> list[tuple[str, str]]:
-    """The tables whose rows ``sql`` moves to another name (``moved``)."""
-    return moved(sql, default_schema)[0]
 
 
 def scan(ep, low: Position, *, server_id: int, selected, ignore=None) -> tuple[list[Moved], Position]:
