@@ -39,6 +39,26 @@ def _task_name(arg: str) -> str:
     return arg
 
 
+def _tasks_using(store, source_id: str) -> list[str]:
+    """Tasks not stopped whose file names ``source_id`` (read as YAML only: a file stored by an
+    older version must not keep a source from being checked)."""
+    import yaml
+
+    from dm_core.state.lifecycle import STOPPED
+
+    out = []
+    for name, status in store.list_tasks():
+        got = store.get_task(name) if status != STOPPED else None
+        try:
+            doc = yaml.safe_load(got[0]) if got else None
+        except yaml.YAMLError:
+            doc = None
+        instances = doc.get("mysql-instances") if isinstance(doc, dict) else None
+        if any(isinstance(i, dict) and i.get("source-id") == source_id for i in instances or ()):
+            out.append(name)
+    return out
+
+
 def _load_task_from_store(store, name: str, *, credentials: bool = False):
     """(task, status); ``credentials``: expand ${ENV} (only commands that connect downstream)."""
     from dm_core.config.task import parse_task
@@ -91,7 +111,13 @@ def cmd_operate_source(a) -> int:
                 sid = f
                 if Path(f).exists():   # only its source-id is read: stopping needs no connection
                     sid = load_source_file(f).source_id
-                if store.disable_source(sid):
+                users = _tasks_using(store, sid)
+                if users:   # DM's 46010: its sensors and the others' shard DDL locks need it
+                    print(f"source {sid} is used by task(s) {', '.join(users)} that are not stopped: not stopped; "
+                          "`dmctl stop-task TASK` first (the task's other sources and its shard DDL locks read this one too)",
+                          file=sys.stderr)
+                    rc = 1
+                elif store.disable_source(sid):
                     print(f"source {sid}: stopped")
                 else:                  # DM's words
                     print(f"source config with ID {sid} not exists (not registered, or stopped already)",

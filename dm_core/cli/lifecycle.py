@@ -225,7 +225,15 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         if start_time is not None and not a.remove_meta:
             refuse_start_time_with_shard_state(store, task)
         info = store.task_info(task.name)
+        if info is not None and not a.remove_meta:
+            refuse_shard_state_changes(store, task)
         if info is not None and info["status"] != lc.STOPPED:
+            if only and text != info["config_text"]:
+                raise ErrorCode.CONFIG_INVALID.error(
+                    f"start-task -s starts sources of task {task.name} as it runs, and {a.file} differs from the "
+                    f"file it runs with: nothing started",
+                    workaround=f"Give the file the task was started with, or `dmctl stop-task {task.name}` and "
+                               f"start the whole task with the new file.")
             active = [f"{lc.dag_id(task.name, p)} run {r['dag_run_id']} ({r['state']})"
                       for p in lc.PHASES for r in api.active_runs(lc.dag_id(task.name, p))]
             if only:
@@ -321,6 +329,19 @@ def refuse_start_time_with_shard_state(store, task) -> None:
             + "), which positions before or after the new start would contradict",
             workaround="Add --remove-meta to start over from that time (checkpoints and shard DDL state are "
                        "forgotten), or start without --start-time.")
+
+
+def refuse_shard_state_changes(store, task) -> None:
+    """A start from the checkpoints with a file the kept shard DDL state does not fit (shard-mode
+    switched, a table or source taken out while rows are held back for it): refused before
+    anything is stored (dm_core/shardddl/state_check.py says why)."""
+    from dm_core.shardddl.state_check import conflicts
+
+    found = conflicts(task, store)
+    if found:
+        raise ErrorCode.SHARD_DDL_STATE_CHANGED.error(
+            f"task {task.name}: the task file does not fit the shard DDL state its sources keep; nothing "
+            "started:\n  " + "\n  ".join(found))
 
 
 def _start_sources(api, store, task, sources: list[str], active: list[str], start_time: str | None = None) -> int:

@@ -71,8 +71,9 @@ import logging
 from dataclasses import dataclass, field
 
 from dm_core import faults
+from dm_core.errors import ErrorCode
 from dm_core.position import Position
-from dm_core.shardddl import executor
+from dm_core.shardddl import executor, state_check
 from dm_core.shardddl.common import EXEC, HOLD, SKIP, WAIT, fmt_tables, lock_id_of
 from dm_core.shardddl.ddl_norm import CREATE, IGNORE, NormalizedDDL
 from dm_core.shardddl.downstream import read_table_schema
@@ -121,9 +122,18 @@ class ShardSync:
     def load(self, state: dict, start: Position | None = None) -> Position | None:
         """Restore (or build) this source's first-level groups at the start of a window.
         Optimistic mode: the held tables; returns where to read from instead of ``start`` when
-        the lock released some of them meanwhile (another source ran the change last)."""
+        the lock released some of them meanwhile (another source ran the change last).
+        Raises SHARD_DDL_STATE_CHANGED when the saved state holds rows back under a mode or a
+        membership the task file no longer has (state_check.py)."""
+        saved = state.get("shard_groups")
+        clash = state_check.source_conflicts(self.task, self.source_id, saved)
+        if not clash and saved and state_check.holds(saved):   # a lock it waits on must be one the task can settle
+            from dm_core.shardddl.coordinator import list_locks
+
+            clash = state_check.lock_conflicts(self.task, list_locks(self.store, self.task.name, active_only=True))
+        if clash:
+            raise ErrorCode.SHARD_DDL_STATE_CHANGED.error("; ".join(clash) + ". Nothing was skipped or applied.")
         if self.mode == "optimistic":
-            saved = state.get("shard_groups")
             self.groups = HeldTables.from_json(saved)
             self._saved = self.groups.to_json() if saved else None
             self._idle = None
@@ -137,13 +147,16 @@ class ShardSync:
             return self.groups.replay_start()
         if self.mode != "pessimistic":
             return None
-        saved = state.get("shard_groups")
         if saved:
             groups = SourceShardGroups.from_json(saved)
             self._saved = groups.to_json()
         else:
             groups = SourceShardGroups()
             self._saved = None
+        dropped = state_check.prune(groups, self.task.rules_for(self.source_id))
+        if dropped:   # an idle group must not wait for them in its next round
+            log.info("source %s: %s left the task's sharding groups (the task file no longer routes them there)",
+                     self.source_id, fmt_tables(dropped))
         for target, tables in self.membership.tables_of(self.source_id).items():
             if not self.membership.sharded(target):
                 continue
@@ -216,7 +229,6 @@ class ShardSync:
         (the rows of released held tables, optimistic, or a group's skipped rows, pessimistic,
         purged upstream before the lock resolved) is HELD_ROWS_PURGED, naming the tables and
         positioned at ``at`` for `dmctl binlog skip`."""
-        from dm_core.errors import ErrorCode
 
         g = self.groups
         replaying = g.replaying if isinstance(g, (HeldTables, SourceShardGroups)) else {}

@@ -102,6 +102,7 @@ def dm_case(case: str, tmp_path: Path, stack, sources: dict[str, str], databases
         yield files, store
     finally:
         reset_task(store, files.name)
+        store.stop_task(files.name)   # ended as a user ends it: a later case may stop its sources
         store.close()
         clean()
 
