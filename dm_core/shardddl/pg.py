@@ -245,5 +245,10 @@ def remove_task(store, task: str) -> int:
     """Forget every lock of a task (stop-task / a fresh start). Returns how many."""
     ensure_tables(store)
     with store.tx() as cur:
-        cur.execute(f"DELETE FROM {schema()}.shardddl_lock WHERE task = %s", (task,))
-        return cur.rowcount
+        return delete_task(cur, task)
+
+
+def delete_task(cur, task: str) -> int:
+    """``remove_task`` inside the caller's transaction (the tables exist: ``ensure_tables``)."""
+    cur.execute(f"DELETE FROM {schema()}.shardddl_lock WHERE task = %s", (task,))
+    return cur.rowcount

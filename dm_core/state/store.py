@@ -269,10 +269,7 @@ class StateStore:
         Only the store's own tables: ``dm_core.reset.reset_task`` also clears what other
         parts keep about those positions."""
         with self.tx() as cur:
-            cur.execute(f"DELETE FROM {SCHEMA}.source_state WHERE task = %s", (name,))
-            cur.execute(f"DELETE FROM {SCHEMA}.full_chunk WHERE task = %s", (name,))
-            cur.execute(f"DELETE FROM {SCHEMA}.operator_command WHERE task = %s", (name,))
-            cur.execute(f"DELETE FROM {SCHEMA}.sync_window WHERE task = %s", (name,))
+            forget_task_rows(cur, name)
 
     # ---- per-source state ------------------------------------------------------------
     def source_state(self, task: str, source_id: str) -> dict:
@@ -468,3 +465,9 @@ class StateStore:
 def _pos_text(pos) -> str:
     """How a position is kept in operator_command.binlog_pos (DM's ``-b`` form)."""
     return f"{pos.file}:{pos.pos}"
+
+
+def forget_task_rows(cur, name: str) -> None:
+    """``StateStore.forget_task`` inside the caller's transaction."""
+    for table in ("source_state", "full_chunk", "operator_command", "sync_window"):
+        cur.execute(f"DELETE FROM {SCHEMA}.{table} WHERE task = %s", (name,))

@@ -54,7 +54,17 @@ def remove_task(store, task: str) -> None:
     """Forget a task's overlays (its positions are being forgotten)."""
     _ensure(store)
     with store.tx() as cur:
-        cur.execute(f"DELETE FROM {_schema.SCHEMA}.schema_overlay WHERE task = %s", (task,))
+        delete_task(cur, task)
+
+
+def ensure(store) -> None:
+    """Create this module's state table if missing (before ``delete_task`` in a wider transaction)."""
+    _ensure(store)
+
+
+def delete_task(cur, task: str) -> None:
+    """``remove_task`` inside the caller's transaction."""
+    cur.execute(f"DELETE FROM {_schema.SCHEMA}.schema_overlay WHERE task = %s", (task,))
 
 
 class SchemaOverlays:

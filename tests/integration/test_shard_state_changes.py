@@ -229,3 +229,25 @@ def test_start_task_s_with_another_file_is_refused(two_sources, tmp_path, capsys
     err = capsys.readouterr().err
     assert "differs from the file it runs with" in err and "nothing started" in err, err
     assert setup.store.task_info(setup.name)["config_text"] == setup.text
+
+
+def test_a_reset_killed_part_way_forgets_nothing(two_sources, monkeypatch):
+    """`start-task --remove-meta` forgets positions and shard DDL locks in one transaction: a
+    reset killed between the two used to leave the locks, which the next start (seeing no
+    positions: fresh) carried into a new full phase."""
+    import dm_core.reset as reset
+
+    setup, p = two_sources
+    a, b, lock_id = _a_waits_on_b(setup, p)
+
+    def killed(cur, task):
+        raise RuntimeError("killed before the schema overlays went")
+
+    monkeypatch.setattr(reset.schema_overlay, "delete_task", killed)
+    with pytest.raises(RuntimeError):
+        reset.reset_task(setup.store, setup.name)
+    assert source_states(setup.task, setup.store)[a]["binlog_file"]        # positions kept
+    assert [lk["lock_id"] for lk in active_locks(setup.task, setup.store)] == [lock_id]
+    monkeypatch.undo()
+    reset.reset_task(setup.store, setup.name)
+    assert not source_states(setup.task, setup.store) and not active_locks(setup.task, setup.store)
