@@ -185,7 +185,12 @@ def cmd_pause_resume(a, open_store, pause: bool) -> int:
             return 1
         states = {s["source_id"]: s for s in store.all_source_states(task.name)}
         stopped = [s for s in sources if states.get(s, {}).get("requested") == lc.STOPPED]
-        if stopped:
+        if stopped and not a.source and len(stopped) < len(sources):
+            # the whole task: DM acts on the sources it runs; those stopped alone stay stopped
+            print(f"task {task.name}: source(s) {', '.join(stopped)} stay stopped (stop-task -s; "
+                  f"`dmctl start-task -s SOURCE FILE` starts them)")
+            sources = [s for s in sources if s not in stopped]
+        elif stopped:
             print(f"task {task.name}: source(s) {', '.join(stopped)} stopped (stop-task -s): "
                   f"`dmctl start-task -s SOURCE FILE` starts them", file=sys.stderr)
             return 1
@@ -193,7 +198,7 @@ def cmd_pause_resume(a, open_store, pause: bool) -> int:
         status = store.request_sources(task.name, sources, lc.PAUSED if pause else lc.RUNNING,
                                        all_sources=[i.source_id for i in task.mysql_instances],
                                        clear_error=not pause)
-    who = f"source(s) {', '.join(sources)}" if a.source else "every source"
+    who = f"source(s) {', '.join(sources)}" if a.source or stopped else "every source"
     if pause:
         print(f"task {task.name}: {who} paused (task {status}); replication stops at the end of the window "
               f"in progress; checkpoints and shard DDL locks are kept; `dmctl resume-task` resumes")

@@ -251,3 +251,21 @@ def test_a_reset_killed_part_way_forgets_nothing(two_sources, monkeypatch):
     monkeypatch.undo()
     reset.reset_task(setup.store, setup.name)
     assert not source_states(setup.task, setup.store) and not active_locks(setup.task, setup.store)
+
+
+def test_pause_and_resume_of_the_task_act_on_the_sources_not_stopped(two_sources, capsys):
+    """After `stop-task -s b`, `pause-task T` / `resume-task T` used to refuse (exit 1) until
+    given `-s a`; DM acts on the sources the task runs."""
+    setup, p = two_sources
+    a, b = setup.sources
+    setup.store.request_sources(setup.name, [b], "stopped", all_sources=[a, b])
+    assert dmctl(["pause-task", setup.name]) == 0
+    out = capsys.readouterr().out
+    assert f"{b} stay stopped" in out and f"source(s) {a} paused" in out, out
+    req = {s["source_id"]: s["requested"] for s in setup.store.all_source_states(setup.name)}
+    assert req == {a: "paused", b: "stopped"} and setup.store.task_info(setup.name)["status"] == "paused", req
+    assert dmctl(["resume-task", setup.name]) == 0
+    req = {s["source_id"]: s["requested"] for s in setup.store.all_source_states(setup.name)}
+    assert req == {a: "running", b: "stopped"}, req
+    assert dmctl(["pause-task", setup.name, "-s", b]) == 1     # naming the stopped one still says how to start it
+    assert "start-task -s" in capsys.readouterr().err
