@@ -39,6 +39,7 @@ class PrecheckOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         from dm_core.check import run_prechecks
+        from dm_core.shardddl import state_check
         from dm_core.sources import source_endpoint, target_endpoint
         from dm_core.state import lifecycle
 
@@ -54,6 +55,13 @@ class PrecheckOperator(BaseOperator):
             if resuming == "fresh":  # a restart keeps the stage that says where it resumes
                 for sid in sources:
                     store.update_source_state(task.name, sid, stage="precheck", error=None)
+            clash = [] if resuming == "fresh" else state_check.conflicts(task, store)
+        if clash:   # the file changed where Airflow reads it, under held shard DDL state
+            from dm_core.errors import ErrorCode
+
+            raise AirflowFailException(str(ErrorCode.SHARD_DDL_STATE_CHANGED.error(
+                f"task {task.name}: the task file does not fit the shard DDL state its sources keep:\n  "
+                + "\n  ".join(clash))))
         report = run_prechecks(task, sources, target_endpoint(task), resuming=resuming, start_times=start_times)
         self.log.info("precheck of task %s (%s):\n%s", task.name,
                       "a fresh start" if resuming == "fresh" else f"a restart that resumes its {resuming} phase; "

@@ -269,3 +269,17 @@ def test_pause_and_resume_of_the_task_act_on_the_sources_not_stopped(two_sources
     assert req == {a: "running", b: "stopped"}, req
     assert dmctl(["pause-task", setup.name, "-s", b]) == 1     # naming the stopped one still says how to start it
     assert "start-task -s" in capsys.readouterr().err
+
+
+def test_the_precheck_task_fails_on_a_file_edited_where_airflow_reads_it(one_source_two_shards):
+    """A file changed in config/tasks/ and the DAG triggered from the UI (no dmctl on the way):
+    the precheck task fails naming the conflict, so the chain never reaches the sync."""
+    from airflow.sdk.exceptions import AirflowFailException
+    from shardflow_airflow.operators import PrecheckOperator
+
+    setup, p = one_source_two_shards
+    sid, _ = _open_round_on_t1(setup, p)
+    _restart_with(setup, setup.text.replace("shard-mode: pessimistic", "shard-mode: optimistic"))
+    with pytest.raises(AirflowFailException) as e:
+        PrecheckOperator(task_id="precheck", task_file=str(setup.task_file)).execute({})
+    assert "50024" in str(e.value) and sid in str(e.value) and "shard-mode optimistic" in str(e.value)
