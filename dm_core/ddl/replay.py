@@ -8,15 +8,17 @@ Where that happens -- only inside the safe-mode range, and only there is this mo
    target (dm_core/full/phase.py gives the whole argument for why this converges);
 2. a crash after a DDL ran downstream and before the checkpoint moved past it.
 
-Rule (what DM's schema tracker gives DM): the statement's changes are compared with the
-downstream table (``dm_core.shardddl.downstream``: a column added / dropped / renamed /
-of the same definition, an index added / dropped); changes already in effect are left
-out and only the rest run. All in effect: nothing runs. None in effect, or the effect
-cannot be read from information_schema (table options, partitioning, character set
-conversion, foreign keys): the statement runs as it is, and a server error that says the
-change is already there (duplicate column or key name, can't drop a missing column or
-key, table exists, partition exists; a table that a later DDL renames or drops is gone
-already) counts as applied.
+Rule (what DM's schema tracker gives DM): the statement runs first on an empty copy of the
+downstream table (``dm_core.ddl.probe``): if the copy ends as the table is, the statement is
+in effect and nothing runs; if it changes the copy, the table is before it and it runs as it
+is (an unnamed ADD INDEX whose index the table has excepted: it would add a second one). If
+the copy refuses it with "already there", part of it is in effect (a user added an index by
+hand): its changes are compared with the downstream table (``dm_core.shardddl.downstream``: a
+column added / dropped / renamed / of the same definition, an index added / dropped), those
+in effect are left out and only the rest run. The statement as it is runs when nothing can
+be told, and a server error that says the change is already there (duplicate column or key
+name, can't drop a missing column or key, table exists, partition exists; a table that a
+later DDL renames or drops is gone already) counts as applied.
 
 Outside the safe-mode range the same holds for the errors DM ignores on every DDL it runs
 (``IGNORABLE``: its ``IsIgnorableMySQLDDLError``): database / table / column / index
@@ -33,6 +35,8 @@ already has. Other errors pause the source.
 from __future__ import annotations
 
 import logging
+
+from dm_core.ddl import probe
 
 log = logging.getLogger("shardflow.sync.ddl")
 
@@ -91,9 +95,20 @@ def pending_parts(conn, sql: str, kind: str) -> list[str]:
     except ShardDDLUnsupported:
         return [sql]
     cur = read_table_schema(conn, *n.target)
-    if cur is None or not changes:
+    if cur is None:
         return [sql]
     got = [change_applied(ch, cur) for ch in changes]
+    verdict, _ = probe.outcome(conn, sql, *n.target)
+    if verdict == probe.SAME:
+        return []
+    if verdict == probe.CHANGES:
+        if changes and all(g is True for g in got) and all(ch.op == "add_index" and ch.index.implicit
+                                                           for ch in changes):
+            return []   # an unnamed index the table has: run again it would add a second copy
+        return [sql]
+    # refused on the copy ("already there": some of it is in effect), or not tried
+    if not changes:
+        return [sql]
     if all(g is True for g in got):
         return []
     if not any(g is True for g in got):

@@ -1,0 +1,68 @@
+"""Whether an ALTER would change a downstream table, found by running it on an empty copy.
+
+Why: a replayed DDL (the full phase's catch-up, a crash around a DDL) must run when the
+downstream is still before it and must not when it is already after it. Comparing the
+statement's changes with information_schema (replay.pending_parts) misses what that view
+does not say -- a column's character set, collation, comment, position or visibility -- and
+judges each clause against the table before the statement, so a ``MODIFY s ... CHARACTER SET
+latin1`` counted as done, and ``DROP INDEX i, ADD INDEX i (a, b)`` ran only its DROP.
+The server itself knows: the statement runs on a copy of the downstream table's structure
+(``CREATE TABLE ... LIKE``, empty, so no row is touched and no rebuild costs time), and if
+the copy's definition comes out as the table's, the table is a fixed point of the statement:
+in effect already. Running a statement that changes nothing again would be harmless too, but
+not always cheap (a MODIFY rebuilds the table) and not always harmless (``DROP COLUMN a, ADD
+COLUMN a`` over a table already past it empties the column the load filled).
+
+The copy is a plain table ``_sf_probe_<connection id>`` in the target's schema (a temporary
+table cannot be partitioned on MariaDB, nor altered on TiDB), dropped at once; a leftover of a
+killed process is dropped by the next probe of that connection id. Foreign keys are not
+copied by ``LIKE`` and are left out of the comparison.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dm_core.db import as_str, qt
+
+SAME, CHANGES = "same", "changes"
+
+
+def _definition(cur, schema: str, table: str) -> str:
+    cur.execute(f"SHOW CREATE TABLE {qt(schema, table)}")
+    text = as_str(cur.fetchone()[1])
+    text = re.sub(r"^CREATE TABLE `(?:[^`]|``)+`", "CREATE TABLE", text)
+    text = re.sub(r" AUTO_INCREMENT=\d+", "", text)
+    lines = [ln.rstrip(",") for ln in text.splitlines() if "FOREIGN KEY" not in ln]
+    return "\n".join(lines)
+
+
+def outcome(conn, sql: str, schema: str, table: str) -> tuple[str, Exception | None]:
+    """Run ``sql`` (an ALTER TABLE / CREATE INDEX / DROP INDEX naming ``schema.table`` first)
+    on an empty copy of the downstream table: (SAME, None) when the copy ends as the table
+    is, (CHANGES, None) when it differs, (None, error) when the server refused it on the copy
+    (the caller decides what that error means), (None, None) when it cannot be tried."""
+    from dm_core.ddl.text import table_spans
+
+    spans = table_spans(sql, schema)
+    if not spans or spans[0].role != "table" or any(s.role != "table" and s.role != "ref" for s in spans[1:]):
+        return None, None   # a rename or an exchange: not a change of this table's definition
+    with conn.cursor() as cur:
+        cur.execute("SELECT CONNECTION_ID()")
+        probe = f"_sf_probe_{cur.fetchone()[0]}"
+        main = spans[0]
+        on_probe = sql[:main.start] + qt(schema, probe) + sql[main.end:]
+        cur.execute(f"DROP TABLE IF EXISTS {qt(schema, probe)}")
+        try:
+            try:
+                cur.execute(f"CREATE TABLE {qt(schema, probe)} LIKE {qt(schema, table)}")
+            except Exception:  # noqa: BLE001 - no copy (a privilege, a server without LIKE): not tried
+                return None, None
+            try:
+                cur.execute(on_probe)
+            except Exception as e:  # noqa: BLE001 - the caller reads the server's error number
+                return None, e
+            same = _definition(cur, schema, probe) == _definition(cur, schema, table)
+            return (SAME if same else CHANGES), None
+        finally:
+            cur.execute(f"DROP TABLE IF EXISTS {qt(schema, probe)}")
