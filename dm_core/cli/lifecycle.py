@@ -232,6 +232,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         info = store.task_info(task.name)
         if info is not None and not a.remove_meta:
             refuse_shard_state_changes(store, task)
+            refuse_progress_changes(store, task, info["config_text"], text)
         if info is not None and info["status"] != lc.STOPPED:
             if only and text != info["config_text"]:
                 raise ErrorCode.CONFIG_INVALID.error(
@@ -347,6 +348,23 @@ def refuse_shard_state_changes(store, task) -> None:
         raise ErrorCode.SHARD_DDL_STATE_CHANGED.error(
             f"task {task.name}: the task file does not fit the shard DDL state its sources keep; nothing "
             "started:\n  " + "\n  ".join(found))
+
+
+def refuse_progress_changes(store, task, old_text: str, new_text: str) -> None:
+    """A start from recorded progress with a file that progress would be wrong under (the
+    downstream moved, the shape of a part-loaded full phase changed, task-mode full then a
+    syncing mode): refused before anything is stored (dm_core/state/restart_check.py)."""
+    from dm_core.state.restart_check import refusals
+
+    states = store.all_source_states(task.name)
+    found = refusals(old_text, new_text, states, lc.resume_point(task, states))
+    if found:
+        raise ErrorCode.CONFIG_INVALID.error(
+            f"task {task.name}: the task file changed in a way its recorded progress does not fit; nothing "
+            "started:\n  " + "\n  ".join(found),
+            workaround=f"Start with the file the task ran with (config/tasks/{task.name}.yaml holds it) until its "
+                       "full phase has finished, or start over with `dmctl start-task --remove-meta FILE`: a new "
+                       "full phase under the new file (drop what the old one loaded downstream first).")
 
 
 def _start_sources(api, store, task, sources: list[str], active: list[str], start_time: str | None = None) -> int:

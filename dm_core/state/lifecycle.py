@@ -133,6 +133,9 @@ def resume_point(task, states: list[dict]) -> str:
         return "incremental" if any(s.get("binlog_file") for s in states) else "fresh"
     if task.task_mode == "all" and full_finished(task, states):
         return "incremental"
+    if task.task_mode == "all" and any(s.get("binlog_file") for s in states) \
+            and not any(s.get("low_file") or s.get("high_file") for s in states):
+        return "incremental"   # it synced as task-mode incremental: no dump over what it wrote (DM: IsFreshTask)
     return "full" if any(s.get("low_file") or s.get("high_file") or s.get("binlog_file") for s in states) else "fresh"
 
 

@@ -124,9 +124,12 @@ class SourcePositions:
     def _recorded_start(self, st: dict, now: Position) -> Position:
         if st["binlog_file"]:
             return Position(st["binlog_file"], int(st["binlog_pos"]), st["binlog_gtid"])
-        if st["low_file"]:
-            return Position(st["low_file"], int(st["low_pos"]), st["low_gtid"])
         meta = self.task.instance(self.source_id).meta
+        given = meta is not None and (meta.binlog_name or meta.binlog_gtid)
+        # task-mode incremental after an all-mode run stopped in its full phase: the user's meta
+        # (where their own copy stands) wins over that run's low watermark, as in DM
+        if st["low_file"] and not (self.task.task_mode == "incremental" and given):
+            return Position(st["low_file"], int(st["low_pos"]), st["low_gtid"])
         if meta is not None and meta.binlog_name:
             return Position(meta.binlog_name, int(meta.binlog_pos or 4), meta.binlog_gtid)
         if meta is not None and meta.binlog_gtid:

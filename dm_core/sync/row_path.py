@@ -159,14 +159,19 @@ class RowPath:
             row = {**row, **p.extract}
         return row
 
-    def jobs(self, txn: Txn, safe: bool, skip_table=None, *, lenient: bool | None = None) -> list[RowJob]:
+    def jobs(self, txn: Txn, safe: bool, skip_table=None, *, lenient: bool | None = None,
+             replay: bool | None = None) -> list[RowJob]:
         """The downstream jobs of ``txn``'s rows, in order: rows of tables the block-allow list,
         ``skip_table(schema, table)``, the binlog event filter or an expression filter drop
         produce none; the rest are routed and mapped. ``safe``: the jobs replay idempotently.
         ``lenient`` (default: ``safe``): the rows may be older than their target's definition --
         the full phase's catch-up, up to its high watermark -- so columns the target lacks are
-        left out instead of pausing the source (``_unknown_columns``)."""
+        left out instead of pausing the source (``_unknown_columns``). ``replay`` (default:
+        ``safe``): the transaction lies in a range read before -- the catch-up, or up to where a
+        crashed run had got -- so rows of a target gone since are skipped; elsewhere (safe mode
+        set in the task, the first minutes of a start) a missing target pauses the source."""
         lenient = safe if lenient is None else lenient
+        replay = safe if replay is None else replay
         out: list[RowJob] = []
         bf = self.rules.binlog_filter
         here = None   # the transaction's start key, once a row of a keyless target asks for it
@@ -212,7 +217,7 @@ class RowPath:
                 if ch.op == "delete" and p.expr.skip_delete(ch.before):
                     continue
             if p.missing is not None:  # after the filters: rows they drop need no target
-                if not safe:
+                if not replay:
                     raise self._no_target(ch, p)
                 # Replaying the safe-mode range over targets created after it began: a table
                 # renamed or dropped later in the binlog is gone already, and its rows as of

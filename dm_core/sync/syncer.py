@@ -459,7 +459,8 @@ class Syncer:
                 self._pause(stmt, err, w.res, error_at=stmt.event_start)
                 return False
         try:
-            jobs = self.rows.jobs(txn, safe, self._row_gate(txn), lenient=w.catch_up_until is not None)
+            jobs = self.rows.jobs(txn, safe, self._row_gate(txn), lenient=w.catch_up_until is not None,
+                                  replay=w.catch_up_until is not None or w.safe_until is not None)
         except Terminal as e:  # the rows before are durable; the pause names this transaction
             w.settle(txn.start)
             e.position = e.position or txn.start
