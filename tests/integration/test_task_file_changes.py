@@ -95,43 +95,35 @@ def _big_table(up, db, rows=1000, table="t"):
         f"INSERT INTO {qt(db, table)} SELECT seq, CONCAT('v', seq) FROM {db}.seq_1_to_{rows}")
 
 
-# ---- the full phase, stopped part way ----------------------------------------------------------
-def test_route_changed_while_the_full_phase_is_stopped_is_refused(stack, env, uniq, tmp_path, capsys):
-    store, made = env
+def _part_loaded(stack, store, made, uniq, tag, *, extra_inst=""):
+    """A task (all) over a 1000-row db.t whose Spark load died after 3 of its 10 chunks."""
     up, down = stack["up1"], stack["down"]
-    db, tdb, name, sid = f"fr{uniq}", f"tfr{uniq}", f"fr{uniq}", f"fr-{uniq}"
-    made["up"].append(db), made["down"].append(tdb)
+    db, tdb, name, sid = f"{tag}{uniq}", f"t{tag}{uniq}", f"{tag}{uniq}", f"{tag}-{uniq}"
+    made["up"].append(db), made["down"].append(tdb), made["tasks"].append(name)
     _big_table(up, db)
-    text = _text(name, sid, db, down, tdb)
-    made["tasks"].append(name)
+    text = _text(name, sid, db, down, tdb, extra_inst=extra_inst)
     register(store, {sid: up}, name, text)
     prepare(parse_task(text, "a.yaml"), store)
     r = run_load(name, "--chunk-rows", "100", env={"SHARDFLOW_FAULTS": "full.after_chunk_write=3"})
     assert r.returncode == EXIT_CODE, r.stdout[-2000:] + r.stderr[-3000:]
-    done = store.done_chunks(name, sid, db, "t")
-    assert 3 <= len(done) < 10, done
+    assert 3 <= len(store.done_chunks(name, sid, db, "t")) < 10
+    return name, sid, db, tdb
 
+
+# ---- the full phase, stopped part way ----------------------------------------------------------
+def test_route_changed_while_the_full_phase_is_stopped_is_refused(stack, env, uniq, tmp_path, capsys):
+    store, made = env
+    name, sid, db, tdb = _part_loaded(stack, store, made, uniq, "fr")
     # the user routes t to another table: the chunks loaded into t would be missing from t_new
-    new = _text(name, sid, db, down, tdb,
+    new = _text(name, sid, db, stack["down"], tdb,
                 routes=f"  rt: {{schema-pattern: '{db}', table-pattern: t, target-schema: {tdb}, target-table: t_new}}\n")
     _refused(store, name, new, tmp_path, capsys, "routes changed while its full phase is part loaded", sid)
 
 
 def test_target_server_changed_while_the_full_phase_is_stopped_is_refused(stack, env, uniq, tmp_path, capsys):
     store, made = env
-    up, down, other = stack["up1"], stack["down"], stack["up2"]
-    db, tdb, name, sid = f"fs{uniq}", f"tfs{uniq}", f"fs{uniq}", f"fs-{uniq}"
-    made["up"].append(db), made["down"].append(tdb), made["up2"].append(tdb)
-    _big_table(up, db)
-    text = _text(name, sid, db, down, tdb)
-    made["tasks"].append(name)
-    register(store, {sid: up}, name, text)
-    prepare(parse_task(text, "a.yaml"), store)
-    r = run_load(name, "--chunk-rows", "100", env={"SHARDFLOW_FAULTS": "full.after_chunk_write=3"})
-    assert r.returncode == EXIT_CODE, r.stdout[-2000:] + r.stderr[-3000:]
-    assert 3 <= len(store.done_chunks(name, sid, db, "t")) < 10
-
-    new = _text(name, sid, db, other, tdb)   # same task, the downstream is now another server
+    name, sid, db, tdb = _part_loaded(stack, store, made, uniq, "fs")
+    new = _text(name, sid, db, stack["up2"], tdb)   # same task, the downstream is now another server
     _refused(store, name, new, tmp_path, capsys, "target-database moved from")
 
 
@@ -303,17 +295,6 @@ def test_all_stopped_in_the_full_phase_then_incremental_from_meta(stack, env, un
 
 def test_dump_where_changed_while_the_full_phase_is_stopped_is_refused(stack, env, uniq, tmp_path, capsys):
     store, made = env
-    up, down = stack["up1"], stack["down"]
-    db, tdb, name, sid = f"fw{uniq}", f"tfw{uniq}", f"fw{uniq}", f"fw-{uniq}"
-    made["up"].append(db), made["down"].append(tdb)
-    _big_table(up, db)
-    text = _text(name, sid, db, down, tdb, extra_inst="    mydumper: {where: 'id % 2 = 0'}\n")
-    made["tasks"].append(name)
-    register(store, {sid: up}, name, text)
-    prepare(parse_task(text, "a.yaml"), store)
-    r = run_load(name, "--chunk-rows", "100", env={"SHARDFLOW_FAULTS": "full.after_chunk_write=3"})
-    assert r.returncode == EXIT_CODE, r.stdout[-2000:] + r.stderr[-3000:]
-    assert 3 <= len(store.done_chunks(name, sid, db, "t")) < 10
-
-    _refused(store, name, _text(name, sid, db, down, tdb), tmp_path, capsys,   # the filter removed
+    name, sid, db, tdb = _part_loaded(stack, store, made, uniq, "fw", extra_inst="    mydumper: {where: 'id % 2 = 0'}\n")
+    _refused(store, name, _text(name, sid, db, stack["down"], tdb), tmp_path, capsys,   # the filter removed
              "mydumpers.where changed while its full phase is part loaded")
