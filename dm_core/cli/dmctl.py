@@ -113,7 +113,8 @@ def cmd_operate_source(a) -> int:
                     sid = load_source_file(f).source_id
                 users = _tasks_using(store, sid)
                 if users:   # DM's 46010: its sensors and the others' shard DDL locks need it
-                    print(f"source {sid} is used by task(s) {', '.join(users)} that are not stopped: not stopped; "
+                    print(f"source {sid}: not stopped: task(s) {', '.join(users)} use it and are not stopped (a source "
+                          f"stopped with stop-task -s counts too: the task's other sources read its tables); "
                           "`dmctl stop-task TASK` first (the task's other sources and its shard DDL locks read this one too)",
                           file=sys.stderr)
                     rc = 1

@@ -362,9 +362,11 @@ def refuse_progress_changes(store, task, old_text: str, new_text: str) -> None:
         raise ErrorCode.CONFIG_INVALID.error(
             f"task {task.name}: the task file changed in a way its recorded progress does not fit; nothing "
             "started:\n  " + "\n  ".join(found),
-            workaround=f"Start with the file the task ran with (config/tasks/{task.name}.yaml holds it) until its "
-                       "full phase has finished, or start over with `dmctl start-task --remove-meta FILE`: a new "
-                       "full phase under the new file (drop what the old one loaded downstream first).")
+            workaround=f"Start with the file the task ran with (config/tasks/{task.name}.yaml holds it): a change of "
+                       "what shapes the full phase's rows may be made once that phase has finished; the target "
+                       "server, meta-schema and a task-mode full run stay as they are for good. Or start over with "
+                       "`dmctl start-task --remove-meta FILE`: a new full phase under the new file (drop what the "
+                       "old one loaded downstream first).")
 
 
 def _start_sources(api, store, task, sources: list[str], active: list[str], start_time: str | None = None) -> int:

@@ -30,11 +30,20 @@ SAME, CHANGES = "same", "changes"
 
 
 def _definition(cur, schema: str, table: str) -> str:
-    cur.execute(f"SHOW CREATE TABLE {qt(schema, table)}")
-    text = as_str(cur.fetchone()[1])
+    # printed under a plain sql_mode: the statement's own (ANSI_QUOTES, NO_FIELD_OPTIONS, ...)
+    # would quote names otherwise or leave charsets and comments out
+    cur.execute("SELECT @@SESSION.sql_mode")
+    mode = as_str(cur.fetchone()[0])
+    cur.execute("SET SESSION sql_mode = ''")
+    try:
+        cur.execute(f"SHOW CREATE TABLE {qt(schema, table)}")
+        text = as_str(cur.fetchone()[1])
+    finally:
+        cur.execute("SET SESSION sql_mode = %s", (mode,))
     text = re.sub(r"^CREATE TABLE `(?:[^`]|``)+`", "CREATE TABLE", text)
     text = re.sub(r" AUTO_INCREMENT=\d+", "", text)
-    lines = [ln.rstrip(",") for ln in text.splitlines() if "FOREIGN KEY" not in ln]
+    lines = [ln.rstrip(",") for ln in text.splitlines() if not ln.lstrip().startswith("CONSTRAINT")
+             or "FOREIGN KEY" not in ln]
     return "\n".join(lines)
 
 

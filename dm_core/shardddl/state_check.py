@@ -17,7 +17,7 @@ on it (the lock stayed active for good). DM rebuilds its groups from the new fil
 from the unresolved round's first DDL; here the state is kept and checked instead:
 
 * ``start-task`` (without ``--remove-meta``) refuses such a file before storing it, naming
-  each conflict (:func:`conflicts`, CONFIG_INVALID);
+  each conflict (:func:`conflicts`, SHARD_DDL_STATE_CHANGED);
 * a source whose saved state does not fit the file it runs under (a file changed where
   Airflow reads it) pauses at its window's start with SHARD_DDL_STATE_CHANGED
   (:func:`source_conflicts` via ``ShardSync.load``).
@@ -85,11 +85,9 @@ def source_conflicts(task, source_id: str, saved) -> list[str]:
         if task.shard_mode != "optimistic":
             return [f"source {source_id} {what}, but the task file sets shard-mode "
                     f"{task.shard_mode or '(none)'}: their rows would never reach the downstream"]
-        gone = [t for t in sorted(held.held) if not _selected(rules, t, None)]
-        if gone:
-            out.append(f"source {source_id} holds back {fmt_tables(gone)} for an optimistic shard DDL lock, but the "
-                       "task file no longer replicates them")
-        return out
+        # a held table the file no longer replicates leaves its lock (DM's TryRemoveTable): its
+        # held rows are not wanted any more, and no other table's rows wait for it
+        return []
     groups = SourceShardGroups.from_json(_decoded(saved))
     busy = [g for g in groups.groups.values() if not g.idle]
     if not busy:

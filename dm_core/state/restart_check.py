@@ -50,17 +50,18 @@ def shape(doc: dict, sid: str) -> dict:
 
     >>> d = {"routes": {"r": {"schema-pattern": "a*", "target-schema": "b"}},
     ...      "mysql-instances": [{"source-id": "s", "route-rules": ["r"], "mydumper": {"where": "id > 1"}}]}
-    >>> shape(d, "s")["routes"], shape(d, "s")["mydumpers.where"]
-    ([{'schema-pattern': 'a*', 'target-schema': 'b'}], 'id > 1')
+    >>> shape(d, "s")["routes"], shape(d, "s")["mydumpers.where"], shape(d, "s")["case-sensitive"]
+    ([{'schema-pattern': 'a*', 'target-schema': 'b'}], 'id > 1', False)
     """
     inst = _instance(doc, sid)
     routes = doc.get("routes") or {}
     maps = doc.get("column-mappings") or {}
-    out = {"routes": [routes.get(r) for r in inst.get("route-rules") or ()],
-           "column mappings": [maps.get(c) for c in inst.get("column-mapping-rules") or ()],
-           "mydumpers.where": _where(doc, inst)}
+    # rule order means nothing (at most one rule matches per level); a key left out is its default
+    out = {"routes": sorted((routes.get(r) for r in set(inst.get("route-rules") or ())), key=repr),
+           "column mappings": sorted((maps.get(c) for c in set(inst.get("column-mapping-rules") or ())), key=repr),
+           "mydumpers.where": _where(doc, inst) or None}
     for k in _SHAPING_GLOBAL:
-        out[k] = doc.get(k)
+        out[k] = bool(doc.get(k))
     return out
 
 
@@ -94,6 +95,8 @@ def refusals(old_text: str, new_text: str, states: list[dict], resuming: str) ->
                    f"position, so task-mode {mode} has no place to sync from")
     if resuming == "full":
         for s in states:
+            if s.get("high_file"):
+                continue   # this source's full phase has finished
             sid = s["source_id"]
             was, now = shape(old, sid), shape(new, sid)
             changed = [k for k in was if was[k] != now[k] and _instance(old, sid) and _instance(new, sid)]

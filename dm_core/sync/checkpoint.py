@@ -128,7 +128,11 @@ class SourcePositions:
         given = meta is not None and (meta.binlog_name or meta.binlog_gtid)
         # task-mode incremental after an all-mode run stopped in its full phase: the user's meta
         # (where their own copy stands) wins over that run's low watermark, as in DM
-        if st["low_file"] and not (self.task.task_mode == "incremental" and given):
+        from dm_core.full.phase import is_binlog_watermark
+
+        # (a task-mode full run's low watermark is a mark, not a binlog position: never a start)
+        if st["low_file"] and is_binlog_watermark(st["low_file"]) \
+                and not (self.task.task_mode == "incremental" and given and not st["high_file"]):
             return Position(st["low_file"], int(st["low_pos"]), st["low_gtid"])
         if meta is not None and meta.binlog_name:
             return Position(meta.binlog_name, int(meta.binlog_pos or 4), meta.binlog_gtid)

@@ -39,6 +39,14 @@ CASES = [  # (id, new file, states, resuming, words expected; [] = not refused)
      SYNCED, "incremental", []),
     ("full then all", edit(), FULL_RAN, "full", ["ran task-mode full"]),
     ("full then full", edit(**{"task-mode": "full"}), FULL_RAN, "full", []),
+    ("a route rule added mid-load", edit(**{"mysql-instances": [{**BASE["mysql-instances"][0],
+                                                                     "route-rules": ["r", "r2"]}],
+                                              "routes": {**BASE["routes"], "r2": {"schema-pattern": "c*",
+                                                                                  "target-schema": "d"}}}),
+     LOADING, "full", ["routes changed"]),
+    ("case-sensitive: false spelled out", edit(**{"case-sensitive": False}), LOADING, "full", []),
+    ("a source whose load finished", edit(routes={"r": {"schema-pattern": "a*", "target-schema": "z"}}),
+     [{**LOADING[0], "high_file": "mysql-bin.000001"}], "full", []),
     ("meta-schema changed", edit(**{"meta-schema": "other_meta"}), SYNCED, "incremental", ["meta-schema changed"]),
 ]
 
@@ -50,3 +58,10 @@ def test_refusals(new, states, resuming, words):
         assert got == ""
     for w in words:
         assert w in got, got
+
+
+def test_route_rules_in_another_order_are_the_same_file():
+    two = {**BASE, "routes": {**BASE["routes"], "r2": {"schema-pattern": "c*", "target-schema": "d"}}}
+    old = {**two, "mysql-instances": [{**BASE["mysql-instances"][0], "route-rules": ["r", "r2"]}]}
+    new = {**two, "mysql-instances": [{**BASE["mysql-instances"][0], "route-rules": ["r2", "r"]}]}
+    assert refusals(yaml.safe_dump(old), yaml.safe_dump(new), LOADING, "full") == []
