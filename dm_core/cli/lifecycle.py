@@ -232,7 +232,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         info = store.task_info(task.name)
         if info is not None and not a.remove_meta:
             refuse_shard_state_changes(store, task)
-            refuse_progress_changes(store, task, info["config_text"], text)
+            refuse_progress_changes(store, task, info["started_text"], text)
         if info is not None and info["status"] != lc.STOPPED:
             if only and text != info["config_text"]:
                 raise ErrorCode.CONFIG_INVALID.error(

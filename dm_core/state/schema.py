@@ -114,6 +114,9 @@ ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS keyless_handoff boolean;
 -- the upstream's binlog end once a chunk was committed: its read ended before it (dm_core/full/renames.py)
 ALTER TABLE {s}.full_chunk ADD COLUMN IF NOT EXISTS read_by_file text;
 ALTER TABLE {s}.full_chunk ADD COLUMN IF NOT EXISTS read_by_pos bigint;
+-- the file of the last start-task, sealed: what a restart's file is compared with (config_text
+-- follows the file Airflow reads; dm_core/state/restart_check.py)
+ALTER TABLE {s}.task ADD COLUMN IF NOT EXISTS started_text text;
 """
 
 
@@ -140,7 +143,7 @@ def apply_schema(cur, ddl: str, lock_key: int, *, newest: tuple[str, str]) -> No
 def migrate_state(cur) -> None:
     """The state store's own tables (``StateStore.migrate``); shard DDL, the full phase's
     plans and online DDL add theirs through ``apply_schema`` under their own lock keys."""
-    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("full_chunk", "read_by_pos"))
+    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("task", "started_text"))
 
 
 @contextmanager

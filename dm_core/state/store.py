@@ -161,9 +161,10 @@ class StateStore:
                 cur.execute(f"UPDATE {SCHEMA}.source SET config = %s, password = %s WHERE source_id = %s",
                             (json.dumps(_with_tls_key(config, state_key.reseal)), state_key.reseal(password), sid))
                 n["source"] += 1
-            cur.execute(f"SELECT name, config_text FROM {SCHEMA}.task FOR UPDATE")
-            for name, text in cur.fetchall():
-                cur.execute(f"UPDATE {SCHEMA}.task SET config_text = %s WHERE name = %s", (state_key.reseal(text), name))
+            cur.execute(f"SELECT name, config_text, started_text FROM {SCHEMA}.task FOR UPDATE")
+            for name, text, started in cur.fetchall():
+                cur.execute(f"UPDATE {SCHEMA}.task SET config_text = %s, started_text = %s WHERE name = %s",
+                            (state_key.reseal(text), state_key.reseal(started) if started is not None else None, name))
                 n["task"] += 1
         return n
 
@@ -179,23 +180,29 @@ class StateStore:
 
     # ---- lifecycle (the protocol is in dm_core/state/lifecycle.py) -----------------------
     def task_info(self, name: str) -> dict | None:
-        """{name, status, generation, config_text} or None."""
+        """{name, status, generation, config_text, started_text} or None. ``started_text``: the
+        file of the last start-task (``config_text`` where no start recorded one)."""
         with self.tx() as cur:
-            cur.execute(f"SELECT name, status, generation, config_text FROM {SCHEMA}.task WHERE name = %s", (name,))
+            cur.execute(f"SELECT name, status, generation, config_text, started_text FROM {SCHEMA}.task "
+                        "WHERE name = %s", (name,))
             row = cur.fetchone()
         if row is None:
             return None
-        return dict(zip(("name", "status", "generation", "config_text"), (*row[:3], state_key.unseal(row[3]))))
+        config = state_key.unseal(row[3])
+        return dict(zip(("name", "status", "generation", "config_text", "started_text"),
+                        (*row[:3], config, state_key.unseal(row[4]) if row[4] is not None else config)))
 
     def start_task(self, name: str, config_text: str) -> int:
         """A new start of ``name``: running, the next generation, every source asked to run
         (sources paused on an error retry their statement). Returns the generation."""
         with self.tx() as cur:
             cur.execute(
-                f"INSERT INTO {SCHEMA}.task (name, config_text, status, generation) VALUES (%s, %s, 'running', 1) "
-                "ON CONFLICT (name) DO UPDATE SET config_text = EXCLUDED.config_text, status = 'running', "
+                f"INSERT INTO {SCHEMA}.task (name, config_text, started_text, status, generation) "
+                "VALUES (%s, %s, %s, 'running', 1) "
+                "ON CONFLICT (name) DO UPDATE SET config_text = EXCLUDED.config_text, started_text = "
+                "EXCLUDED.started_text, status = 'running', "
                 f"generation = {SCHEMA}.task.generation + 1, updated_at = now() RETURNING generation",
-                (name, state_key.seal(config_text)))
+                (name, state_key.seal(config_text), state_key.seal(config_text)))
             gen = cur.fetchone()[0]
             # a --start-time belongs to the start-task that gave it (set_start_time, after this)
             cur.execute(f"UPDATE {SCHEMA}.source_state SET requested = 'running', start_time = NULL, updated_at = now() "

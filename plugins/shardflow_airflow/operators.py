@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
@@ -40,6 +41,7 @@ class PrecheckOperator(BaseOperator):
     def execute(self, context) -> dict:
         from dm_core.check import run_prechecks
         from dm_core.shardddl import state_check
+        from dm_core.state import restart_check
         from dm_core.sources import source_endpoint, target_endpoint
         from dm_core.state import lifecycle
 
@@ -56,12 +58,18 @@ class PrecheckOperator(BaseOperator):
                 for sid in sources:
                     store.update_source_state(task.name, sid, stage="precheck", error=None)
             clash = [] if resuming == "fresh" else state_check.conflicts(task, store)
-        if clash:   # the file changed where Airflow reads it, under held shard DDL state
+            info = store.task_info(task.name)
+            moved = [] if resuming == "fresh" or info is None else restart_check.refusals(
+                info["started_text"], Path(self.task_file).read_text(), states, resuming)
+        if clash or moved:   # the file changed where Airflow reads it, under the progress it resumes
             from dm_core.errors import ErrorCode
 
-            raise AirflowFailException(str(ErrorCode.SHARD_DDL_STATE_CHANGED.error(
-                f"task {task.name}: the task file does not fit the shard DDL state its sources keep:\n  "
-                + "\n  ".join(clash))))
+            code = ErrorCode.SHARD_DDL_STATE_CHANGED if clash else ErrorCode.CONFIG_INVALID
+            raise AirflowFailException(str(code.error(
+                f"task {task.name}: the task file (changed since its last start-task) does not fit the progress "
+                "its sources keep:\n  " + "\n  ".join(clash + moved),
+                workaround=f"Put back the file of the last start-task, or `dmctl start-task --remove-meta FILE` to "
+                           f"start over with this one." if moved and not clash else None)))
         report = run_prechecks(task, sources, target_endpoint(task), resuming=resuming, start_times=start_times)
         self.log.info("precheck of task %s (%s):\n%s", task.name,
                       "a fresh start" if resuming == "fresh" else f"a restart that resumes its {resuming} phase; "

@@ -50,9 +50,11 @@ def test_task_file_text_rests_sealed(stack, uniq):
             store.register_task(name, text + "# changed\n")
             assert store.get_task(name)[0].endswith("# changed\n")
             assert store.task_info(name)["config_text"].endswith("# changed\n")  # what stop/pause/resume parse
-            store.start_task(name, text)  # a new generation rests sealed too
-            (raw,) = _raw(store, f"SELECT config_text FROM {SCHEMA}.task WHERE name = %s", (name,))
+            store.start_task(name, text)  # a new generation rests sealed too, and so does the started file
+            raw, started = _raw(store, f"SELECT config_text, started_text FROM {SCHEMA}.task WHERE name = %s", (name,))
             assert raw.startswith(state_key.PREFIX) and store.task_info(name)["config_text"] == text
+            assert started.startswith(state_key.PREFIX) and f"Tpw-{uniq}" not in started
+            assert store.task_info(name)["started_text"] == text
         finally:
             reset_task(store, name)
             with store.tx() as cur:

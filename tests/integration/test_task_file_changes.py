@@ -22,6 +22,7 @@ from dm_core.full.phase import finish, prepare
 from dm_core.reset import reset_task
 from dm_core.state import StateStore
 from dm_core.state import lifecycle as lc
+from dm_core.state.restart_check import refusals
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
 
@@ -298,3 +299,27 @@ def test_dump_where_changed_while_the_full_phase_is_stopped_is_refused(stack, en
     name, sid, db, tdb = _part_loaded(stack, store, made, uniq, "fw", extra_inst="    mydumper: {where: 'id % 2 = 0'}\n")
     _refused(store, name, _text(name, sid, db, stack["down"], tdb), tmp_path, capsys,   # the filter removed
              "mydumpers.where changed while its full phase is part loaded")
+
+
+def test_a_file_edited_where_airflow_reads_it_fails_the_precheck_and_the_old_one_still_starts(
+        stack, env, uniq, tmp_path, capsys):
+    """The route changed in config/tasks/T.yaml and the precheck triggered from the UI: the
+    precheck fails (the file of the last start-task is what progress was made under, not the
+    text Airflow registered); putting the old file back starts again (no wedge)."""
+    from airflow.sdk.exceptions import AirflowFailException
+    from shardflow_airflow.operators import PrecheckOperator
+
+    store, made = env
+    name, sid, db, tdb = _part_loaded(stack, store, made, uniq, "fu")
+    old = store.task_info(name)["config_text"]
+    store.start_task(name, old)   # what dmctl start-task recorded
+    edited = tmp_path / f"{name}.yaml"
+    edited.write_text(_text(name, sid, db, stack["down"], tdb,
+                            routes=f"  rt: {{schema-pattern: '{db}', table-pattern: t, target-schema: {tdb}, "
+                                   f"target-table: t_new}}\n"))
+    with pytest.raises(AirflowFailException) as e:
+        PrecheckOperator(task_id="precheck", task_file=str(edited)).execute({})
+    assert "routes changed while its full phase is part loaded" in str(e.value), str(e.value)
+    assert store.task_info(name)["config_text"] != old          # Airflow registered the edited text
+    info, states = store.task_info(name), store.all_source_states(name)
+    assert info["started_text"] == old and refusals(info["started_text"], old, states, "full") == []
