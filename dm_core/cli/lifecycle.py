@@ -350,6 +350,9 @@ def refuse_shard_state_changes(store, task) -> None:
             "started:\n  " + "\n  ".join(found))
 
 
+MOVED = "target-database moved"
+
+
 def refuse_progress_changes(store, task, old_text: str, new_text: str) -> None:
     """A start from recorded progress with a file that progress would be wrong under (the
     downstream moved, the shape of a part-loaded full phase changed, task-mode full then a
@@ -358,6 +361,8 @@ def refuse_progress_changes(store, task, old_text: str, new_text: str) -> None:
 
     states = store.all_source_states(task.name)
     found = refusals(old_text, new_text, states, lc.resume_point(task, states))
+    if any(f.startswith(MOVED) for f in found) and _same_downstream(task, old_text):
+        found = [f for f in found if not f.startswith(MOVED)]   # the same server under another address
     if found:
         raise ErrorCode.CONFIG_INVALID.error(
             f"task {task.name}: the task file changed in a way its recorded progress does not fit; nothing "
@@ -367,6 +372,50 @@ def refuse_progress_changes(store, task, old_text: str, new_text: str) -> None:
                        "server, meta-schema and a task-mode full run stay as they are for good. Or start over with "
                        "`dmctl start-task --remove-meta FILE`: a new full phase under the new file (drop what the "
                        "old one loaded downstream first).")
+
+
+def _same_downstream(task, old_text: str) -> bool:
+    """Whether the old file's target address and the new one reach one server (a new DNS name,
+    a VIP, a proxy port): the same @@server_id, @@hostname and @@port, or, the old address gone,
+    the new server holding this task's load markers."""
+    import dataclasses
+
+    import yaml
+
+    from dm_core.db import connect, qt
+    from dm_core.sources import target_endpoint
+
+    new_ep = target_endpoint(task)
+    old_t = (yaml.safe_load(old_text) or {}).get("target-database") or {}
+    old_ep = dataclasses.replace(new_ep, host=str(old_t.get("host", "")), port=int(old_t.get("port") or 0))
+
+    def identity(ep):
+        conn = connect(ep, downstream=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT @@server_id, @@hostname, @@port")
+                return tuple(cur.fetchone())
+        finally:
+            conn.close()
+
+    try:
+        now = identity(new_ep)
+    except Exception:  # noqa: BLE001 - the new address does not answer: not shown to be the same
+        return False
+    try:
+        return identity(old_ep) == now
+    except Exception:  # noqa: BLE001 - the old address is gone: does the new server hold our markers?
+        pass
+    conn = connect(new_ep, downstream=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT 1 FROM {qt(task.meta_schema, 'shardflow_full_chunk')} WHERE task = %s LIMIT 1",
+                        (task.name,))
+            return cur.fetchone() is not None
+    except Exception:  # noqa: BLE001 - no marker table there
+        return False
+    finally:
+        conn.close()
 
 
 def _start_sources(api, store, task, sources: list[str], active: list[str], start_time: str | None = None) -> int:

@@ -323,3 +323,19 @@ def test_a_file_edited_where_airflow_reads_it_fails_the_precheck_and_the_old_one
     assert store.task_info(name)["config_text"] != old          # Airflow registered the edited text
     info, states = store.task_info(name), store.all_source_states(name)
     assert info["started_text"] == old and refusals(info["started_text"], old, states, "full") == []
+
+
+def test_the_same_downstream_under_another_address_is_not_a_move(stack, env, uniq, tmp_path, capsys):
+    """127.0.0.1 -> localhost (a new DNS name, a VIP): the same server answers, so the start
+    goes on past the progress check (it stops later only because Airflow is not up here)."""
+    from dm_core.cli.dmctl import main as dmctl
+
+    store, made = env
+    name, sid, db, tdb = _part_loaded(stack, store, made, uniq, "fl")
+    store.stop_task(name)
+    same = {**target_database(stack["down"]), "host": "localhost"}
+    f = tmp_path / f"{name}.yaml"
+    f.write_text(_text(name, sid, db, stack["down"], tdb, target=same))
+    dmctl(["start-task", str(f)])
+    err = capsys.readouterr().err
+    assert "target-database moved" not in err and "nothing started" not in err, err
