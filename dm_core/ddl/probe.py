@@ -15,7 +15,7 @@ COLUMN a`` over a table already past it empties the column the load filled).
 
 The copy is a plain table ``_sf_probe_<connection id>`` in the target's schema (a temporary
 table cannot be partitioned on MariaDB, nor altered on TiDB), dropped at once; a leftover of a
-killed process is dropped by the next probe of that connection id. Foreign keys are not
+killed process is dropped by the next probe in that schema (its connection is gone). Foreign keys are not
 copied by ``LIKE`` and are left out of the comparison, so a statement naming another table (a
 foreign key's parent, a rename, an exchange) is not tried: the caller decides as before.
 """
@@ -47,6 +47,20 @@ def _definition(cur, schema: str, table: str) -> str:
     return "\n".join(lines)
 
 
+def _drop_leftovers(cur, schema: str) -> None:
+    """Drop probe tables of connections that are gone (a process killed mid-probe)."""
+    cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME LIKE %s",
+                (schema, r"\_sf\_probe\_%"))
+    names = [as_str(r[0]) for r in cur.fetchall()]
+    if not names:
+        return
+    cur.execute("SELECT ID FROM information_schema.PROCESSLIST")
+    alive = {str(r[0]) for r in cur.fetchall()}
+    for name in names:
+        if name.rsplit("_", 1)[-1] not in alive:
+            cur.execute(f"DROP TABLE IF EXISTS {qt(schema, name)}")
+
+
 def outcome(conn, sql: str, schema: str, table: str) -> tuple[str, Exception | None]:
     """Run ``sql`` (an ALTER TABLE / CREATE INDEX / DROP INDEX naming ``schema.table`` first)
     on an empty copy of the downstream table: (SAME, None) when the copy ends as the table
@@ -62,6 +76,7 @@ def outcome(conn, sql: str, schema: str, table: str) -> tuple[str, Exception | N
     with conn.cursor() as cur:
         cur.execute("SELECT CONNECTION_ID()")
         probe = f"_sf_probe_{cur.fetchone()[0]}"
+        _drop_leftovers(cur, schema)
         main = spans[0]
         on_probe = sql[:main.start] + qt(schema, probe) + sql[main.end:]
         cur.execute(f"DROP TABLE IF EXISTS {qt(schema, probe)}")

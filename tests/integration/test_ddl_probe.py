@@ -1,0 +1,55 @@
+"""dm_core/ddl/probe.py on the real downstream: a statement on an empty copy says whether the
+table is already past it, whatever the session's sql_mode, and leaves no table behind."""
+
+import pytest
+
+from dm_core.ddl import probe
+from dm_core.db import connect, qi, qt
+
+from .helpers import drop_schemas
+from .helpers import run_sql as run
+
+pytestmark = pytest.mark.integration
+
+T = "CREATE TABLE {t} (id int PRIMARY KEY, a int NULL, s varchar(20) CHARACTER SET utf8mb4 NOT NULL, KEY i (a))"
+CASES = [  # (statement, verdict over T as it is)
+    ("ALTER TABLE {t} MODIFY s varchar(20) CHARACTER SET latin1 NOT NULL", probe.CHANGES),
+    ("ALTER TABLE {t} MODIFY s varchar(20) CHARACTER SET utf8mb4 NOT NULL", probe.SAME),
+    ("ALTER TABLE {t} MODIFY a int NULL AFTER s", probe.CHANGES),
+    ("ALTER TABLE {t} DROP INDEX i, ADD INDEX i (a)", probe.SAME),
+    ("ALTER TABLE {t} DROP INDEX i, ADD INDEX i (a, s)", probe.CHANGES),
+    ("ALTER TABLE {t} ENGINE=InnoDB", probe.SAME),
+]
+
+
+@pytest.fixture
+def table(stack, uniq):
+    db = f"pr{uniq}"
+    run(stack["down"], f"CREATE DATABASE {qi(db)}", T.format(t=qt(db, "t")))
+    yield db
+    drop_schemas(stack["down"], [db])
+
+
+@pytest.mark.parametrize("mode", ["", "ANSI_QUOTES", "NO_FIELD_OPTIONS,NO_TABLE_OPTIONS"])
+@pytest.mark.parametrize("sql, verdict", CASES)
+def test_the_verdict_whatever_the_sql_mode(stack, table, sql, verdict, mode):
+    conn = connect(stack["down"])
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = %s", (mode,))
+        got, err = probe.outcome(conn, sql.format(t=f"`{table}`.`t`"), table, "t")
+        assert (got, err) == (verdict, None)
+    finally:
+        conn.close()
+
+
+def test_a_probe_table_of_a_dead_connection_is_dropped(stack, table):
+    run(stack["down"], f"CREATE TABLE {qt(table, '_sf_probe_999999999')} (id int)")
+    conn = connect(stack["down"])
+    try:
+        probe.outcome(conn, f"ALTER TABLE `{table}`.`t` ADD COLUMN x int", table, "t")
+        with conn.cursor() as cur:
+            cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (table,))
+            assert [r[0] for r in cur.fetchall()] == ["t"]
+    finally:
+        conn.close()
