@@ -443,6 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
                                           "a stopped task resumes from its checkpoints")
     s.add_argument("file")
     s.add_argument("--remove-meta", action="store_true", help="forget checkpoints and loaded chunks first")
+    s.add_argument("--same-downstream", action="store_true",
+                   help="target-database's new address reaches the same server as the old one (a DNS name or "
+                        "VIP changed): not refused as a move")
     s.add_argument("--start-time", metavar="TIME",
                    help="task-mode incremental: sync from the binlog position of this time, e.g. "
                         "'2021-10-21 00:01:00' (the upstream's time zone), '2021-10-21T00:01:00' or "

@@ -232,7 +232,8 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         info = store.task_info(task.name)
         if info is not None and not a.remove_meta:
             refuse_shard_state_changes(store, task)
-            refuse_progress_changes(store, task, info["started_text"], text)
+            refuse_progress_changes(store, task, info["started_text"], text,
+                                    same_downstream=getattr(a, "same_downstream", False))
         if info is not None and info["status"] != lc.STOPPED:
             if only and text != info["config_text"]:
                 raise ErrorCode.CONFIG_INVALID.error(
@@ -353,7 +354,7 @@ def refuse_shard_state_changes(store, task) -> None:
 MOVED = "target-database moved"
 
 
-def refuse_progress_changes(store, task, old_text: str, new_text: str) -> None:
+def refuse_progress_changes(store, task, old_text: str, new_text: str, *, same_downstream: bool = False) -> None:
     """A start from recorded progress with a file that progress would be wrong under (the
     downstream moved, the shape of a part-loaded full phase changed, task-mode full then a
     syncing mode): refused before anything is stored (dm_core/state/restart_check.py)."""
@@ -361,7 +362,7 @@ def refuse_progress_changes(store, task, old_text: str, new_text: str) -> None:
 
     states = store.all_source_states(task.name)
     found = refusals(old_text, new_text, states, lc.resume_point(task, states))
-    if any(f.startswith(MOVED) for f in found) and _same_downstream(task, old_text):
+    if any(f.startswith(MOVED) for f in found) and (same_downstream or _same_downstream(task, old_text)):
         found = [f for f in found if not f.startswith(MOVED)]   # the same server under another address
     if found:
         raise ErrorCode.CONFIG_INVALID.error(
@@ -371,51 +372,55 @@ def refuse_progress_changes(store, task, old_text: str, new_text: str) -> None:
                        "what shapes the full phase's rows may be made once that phase has finished; the target "
                        "server, meta-schema and a task-mode full run stay as they are for good. Or start over with "
                        "`dmctl start-task --remove-meta FILE`: a new full phase under the new file (drop what the "
-                       "old one loaded downstream first).")
+                       "old one loaded downstream first). A new address of the same downstream is recognised "
+                       "when the old one still answers; else say so with `--same-downstream`.")
 
 
 def _same_downstream(task, old_text: str) -> bool:
-    """Whether the old file's target address and the new one reach one server (a new DNS name,
-    a VIP, a proxy port): the same @@server_id, @@hostname and @@port, or, the old address gone,
-    the new server holding this task's load markers."""
-    import dataclasses
+    """Whether the old file's target address and the new one reach the same data (a new DNS
+    name, a VIP, a proxy, another instance of one TiDB cluster): a token written through the new
+    address, with the new file's login, reads back through the old one, with the old file's own
+    login (never the new password to an address that may now be another machine). Any failure
+    says no: the start is refused and ``--same-downstream`` is the user's word for it."""
+    import secrets
 
-    import yaml
-
-    from dm_core.db import connect, qt
+    from dm_core.config.task import parse_task
+    from dm_core.db import connect, qi, qt
     from dm_core.sources import target_endpoint
 
-    new_ep = target_endpoint(task)
-    old_t = (yaml.safe_load(old_text) or {}).get("target-database") or {}
-    old_ep = dataclasses.replace(new_ep, host=str(old_t.get("host", "")), port=int(old_t.get("port") or 0))
-
-    def identity(ep):
-        conn = connect(ep, downstream=True)
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT @@server_id, @@hostname, @@port")
-                return tuple(cur.fetchone())
-        finally:
-            conn.close()
-
+    token = secrets.token_hex(16)
+    table = qt(task.meta_schema, "shardflow_identity")
     try:
-        now = identity(new_ep)
-    except Exception:  # noqa: BLE001 - the new address does not answer: not shown to be the same
+        old_ep = target_endpoint(parse_task(old_text, "<the task's last start>"))
+        new = connect(target_endpoint(task), downstream=True, connect_timeout=5, read_timeout=15)
+    except Exception:  # noqa: BLE001 - the old file's login or the new address: not shown to be the same
         return False
     try:
-        return identity(old_ep) == now
-    except Exception:  # noqa: BLE001 - the old address is gone: does the new server hold our markers?
-        pass
-    conn = connect(new_ep, downstream=True)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT 1 FROM {qt(task.meta_schema, 'shardflow_full_chunk')} WHERE task = %s LIMIT 1",
-                        (task.name,))
-            return cur.fetchone() is not None
-    except Exception:  # noqa: BLE001 - no marker table there
+        with new.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {qi(task.meta_schema)}")
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {table} (token varchar(64) PRIMARY KEY)")
+            cur.execute(f"INSERT INTO {table} VALUES (%s)", (token,))
+        try:
+            old = connect(old_ep, downstream=True, connect_timeout=5, read_timeout=15)
+            try:
+                with old.cursor() as cur:
+                    cur.execute(f"SELECT COUNT(*) FROM {table} WHERE token = %s", (token,))
+                    return cur.fetchone()[0] == 1
+            finally:
+                old.close()
+        except Exception as e:  # noqa: BLE001 - the old address is gone or another server
+            print(f"the old target address does not answer ({str(e).splitlines()[0]})", file=sys.stderr)
+            return False
+    except Exception as e:  # noqa: BLE001 - no token could be written: not shown to be the same
+        print(f"could not check the new target address ({str(e).splitlines()[0]})", file=sys.stderr)
         return False
     finally:
-        conn.close()
+        try:
+            with new.cursor() as cur:
+                cur.execute(f"DELETE FROM {table} WHERE token = %s", (token,))
+        except Exception:  # noqa: BLE001 - a token left behind matches nothing later
+            pass
+        new.close()
 
 
 def _start_sources(api, store, task, sources: list[str], active: list[str], start_time: str | None = None) -> int:

@@ -15,7 +15,7 @@ COLUMN a`` over a table already past it empties the column the load filled).
 
 The copy is a plain table ``_sf_probe_<connection id>`` in the target's schema (a temporary
 table cannot be partitioned on MariaDB, nor altered on TiDB), dropped at once; a leftover of a
-killed process is dropped by the next probe in that schema (its connection is gone). Foreign keys are not
+killed process is dropped by a probe in that schema ten minutes later. Foreign keys are not
 copied by ``LIKE`` and are left out of the comparison, so a statement naming another table (a
 foreign key's parent, a rename, an exchange) is not tried: the caller decides as before.
 """
@@ -48,16 +48,13 @@ def _definition(cur, schema: str, table: str) -> str:
 
 
 def _drop_leftovers(cur, schema: str) -> None:
-    """Drop probe tables of connections that are gone (a process killed mid-probe)."""
-    cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME LIKE %s",
-                (schema, r"\_sf\_probe\_%"))
-    names = [as_str(r[0]) for r in cur.fetchall()]
-    if not names:
-        return
-    cur.execute("SELECT ID FROM information_schema.PROCESSLIST")
-    alive = {str(r[0]) for r in cur.fetchall()}
-    for name in names:
-        if name.rsplit("_", 1)[-1] not in alive:
+    """Drop probe tables older than a probe ever lives (a process killed mid-probe): by age, not
+    by the connection, which another user's or another TiDB instance's PROCESSLIST hides."""
+    cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                "AND CREATE_TIME < NOW() - INTERVAL 10 MINUTE", (schema,))
+    for (name,) in cur.fetchall():
+        name = as_str(name)
+        if name.startswith("_sf_probe_") and name[len("_sf_probe_"):].isdigit():
             cur.execute(f"DROP TABLE IF EXISTS {qt(schema, name)}")
 
 

@@ -117,6 +117,7 @@ ALTER TABLE {s}.full_chunk ADD COLUMN IF NOT EXISTS read_by_pos bigint;
 -- the file of the last start-task, sealed: what a restart's file is compared with (config_text
 -- follows the file Airflow reads; dm_core/state/restart_check.py)
 ALTER TABLE {s}.task ADD COLUMN IF NOT EXISTS started_text text;
+UPDATE {s}.task SET started_text = config_text WHERE started_text IS NULL;
 """
 
 

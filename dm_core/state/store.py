@@ -130,9 +130,10 @@ class StateStore:
     def put_task(self, name: str, config_text: str, status: str = "running") -> None:
         with self.tx() as cur:
             cur.execute(
-                f"INSERT INTO {SCHEMA}.task (name, config_text, status) VALUES (%s, %s, %s) "
-                "ON CONFLICT (name) DO UPDATE SET config_text = EXCLUDED.config_text, status = EXCLUDED.status, updated_at = now()",
-                (name, state_key.seal(config_text), status),
+                f"INSERT INTO {SCHEMA}.task (name, config_text, started_text, status) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET config_text = EXCLUDED.config_text, started_text = "
+                "EXCLUDED.started_text, status = EXCLUDED.status, updated_at = now()",
+                (name, state_key.seal(config_text), state_key.seal(config_text), status),
             )
 
     def register_task(self, name: str, config_text: str) -> None:
