@@ -102,7 +102,12 @@ def dm_case(case: str, tmp_path: Path, stack, sources: dict[str, str], databases
         yield files, store
     finally:
         reset_task(store, files.name)
-        store.stop_task(files.name)   # ended as a user ends it: a later case may stop its sources
+        # every task of the case ends as a user ends it (stop-task): a later case may stop its sources
+        from dm_core.cli.dmctl import _tasks_using
+
+        for src in files.sources:
+            for name in _tasks_using(store, yaml.safe_load(Path(src).read_text())["source-id"]):
+                store.stop_task(name)
         store.close()
         clean()
 
