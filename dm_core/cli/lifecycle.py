@@ -235,7 +235,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
             refuse_progress_changes(store, task, info["started_text"], text,
                                     same_downstream=getattr(a, "same_downstream", False))
         if info is not None and info["status"] != lc.STOPPED:
-            if only and text != info["config_text"]:
+            if only and text != info["started_text"]:
                 raise ErrorCode.CONFIG_INVALID.error(
                     f"start-task -s starts sources of task {task.name} as it runs, and {a.file} differs from the "
                     f"file it runs with: nothing started",
