@@ -5,7 +5,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(ROOT)
 export SPARK_HOME := $(ROOT)/.venv/lib/python3.11/site-packages/pyspark
 
-.PHONY: setup stack-up stack-down stack-status airflow-up airflow-down test test-unit demo bench
+.PHONY: setup stack-up stack-down stack-status airflow-up airflow-down lint test test-unit demo bench
 
 setup:          ## install apt packages and the venv (idempotent)
 	scripts/setup.sh
@@ -25,7 +25,10 @@ airflow-up:     ## airflow standalone on the stack's Postgres, with dags/ and pl
 airflow-down:
 	scripts/airflow.sh down
 
-test:           ## the whole suite: unit, integration (local stack), e2e (Airflow + Spark), dm_core's doctests
+lint:           ## pyflakes' rules (ruff) over the product and the tests: zero findings
+	$(VENV)/bin/ruff check .
+
+test: lint      ## the whole suite: unit, integration (local stack), e2e (Airflow + Spark), dm_core's doctests
 	$(VENV)/bin/python -m pytest tests dm_core --doctest-modules
 
 test-unit:

@@ -167,7 +167,7 @@ def cmd_stop_task(a, open_store, api_factory) -> int:
                       + "\n  ".join(left), file=sys.stderr)
                 return 1
     kept = "checkpoints, watermarks, loaded chunks and shard DDL locks are kept"
-    again = (f"`dmctl start-task FILE` resumes from them" if whole
+    again = ("`dmctl start-task FILE` resumes from them" if whole
              else f"`dmctl start-task -s {' -s '.join(sources)} FILE` starts {'it' if len(sources) == 1 else 'them'} again")
     print(f"task {task.name}: {'stopped' if whole else what + ' stopped'}"
           f"{' (not waiting for the runs to end)' if a.no_wait else ''}; "
@@ -262,7 +262,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
             print(f"task {task.name}: not started: after {a.timeout:.0f}s these of an earlier start have not "
                   f"ended:\n  " + "\n  ".join(left), file=sys.stderr)
             return 1
-        install_task_file(tasks_dir, task.name, Path(a.file))
+        dest = install_task_file(tasks_dir, task.name, Path(a.file))
         if a.remove_meta:
             from dm_core.reset import reset_task
 
@@ -286,7 +286,8 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         errs = [e for e in api.import_errors() if task.name in e.get("stack_trace", "")]
         hint = ("\n" + errs[0]["stack_trace"][-1500:]) if errs else ""
         print(f"task {task.name}: Airflow has not loaded {', '.join(missing)} after {a.wait_dags}s "
-              f"(is the dag-processor running on {dest.parent}?){hint}", file=sys.stderr)
+              f"(dmctl put the task file into {dest.parent}: does the dag-processor read that folder? Set "
+              f"SHARDFLOW_TASKS_DIR alike for dmctl and Airflow){hint}", file=sys.stderr)
         return 1
     for d in wanted:
         api.set_paused(d, False)

@@ -99,7 +99,6 @@ def encode(batch):
 def _escaped(col):
     """``\\``, tab and newline escaped; a column without any of them (the usual case) as is."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     data = col.buffers()[2]

@@ -50,7 +50,7 @@ from itertools import chain
 from operator import itemgetter
 
 from dm_core.db import qi
-from dm_core.sync.dml import DMLBuilder, Stmt, to_db_value
+from dm_core.sync.dml import DMLBuilder, Stmt
 from dm_core.sync.job import RowJob
 from dm_core.target import TargetTable
 

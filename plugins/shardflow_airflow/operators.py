@@ -68,8 +68,8 @@ class PrecheckOperator(BaseOperator):
             raise AirflowFailException(str(code.error(
                 f"task {task.name}: the task file (changed since its last start-task) does not fit the progress "
                 "its sources keep:\n  " + "\n  ".join(clash + moved),
-                workaround=f"Put back the file of the last start-task, or `dmctl start-task --remove-meta FILE` to "
-                           f"start over with this one." if moved and not clash else None)))
+                workaround="Put back the file of the last start-task, or `dmctl start-task --remove-meta FILE` to "
+                           "start over with this one." if moved and not clash else None)))
         report = run_prechecks(task, sources, target_endpoint(task), resuming=resuming, start_times=start_times)
         self.log.info("precheck of task %s (%s):\n%s", task.name,
                       "a fresh start" if resuming == "fresh" else f"a restart that resumes its {resuming} phase; "

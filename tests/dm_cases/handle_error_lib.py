@@ -189,7 +189,7 @@ def pos_of(ep, fragment: str) -> str:
 
 
 @pytest.fixture
-def scene_factory(stack, tmp_path):
+def error_scene_factory(stack, tmp_path):
     """``make(case, task_file)`` → a Scene whose databases and task rows are cleaned before and after."""
     opened = []
 
@@ -206,4 +206,4 @@ def scene_factory(stack, tmp_path):
 
 
 __all__ = ["DB", "S1", "S2", "Scene", "Sync", "next_query_pos", "ok", "pos_of", "query_events", "refused",
-           "scene_factory"]
+           "error_scene_factory"]

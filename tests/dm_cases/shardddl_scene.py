@@ -31,7 +31,7 @@ import pytest
 
 from dm_core.db import qi, qt
 
-from .harness import DMFiles, Sync, dm_case, dmctl, register_sources, run_sql, start
+from .harness import Sync, dm_case, dmctl, register_sources, run_sql, start
 
 DBS = ["shardddl1", "shardddl2"]
 TARGET = ("shardddl", "tb")

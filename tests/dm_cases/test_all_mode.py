@@ -45,7 +45,7 @@ import json
 import pytest
 import yaml
 
-from dm_core.db import qi, qt
+from dm_core.db import qt
 from dm_core.reset import reset_task
 
 from .harness import dm_case, dmctl, register_sources, run_sql, start_task, stop_task
@@ -204,7 +204,7 @@ def test_dm_all_mode_json_generated_columns(case, stack):
 # ---- 3, 4 ------------------------------------------------------------------------------------
 def test_dm_all_mode_session_config_and_a_minimal_row_image(case, stack):
     files, store = case
-    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    up1, down = stack["up1"], stack["down"]
     with global_modes(stack):
         prepare(stack)
         source_files(files)

@@ -32,7 +32,7 @@ import pytest
 
 from dm_core.db import qi
 
-from .harness import Sync, dm_case, register_sources, run_sql, start, table_rows
+from .harness import dm_case, register_sources, run_sql, start, table_rows
 
 pytestmark = pytest.mark.integration
 

@@ -177,7 +177,7 @@ def test_dm_full_mode_empty_tables_and_a_routed_empty_schema(case, stack, tmp_pa
 def test_dm_full_mode_under_upstream_global_modes(case, stack, tmp_path):
     """DM: run: NO_BACKSLASH_ESCAPES and time zones of the upstreams' own; `tb"1` kept downstream."""
     files, store = case
-    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    up1, down = stack["up1"], stack["down"]
     saved = {k: run_sql(stack[k], "SELECT @@GLOBAL.sql_mode, @@GLOBAL.time_zone")[0] for k in ("up1", "up2")}
     try:
         for key, zone in (("up1", "+01:00"), ("up2", "+02:00")):
@@ -198,7 +198,7 @@ def test_dm_full_mode_under_upstream_global_modes(case, stack, tmp_path):
         _equal(stack)
         # TIMESTAMP values are the same instants (both sides read in UTC here)
         for key, t in (("up1", "t1"), ("up2", "t2")):
-            q = [f"SET time_zone = '+00:00'", f"SELECT id, CAST(ts AS char) FROM {DB}.{t} ORDER BY id"]
+            q = ["SET time_zone = '+00:00'", f"SELECT id, CAST(ts AS char) FROM {DB}.{t} ORDER BY id"]
             assert run_sql(down, *q) == run_sql(stack[key], *q)
     finally:
         for key, (mode, zone) in saved.items():

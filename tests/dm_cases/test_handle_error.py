@@ -101,7 +101,7 @@ def test_skip_a_ddl_on_every_paused_source_then_a_rejected_row(no_sharding, stac
     run_sql(up2, f"ALTER TABLE {DB}.tb2 MODIFY id varchar(10)", f"INSERT INTO {DB}.tb2 VALUES ('bbb', 6)")
     st = _until_paused(sync, store, task, [S1, S2])
     for sid, t in ((S1, "tb1"), (S2, "tb2")):
-        assert "1659" in st[sid]["error"] and f"MODIFY id varchar(10)" in st[sid]["error_stmt"], st[sid]
+        assert "1659" in st[sid]["error"] and "MODIFY id varchar(10)" in st[sid]["error_stmt"], st[sid]
     rc, out, err = dmctl("query-status", task.name)
     assert out.count("MODIFY id varchar(10)") >= 2, out
 
@@ -227,7 +227,7 @@ def sharding(request, stack, tmp_path):
 
 
 def _sharded_tables(stack, files, store, ddl: str):
-    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    up1, up2 = stack["up1"], stack["up2"]
     for ep in (up1, up2):
         run_sql(ep, f"CREATE DATABASE {DB}", f"CREATE TABLE {DB}.tb1 {ddl}")
     register_sources(files)

@@ -30,7 +30,7 @@ Where shardflow differs from DM (each checked below):
 
 import pytest
 
-from .handle_error_lib import DB, S1, S2, next_query_pos, ok, pos_of, refused, scene_factory  # noqa: F401
+from .handle_error_lib import DB, S1, S2, next_query_pos, ok, pos_of, refused
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +38,8 @@ MODES = ["pessimistic", "optimistic"]
 
 
 @pytest.fixture(params=MODES)
-def sharded(request, scene_factory):
-    sc = scene_factory("handle_error_2", f"double-source-{request.param}.yaml")
+def sharded(request, error_scene_factory):
+    sc = error_scene_factory("handle_error_2", f"double-source-{request.param}.yaml")
     sc.mode = request.param
     return sc
 
@@ -76,11 +76,11 @@ def test_4215_add_unique_column_refused_then_made_by_hand(sharded):
 
 @pytest.fixture(params=[(m, extra) for m in MODES for extra in (False, True)],
                 ids=[f"{m}{'-row-before' if extra else ''}" for m in MODES for extra in (False, True)])
-def sharded_at(request, scene_factory):
+def sharded_at(request, error_scene_factory):
     """DM's "test different error locations": with ``extra``, upstream 1 holds one more row
     (written before the task starts), so the sources' positions differ."""
     mode, extra = request.param
-    sc = scene_factory("handle_error_2", f"double-source-{mode}.yaml")
+    sc = error_scene_factory("handle_error_2", f"double-source-{mode}.yaml")
     sc.mode, sc.extra = mode, extra
     return sc
 
@@ -237,8 +237,8 @@ def test_4185_second_modify_skipped_ahead_first_where_paused(sharded_at):
     assert sc.count("WHERE id < 100") == 4
 
 
-def test_4201_one_source_second_modify_skipped_ahead(scene_factory):
-    sc = scene_factory("handle_error_2", "single-source-no-sharding.yaml")
+def test_4201_one_source_second_modify_skipped_ahead(error_scene_factory):
+    sc = error_scene_factory("handle_error_2", "single-source-no-sharding.yaml")
     sc.init_table(S1)
     sc.start()
     sc.s1(f"INSERT INTO {DB}.tb1 VALUES (1)", f"ALTER TABLE {DB}.tb1 MODIFY id varchar(10)",

@@ -31,7 +31,7 @@ is "before its checkpoint" where DM says "operator not exist".
 
 import pytest
 
-from .handle_error_lib import DB, S1, S2, next_query_pos, ok, pos_of, refused, scene_factory  # noqa: F401
+from .handle_error_lib import DB, S1, S2, next_query_pos, ok, pos_of, refused
 
 pytestmark = pytest.mark.integration
 
@@ -40,23 +40,23 @@ MODES = ["pessimistic", "optimistic"]
 
 @pytest.fixture(params=[(m, extra) for m in MODES for extra in (False, True)],
                 ids=[f"{m}{'-row-before' if extra else ''}" for m in MODES for extra in (False, True)])
-def sharded_at(request, scene_factory):
+def sharded_at(request, error_scene_factory):
     mode, extra = request.param
-    sc = scene_factory("handle_error_3", f"double-source-{mode}.yaml")
+    sc = error_scene_factory("handle_error_3", f"double-source-{mode}.yaml")
     sc.mode, sc.extra = mode, extra
     return sc
 
 
 @pytest.fixture(params=MODES)
-def sharded(request, scene_factory):
-    sc = scene_factory("handle_error_3", f"double-source-{request.param}.yaml")
+def sharded(request, error_scene_factory):
+    sc = error_scene_factory("handle_error_3", f"double-source-{request.param}.yaml")
     sc.mode, sc.extra = request.param, False
     return sc
 
 
 @pytest.fixture
-def single(scene_factory):
-    sc = scene_factory("handle_error_3", "single-source-no-sharding.yaml")
+def single(error_scene_factory):
+    sc = error_scene_factory("handle_error_3", "single-source-no-sharding.yaml")
     sc.init_table(S1)       # the target `tb` partitioned by id: a UNIQUE key without id is refused (1503)
     sc.start()
     return sc

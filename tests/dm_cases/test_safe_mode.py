@@ -51,7 +51,6 @@ where DM's failpoints return an error and pause first.
 
 import pytest
 
-from dm_core.db import qt
 from dm_core.reset import reset_task
 
 from .harness import (DMFiles, Sync, dm_case, dmctl, full_phase, pending_replay, register_sources, run_killed,

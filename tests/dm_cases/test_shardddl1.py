@@ -65,7 +65,7 @@ import re
 import pytest
 import yaml
 
-from .shardddl_scene import count, init_table, scene_factory  # noqa: F401 (fixture)
+from .shardddl_scene import count, init_table
 
 pytestmark = pytest.mark.integration
 

@@ -42,7 +42,7 @@ import re
 
 import pytest
 
-from .shardddl_scene import count, init_table, scene_factory  # noqa: F401 (fixture)
+from .shardddl_scene import count, init_table
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ def _two_sources(t1: str, t2: str):
     def scenario(sc):
         init_table(sc, "111", t2)
         sc.start()
-        a, b = f"shardddl1.tb1", f"shardddl{t2[1]}.tb{t2[2]}"
+        a, b = "shardddl1.tb1", f"shardddl{t2[1]}.tb{t2[2]}"
         _pairs(sc, (1, f"alter table {a} add column new_col1 int"), (1, f"insert into {a} values (1,1)"),
                (2, f"alter table {b} add column new_col1 int"), (2, f"insert into {b} values (2,2)"))
         sc.assert_synced()

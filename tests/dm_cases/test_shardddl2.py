@@ -55,7 +55,7 @@ import time
 import pytest
 
 from .harness import dmctl
-from .shardddl_scene import count, init_table, scene_factory  # noqa: F401 (fixture)
+from .shardddl_scene import count, init_table
 
 pytestmark = pytest.mark.integration
 

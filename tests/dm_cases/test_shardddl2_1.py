@@ -37,7 +37,7 @@ import time
 
 import pytest
 
-from .shardddl_scene import count, init_table, scene_factory  # noqa: F401 (fixture)
+from .shardddl_scene import count, init_table
 from .test_shardddl1 import _goes_on
 
 pytestmark = pytest.mark.integration

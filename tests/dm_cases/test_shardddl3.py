@@ -40,7 +40,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from .shardddl_scene import count, init_table, scene_factory  # noqa: F401 (fixture)
+from .shardddl_scene import count, init_table
 from .harness import dmctl, run_sql
 
 pytestmark = pytest.mark.integration

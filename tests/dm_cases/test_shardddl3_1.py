@@ -46,7 +46,7 @@ import re
 import pytest
 
 from .harness import dmctl
-from .shardddl_scene import count, init_table, scene_factory  # noqa: F401 (fixture)
+from .shardddl_scene import count, init_table
 
 pytestmark = pytest.mark.integration
 

@@ -43,7 +43,7 @@ import re
 import pytest
 
 from .harness import dmctl
-from .shardddl_scene import count, scene_factory  # noqa: F401 (fixture)
+from .shardddl_scene import count
 
 pytestmark = pytest.mark.integration
 

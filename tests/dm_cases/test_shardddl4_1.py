@@ -56,7 +56,7 @@ import re
 import pytest
 
 from .harness import dmctl, table_rows, union_rows
-from .shardddl_scene import count, scene_factory  # noqa: F401 (fixture)
+from .shardddl_scene import count
 from .test_shardddl1 import _goes_on
 from .test_shardddl4 import assert_same_indexes, down_indexes, no_waiting_members, rounds, three_shards
 

@@ -50,8 +50,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from .harness import dmctl, run_sql, start_task
-from .shardddl_scene import init_table, scene_factory  # noqa: F401 (fixture)
+from .harness import dmctl, start_task
+from .shardddl_scene import init_table
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,6 @@ from dm_core.state import StateStore
 
 from ..integration.helpers import drop_schemas, make_shards, shard_task_yaml
 from .test_migration_through_airflow import ROOT, _api, _columns, _env, _source_file, _task_processes, _wait_for
-from .test_migration_through_airflow import airflow  # noqa: F401 - the fixture
 from .test_migration_through_airflow import dmctl
 
 pytestmark = pytest.mark.e2e
@@ -96,7 +95,7 @@ class Mig:
 
 
 @pytest.fixture(scope="module")
-def mig(stack, airflow, tmp_path_factory):  # noqa: F811 - the imported fixture
+def mig(stack, airflow, tmp_path_factory):
     import uuid
 
     uniq = uuid.uuid4().hex[:8]

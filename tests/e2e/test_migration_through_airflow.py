@@ -18,6 +18,8 @@ import pytest
 
 from dm_core.db import connect, qt
 
+from .conftest import airflow_env
+
 from ..integration.helpers import drop_schemas, make_shards, shard_task_yaml
 from ..integration.shard_helpers import run as _run
 
@@ -26,11 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env(stack) -> dict:
-    env = dict(os.environ)
-    env.update(stack["env"])
-    env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{env['PATH']}"
-    env["PYTHONPATH"] = str(ROOT)
-    return env
+    return airflow_env(stack)
 
 
 def dmctl(stack, *args, check=True, timeout=900) -> subprocess.CompletedProcess:
@@ -39,18 +37,6 @@ def dmctl(stack, *args, check=True, timeout=900) -> subprocess.CompletedProcess:
     if check and r.returncode != 0:
         pytest.fail(f"dmctl {' '.join(args)} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
     return r
-
-
-@pytest.fixture(scope="module")
-def airflow(stack):
-    env = _env(stack)
-    running = subprocess.run([str(ROOT / "scripts" / "airflow.sh"), "status"], env=env, capture_output=True).returncode == 0
-    if not running:
-        r = subprocess.run([str(ROOT / "scripts" / "airflow.sh"), "up"], env=env, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stdout + r.stderr
-    yield
-    if not running:
-        subprocess.run([str(ROOT / "scripts" / "airflow.sh"), "down"], env=env, capture_output=True, timeout=120)
 
 
 def _count(ep, tdb, name) -> int:
@@ -311,3 +297,26 @@ def test_full_then_incremental_merge_equals_union_of_shards(stack, airflow, uniq
         drop_schemas(stack["up1"], schemas)
         drop_schemas(stack["up2"], schemas)
         drop_schemas(stack["down"], [tdb])
+
+
+def test_start_task_names_the_folder_it_put_the_file_in_when_airflow_never_loads_the_dags(stack, airflow, uniq,
+                                                                                          tmp_path):
+    """dmctl and Airflow reading different task folders (SHARDFLOW_TASKS_DIR set for one only):
+    start-task waits for the DAGs, then says where it put the file and what to set."""
+    db, name, sid = f"nd{uniq}", f"nd{uniq}", f"nd-{uniq}"
+    elsewhere = tmp_path / "not-read-by-airflow"
+    src = _source_file(tmp_path, sid, stack["up1"])
+    task_file = tmp_path / f"{name}.yaml"
+    task_file.write_text(shard_task_yaml(name, stack["down"], [(sid, 1)], db, f"{db}t", shard_mode=""))
+    env = dict(_env(stack), SHARDFLOW_TASKS_DIR=str(elsewhere))
+    dmctl(stack, "operate-source", "create", src)
+    try:
+        r = subprocess.run([str(ROOT / ".venv" / "bin" / "dmctl"), "start-task", str(task_file), "--wait-dags", "3"],
+                           env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert f"Airflow has not loaded dm_{name}_precheck" in r.stderr, r.stderr
+        assert f"dmctl put the task file into {elsewhere}" in r.stderr and "SHARDFLOW_TASKS_DIR" in r.stderr, r.stderr
+        assert (elsewhere / f"{name}.yaml").exists()
+    finally:
+        dmctl(stack, "stop-task", name, check=False)
+        dmctl(stack, "operate-source", "stop", src, check=False)

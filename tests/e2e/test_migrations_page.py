@@ -33,7 +33,7 @@ from dm_core.validate.result import from_dict
 
 from ..integration.helpers import drop_schemas, make_shards, shard_task_yaml
 from ..integration.shard_helpers import run as _run
-from .test_migration_through_airflow import _api, _wait_for, airflow, dmctl  # noqa: F401 - fixture
+from .test_migration_through_airflow import _api, _wait_for, dmctl
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,11 +16,11 @@ import psycopg2
 import pytest
 import yaml
 
-from dm_core.db import connect, qi, qt
+from dm_core.db import connect, qt
 from dm_core.secrets import dm_cipher
 
 from ..integration.helpers import drop_schemas, make_shards
-from .test_migration_through_airflow import _api, airflow, dmctl  # noqa: F401 (fixture)
+from .test_migration_through_airflow import _api, dmctl
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +55,7 @@ def _pg_rows_as_text(dsn: str, skip: set[tuple[str, str]] = frozenset()) -> dict
     return out
 
 
-def test_encrypted_dm_passwords_migrate_and_no_password_is_ever_written_anywhere(stack, airflow, uniq, tmp_path):  # noqa: F811
+def test_encrypted_dm_passwords_migrate_and_no_password_is_ever_written_anywhere(stack, airflow, uniq, tmp_path):
     up, down = stack["up1"], stack["down"]
     src_pw, tgt_pw = f"SrcPw{uniq}Zq7", f"TgtPw{uniq}Wv4"
     src_user, tgt_user = f"lk_s{uniq}", f"lk_t{uniq}"

@@ -19,7 +19,6 @@ from dm_core.db import connect, qi, qt
 from ..integration.helpers import drop_schemas, run_sql, target_database
 from .test_migration_through_airflow import ROOT, _api, _source_file, dmctl
 from .test_migrations_page import _run_dag
-from .test_migration_through_airflow import airflow  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +34,7 @@ def _rows(ep, schema, table) -> list[tuple]:
     return rows
 
 
-def test_an_incremental_task_started_at_a_time_syncs_from_then_on(stack, airflow, tmp_path):  # noqa: F811
+def test_an_incremental_task_started_at_a_time_syncs_from_then_on(stack, airflow, tmp_path):
     uniq = uuid.uuid4().hex[:8]
     schema, tdb, name, sid = f"st{uniq}", f"stt{uniq}", f"st{uniq}", f"st-{uniq}"
     up, down = stack["up1"], stack["down"]

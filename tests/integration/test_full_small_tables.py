@@ -2,7 +2,6 @@
 one chunk are copied by a few Spark jobs instead of one job each, beside tables that load
 chunk by chunk, and stay exactly once through kills, failures and a merge into one table."""
 
-import subprocess
 
 import pytest
 

@@ -14,7 +14,7 @@ from dm_core.db import connect, qt
 from dm_core.sync import keyless_ledger
 
 from .helpers import run_sql as run
-from .test_sync_errors import plain, rows, steps  # noqa: F401 (plain is a fixture)
+from .test_sync_errors import rows, steps
 
 pytestmark = pytest.mark.integration
 

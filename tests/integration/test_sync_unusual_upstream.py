@@ -13,7 +13,7 @@ from dm_core.db import connect, qi, qt
 
 from .helpers import drop_schemas
 from .helpers import run_sql as run
-from .test_sync_errors import dmctl_binlog, plain, rows, steps  # noqa: F401 (plain is a fixture)
+from .test_sync_errors import dmctl_binlog, rows, steps
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dm_core.db import connect, qt
+from dm_core.db import connect
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import validate_task
 from dm_core.validate.result import render

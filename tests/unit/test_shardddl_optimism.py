@@ -357,7 +357,7 @@ def test_three_sources_mixed_timing(persist):
     h = Harness(["s1", "s2", "s3"], persist)
     log = []
     for s in ("s1", "s2", "s3"):
-        op = h.report(s, "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+        h.report(s, "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
         log.append(h.finish(s).action)
     for s in ("s3", "s1", "s2"):
         h.report(s, "t_1", "ALTER TABLE t_1 DROP COLUMN c")

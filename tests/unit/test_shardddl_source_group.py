@@ -77,7 +77,6 @@ class Sim:
                 self.groups = SourceShardGroups.from_json(json.loads(json.dumps(json.loads(self.groups.to_json()))))
             (kind, table, *rest), start, end = self.events[i]
             if kind == "dml":
-                g = self.groups.group_of(table)
                 if not self.groups.should_skip_dml(table, start):
                     self.applied.append((i, dict(self.down)))
                     self.safe_exit = end if self.safe_exit is None or end.key() > self.safe_exit.key() else self.safe_exit

@@ -161,7 +161,6 @@ def _trigger(request, body: dict) -> dict:
 
     from dm_core.errors import ShardflowError
     from dm_core.overview import task_overview
-    from dm_core.state import lifecycle
     from shardflow_airflow import runtime
 
     name, dag_id, conf = body.get("task"), body.get("dag_id"), body.get("conf") or {}
