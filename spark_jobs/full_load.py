@@ -34,13 +34,18 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-os.environ["TZ"] = "UTC"  # Python datetimes from Spark use the process zone: keep wall clocks
-time.tzset()
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, PROJECT_ROOT)
-
-from spark_jobs.spark_session import LazySession  # noqa: E402 (after the path above)
 log = logging.getLogger("shardflow.full_load")
+
+
+def prepare_process() -> None:
+    """What the driver process needs before any job: the project importable (spark-submit puts
+    only spark_jobs/ on the path) and the process zone UTC (Python datetimes from Spark use the
+    process zone: keep wall clocks). Called by ``main`` and by the job host, never at import."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    if PROJECT_ROOT not in sys.path:
+        sys.path.insert(0, PROJECT_ROOT)
 
 
 def _parse_arguments(argv=None):
@@ -275,8 +280,8 @@ def _has_auto_increment(target_ep, schema: str, table: str) -> bool:
 
 
 class _Stages:
-    """Executor seconds per stage of the load path, summed over every chunk (the report's
-    ``stages``: where the time went)."""
+    """Executor seconds per stage of the load path, summed over every chunk of one job (the
+    report's ``stages``: where the time went)."""
 
     def __init__(self):
         self.lock, self.total = threading.Lock(), {}
@@ -285,9 +290,6 @@ class _Stages:
         with self.lock:
             for k, v in got.items():
                 self.total[k] = self.total.get(k, 0) + v
-
-
-stages = _Stages()
 
 
 def _lander(spark, task, st, up_ep, target_ep, args):
@@ -350,7 +352,7 @@ def _lander(spark, task, st, up_ep, target_ep, args):
             up.close()
 
     def _report(chunk, t0, got, how=""):
-        stages.add(got)
+        args.stages.add(got)
         log.info("%s chunk %d: %d rows loaded in %.2fs (executor: read %.2fs, encode %.2fs, write %.2fs, "
                  "wait for a turn of the table %.2fs, load %.2fs, commit %.2fs)%s%s", st.name, chunk.chunk_id, got["rows"],
                  time.monotonic() - t0, got["read"], got["encode"], got["write"], got["wait"], got["load"],
@@ -531,8 +533,14 @@ def _small_tables(spark, task, store, per_source, target_ep, args):
     return results, rest
 
 
-def _run(args) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def main(argv=None) -> int:
+    """spark-submit's entry: the job in a Spark application of its own."""
+    prepare_process()
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    args = _parse_arguments(argv)
     started = time.monotonic()
     # the SparkContext and the executors' Python start while this thread reads the task and
     # discovers tables: both wait on other processes, and together they were ~5 s of start-up
@@ -541,6 +549,26 @@ def _run(args) -> int:
         return _load(args, session, started)
     finally:
         session.stop()
+
+
+def run_on(spark, argv) -> int:
+    """The job on a Spark application that is already running (``spark``: a LazySession, the
+    job host's: spark_jobs/job_host.py), which it leaves running. The caller ran
+    ``prepare_process``."""
+    return _load(_parse_arguments(argv), _Ready(spark), time.monotonic())
+
+
+class _Ready:
+    """A session that is already up, as ``_Starting`` hands one out (kept at the end)."""
+
+    def __init__(self, spark):
+        self._spark = spark
+
+    def get(self):
+        return self._spark
+
+    def stop(self) -> None:
+        pass
 
 
 class _Starting:
@@ -554,6 +582,8 @@ class _Starting:
         threading.Thread(target=self._start, args=(app,), name="spark-start", daemon=True).start()
 
     def _start(self, app: str) -> None:
+        from spark_jobs.spark_session import LazySession
+
         try:
             spark = LazySession(app)
         except BaseException as e:  # get() raises it in the main thread
@@ -562,7 +592,7 @@ class _Starting:
         self._session.set_result(spark)
         _warm_up(spark.sparkContext)
 
-    def get(self) -> LazySession:
+    def get(self):  # a spark_jobs.spark_session.LazySession
         return self._session.result()
 
     def stop(self) -> None:
@@ -583,6 +613,7 @@ def _load(args, session: _Starting, started: float) -> int:
     from dm_core.sources import source_endpoint, target_endpoint
     from dm_core.state.store import StateStore
 
+    args.stages = _Stages()
     store = StateStore()
     got = store.get_task(args.task)
     if got is None:
@@ -657,7 +688,7 @@ def _load(args, session: _Starting, started: float) -> int:
             json.dump({"task": task.name, "write_mode": args.write_mode, "seconds": round(seconds, 3), "rows": rows,
                        "start_up_seconds": round(t0 - started, 3),
                        "pool_peak": {sid: p.peak for sid, p in peaks.items()},
-                       "stages": {k: round(v, 3) for k, v in stages.total.items()},
+                       "stages": {k: round(v, 3) for k, v in args.stages.total.items()},
                        "tables": {r.name: vars(r) for r in results}}, f, indent=1, default=str)
     store.close()
     failed = [r.error for r in results if r.error]
@@ -671,4 +702,4 @@ def _load(args, session: _Starting, started: float) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_run(_parse_arguments()))
+    sys.exit(main())

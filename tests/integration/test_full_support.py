@@ -3,6 +3,7 @@ schema, and spark-submit of spark_jobs/full_load.py the way the full DAG runs it
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -17,24 +18,38 @@ PY = str(ROOT / ".venv/bin/python")
 JAR = os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
 
 
+@functools.cache
+def _spark_home() -> str:
+    return subprocess.run([PY, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def spark_env(extra: dict | None = None) -> dict:
-    spark_home = subprocess.run([PY, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-    return {**os.environ, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": PY, "PYSPARK_DRIVER_PYTHON": PY,
+    return {**os.environ, "SPARK_HOME": _spark_home(), "PYSPARK_PYTHON": PY, "PYSPARK_DRIVER_PYTHON": PY,
             **(extra or {})}
 
 
-def submit_cmd(task_name: str, *args: str, master: str = "local[2]") -> list[str]:
+def submit_cmd(task_name: str, *args: str, master: str = "local[2]", app: str = "full_load.py") -> list[str]:
     from dm_core.spark_options import driver_java_options
 
-    return [str(ROOT / ".venv/bin/spark-submit"), "--master", master, "--jars", JAR,
-            "--conf", "spark.ui.enabled=false", "--conf", f"spark.driver.extraJavaOptions={driver_java_options()}",
-            str(ROOT / "spark_jobs/full_load.py"), "--task", task_name, *args]
+    cmd = [str(ROOT / ".venv/bin/spark-submit"), "--master", master, "--jars", JAR,
+           "--conf", "spark.ui.enabled=false", "--conf", f"spark.driver.extraJavaOptions={driver_java_options()}",
+           str(ROOT / "spark_jobs" / app)]
+    return cmd + (["--task", task_name, *args] if task_name else [])
 
 
 def run_load(task_name: str, *args: str, master: str = "local[2]", env: dict | None = None,
              timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(submit_cmd(task_name, *args, master=master), env=spark_env(env),
+    """The full phase's Spark job for a registered task, as the full DAG runs it: on the test
+    session's Spark application (tests/spark_host.py), or with a spark-submit of its own where
+    the process itself is under test (a fault point armed on executors, another master)."""
+    from tests import spark_host
+
+    wanted = spark_env(env)
+    if spark_host.usable(master, wanted):
+        host = spark_host.shared_host(submit_cmd("", app="job_host.py"), spark_env())
+        return host.run("full_load", ["--task", task_name, *args], host.env_delta(wanted), timeout)
+    return subprocess.run(submit_cmd(task_name, *args, master=master), env=wanted,
                           capture_output=True, text=True, timeout=timeout)
 
 
