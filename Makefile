@@ -28,8 +28,8 @@ airflow-down:
 lint:           ## pyflakes' rules (ruff) over the product and the tests: zero findings
 	$(VENV)/bin/ruff check .
 
-test: lint      ## the whole suite: unit, integration (local stack), e2e (Airflow + Spark), dm_core's doctests
-	$(VENV)/bin/python -m pytest tests dm_core --doctest-modules
+test:           ## lint, then the whole suite on 2 workers (unit, integration, DM cases, e2e, doctests): scripts/test.sh
+	scripts/test.sh
 
 test-unit:
 	$(VENV)/bin/python -m pytest tests/unit

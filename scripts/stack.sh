@@ -6,11 +6,17 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# SHARDFLOW_STACK_WORKER=N (N >= 1): the stack of test worker N (`make test` runs the suite on
+# several workers, each with a stack of its own): every port N*100 higher, its own directory.
+WORKER=${SHARDFLOW_STACK_WORKER:-0}
+OFF=$((WORKER * 100))
 STACK_DIR=${SHARDFLOW_STACK_DIR:-$ROOT/.stack}
-UP1_PORT=${SHARDFLOW_UP1_PORT:-3307}
-UP2_PORT=${SHARDFLOW_UP2_PORT:-3308}
-DOWN_PORT=${SHARDFLOW_DOWN_PORT:-4000}
-PG_PORT=${SHARDFLOW_PG_PORT:-5433}
+[ "$WORKER" -gt 0 ] && STACK_DIR=$STACK_DIR-w$WORKER
+UP1_PORT=$((${SHARDFLOW_UP1_PORT:-3307} + OFF))
+UP2_PORT=$((${SHARDFLOW_UP2_PORT:-3308} + OFF))
+DOWN_PORT=$((${SHARDFLOW_DOWN_PORT:-4000} + OFF))
+PG_PORT=$((${SHARDFLOW_PG_PORT:-5433} + OFF))
+AIRFLOW_PORT=$((${SHARDFLOW_AIRFLOW_PORT:-8080} + OFF))
 DB_USER=${SHARDFLOW_STACK_USER:-shardflow}
 # A local, loopback-only stack: this default is not a secret; real servers take theirs
 # from Airflow connections or the environment.
@@ -115,14 +121,14 @@ status() {
   return $rc
 }
 
-env_out() {
+env_out() {  # SHARDFLOW_STACK_WORKER=0: the ports and directory printed are the worker's already
   cat <<EOV
 export SHARDFLOW_UP1_PORT=$UP1_PORT SHARDFLOW_UP2_PORT=$UP2_PORT SHARDFLOW_DOWN_PORT=$DOWN_PORT SHARDFLOW_PG_PORT=$PG_PORT
 export SHARDFLOW_STACK_USER=$DB_USER SHARDFLOW_STACK_PASSWORD=$DB_PASSWORD
 export SHARDFLOW_STATE_DSN=postgresql://postgres@127.0.0.1:$PG_PORT/shardflow
-export SHARDFLOW_STACK_DIR=$STACK_DIR
-export SHARDFLOW_AIRFLOW_PORT=${SHARDFLOW_AIRFLOW_PORT:-8080} SHARDFLOW_AIRFLOW_HOME=$STACK_DIR/airflow
-export SHARDFLOW_AIRFLOW_URL=http://127.0.0.1:${SHARDFLOW_AIRFLOW_PORT:-8080} AIRFLOW_HOME=$STACK_DIR/airflow
+export SHARDFLOW_STACK_DIR=$STACK_DIR SHARDFLOW_STACK_WORKER=0
+export SHARDFLOW_AIRFLOW_PORT=$AIRFLOW_PORT SHARDFLOW_AIRFLOW_HOME=$STACK_DIR/airflow
+export SHARDFLOW_AIRFLOW_URL=http://127.0.0.1:$AIRFLOW_PORT AIRFLOW_HOME=$STACK_DIR/airflow
 EOV
 }
 

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# `make test`: the linter, then the whole suite (unit, integration, DM cases, e2e, doctests) on
+# SHARDFLOW_TEST_WORKERS pytest-xdist workers (default 2), each on a local stack of its own.
+# Worker 0 uses the stack `make stack-up` started; worker N uses the stack of
+# SHARDFLOW_STACK_WORKER=N (ports N*100 higher), which this script starts if it is down and
+# stops again at the end. tests/suite_plan.py says how the tests are spread and prints the
+# minutes per directory. Extra arguments go to pytest (e.g. -x, -k NAME, a path).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+export PATH="$ROOT/.venv/bin:$PATH" PYTHONPATH="$ROOT"
+export SPARK_HOME=${SPARK_HOME:-$ROOT/.venv/lib/python3.11/site-packages/pyspark}
+
+echo "[test] ruff (pyflakes' rules)"
+ruff check .
+
+N=${SHARDFLOW_TEST_WORKERS:-2}
+scripts/stack.sh status >/dev/null || { echo "[test] the local stack is down: run make stack-up first"; exit 1; }
+started=()
+cleanup() {
+  for w in "${started[@]}"; do
+    SHARDFLOW_STACK_WORKER=$w scripts/airflow.sh down >/dev/null 2>&1 || true
+    SHARDFLOW_STACK_WORKER=$w scripts/stack.sh down >/dev/null || true
+  done
+}
+trap cleanup EXIT
+for ((w = 1; w < N; w++)); do
+  if ! SHARDFLOW_STACK_WORKER=$w scripts/stack.sh status >/dev/null 2>&1; then
+    SHARDFLOW_STACK_WORKER=$w scripts/stack.sh up
+    started+=("$w")
+  fi
+done
+
+args=(tests dm_core --doctest-modules --durations=25)
+if [ "$N" -gt 1 ]; then args+=(-n "$N" --dist loadgroup --no-loadscope-reorder); fi
+python -m pytest "${args[@]}" "$@"
