@@ -33,13 +33,13 @@ _started = time.monotonic()
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: e2e, doctests, or its module's path."""
+    """The unit of work a test belongs to: e2e, doctests, or its module (``dm_cases/test_gtid``)."""
     path = nodeid.split("@", 1)[0].split("::", 1)[0]
     if path.startswith("tests/e2e/"):
         return "e2e"
     if path.startswith("dm_core/"):
         return "doctests"
-    return path
+    return path.removeprefix("tests/").removesuffix(".py")
 
 
 def area_of(nodeid: str) -> str:
@@ -61,7 +61,8 @@ def _weight(unit: str, area: str, known: dict) -> float:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into node ids
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("dist", "no") != "loadgroup":
+    # a worker's own config says dist "no" and carries the controller's choice as ``loadgroup``
+    if not (getattr(config.option, "loadgroup", False) or config.getoption("dist", "no") == "loadgroup"):
         return
     known = _known()
     for item in items:
