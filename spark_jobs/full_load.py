@@ -64,7 +64,13 @@ def _parse_arguments(argv=None):
     p.add_argument("--table-writers", type=int, default=int(os.environ.get("SHARDFLOW_TABLE_WRITERS") or 0) or None,
                    help="chunks loading into one table at once where --write-turns applies (default 2)")
     p.add_argument("--report", help="write a JSON report (chunks skipped / adopted / loaded per table) to this file")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    # argparse checks choices on the command line only, not defaults taken from the environment
+    for dest, var in (("write_mode", "SHARDFLOW_WRITE_MODE"), ("write_turns", "SHARDFLOW_WRITE_TURNS")):
+        allowed = next(a.choices for a in p._actions if a.dest == dest)
+        if getattr(args, dest) not in allowed:
+            p.error(f"{var}={getattr(args, dest)!r} is not one of {', '.join(allowed)}")
+    return args
 
 
 def _jdbc_url(ep, *, write: bool = False, lenient: bool = False) -> str:

@@ -17,15 +17,16 @@ named pipe the client holds open; spark-submit does not pass its stdin on to the
 ``env`` is the driver's environment for this job only (``null`` removes a variable). The
 executors' Python workers keep the environment the application started with, so a variable
 they read (``EXECUTOR_ENV``) is refused: such a job needs an application of its own. The host
-runs the job, writes ``{"rc": N, "log": TEXT, "seconds": S}`` to ``answer``, then prints
-``DONE_MARK answer`` on a line of stdout. ``log`` is what the job logged (Python logging, from
-every thread) and the traceback of a job that raised: what spark-submit's output would show of
-it. ``READY_MARK`` is printed once the SparkContext is up. The end of the requests (the client
+runs the job, writes ``{"rc": N, "log": TEXT, "out": TEXT, "seconds": S}`` to ``answer``, then
+prints ``DONE_MARK answer`` on a line of stdout. ``log`` is what the job logged (Python logging
+from every thread, what it wrote to stderr, the traceback of a job that raised) and ``out``
+what it printed: what spark-submit's output would show of it. ``READY_MARK`` is printed once the SparkContext is up. The end of the requests (the client
 closed the pipe, or died) stops the application.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -77,13 +78,13 @@ def run_job(spark, request: dict) -> dict:
         return {"rc": 2, "log": f"{', '.join(sorted(EXECUTOR_ENV & env.keys()))} is read on the executors, whose "
                                 "environment is fixed when the application starts: run this job with spark-submit",
                 "seconds": 0.0}
-    text = io.StringIO()
+    text, out = io.StringIO(), io.StringIO()
     handler = logging.StreamHandler(text)
     handler.setFormatter(logging.Formatter(full_load.LOG_FORMAT))
     root = logging.getLogger()
     root.addHandler(handler)
     try:
-        with _JobEnv(env):
+        with _JobEnv(env), contextlib.redirect_stderr(text), contextlib.redirect_stdout(out):
             rc = fn(spark, list(request.get("argv") or []))
     except SystemExit as e:   # argparse's errors, a job's refusal: what the process would exit with
         if isinstance(e.code, str):
@@ -94,7 +95,7 @@ def run_job(spark, request: dict) -> dict:
         rc = 1
     finally:
         root.removeHandler(handler)
-    return {"rc": rc, "log": text.getvalue(), "seconds": round(time.monotonic() - started, 3)}
+    return {"rc": rc, "log": text.getvalue(), "out": out.getvalue(), "seconds": round(time.monotonic() - started, 3)}
 
 
 def main(argv=None) -> int:

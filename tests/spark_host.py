@@ -100,7 +100,7 @@ class SparkHost:
             got = json.loads(Path(answer).read_text())
         finally:
             os.unlink(answer)
-        return subprocess.CompletedProcess(["job host", job, *argv], got["rc"], "", got["log"])
+        return subprocess.CompletedProcess(["job host", job, *argv], got["rc"], got.get("out", ""), got["log"])
 
     def close(self) -> None:
         if self.proc.poll() is None and getattr(self, "requests", None) is not None:
