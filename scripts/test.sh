@@ -4,7 +4,7 @@
 # Worker 0 uses the stack `make stack-up` started; worker N uses the stack of
 # SHARDFLOW_STACK_WORKER=N (ports N*100 higher), which this script starts if it is down and
 # stops again at the end. tests/suite_plan.py says how the tests are spread and prints the
-# minutes per directory. Extra arguments go to pytest (e.g. -x, -k NAME, a path).
+# minutes per directory. Extra arguments go to pytest (-x, -k NAME; test paths run only those).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -31,6 +31,8 @@ for ((w = 1; w < N; w++)); do
   fi
 done
 
-args=(tests dm_core --doctest-modules --durations=25)
+paths=(tests dm_core)   # the whole suite, unless the arguments name test files or directories
+for a in "$@"; do if [ -e "${a%%::*}" ]; then paths=(); fi; done
+args=("${paths[@]}" --doctest-modules --durations=25)
 if [ "$N" -gt 1 ]; then args+=(-n "$N" --dist loadgroup --no-loadscope-reorder); fi
 python -m pytest "${args[@]}" "$@"
