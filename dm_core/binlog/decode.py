@@ -11,19 +11,23 @@ the rarer TIME/BIT/SET/JSON values), built with ``exec`` and cached by the TABLE
 bytes, so a table costs one compile per process. NULL bits are tested only for columns
 the TABLE_MAP marks nullable.
 
-Values are those mysql-replication 1.0.17 yields (the reader this replaces), quirks
-included, so a syncer sees no difference (one exception: negative TIME with a fraction):
+Values are those mysql-replication 1.0.17 yields (the reader this replaces), except where
+the library changes a value (negative TIME with a fraction, YEAR 0, the zero TIMESTAMP, the
+five latin1 bytes Windows-1252 leaves undefined):
 
 - integers signed/unsigned per binlog_row_metadata signedness; FLOAT widened from single;
 - DECIMAL → ``Decimal`` with the column's scale as exponent;
 - DATE / DATETIME(2) → ``date`` / naive ``datetime``; zero or invalid dates (``0000-00-00``,
   ``2024-02-31`` under ALLOW_INVALID_DATES) → their text, written back as they were (NULL would
   break a NOT NULL column, and is another value);
-- TIMESTAMP(2) → naive UTC ``datetime`` (``utcfromtimestamp``), whatever the session zone;
+- TIMESTAMP(2) → naive UTC ``datetime`` (``utcfromtimestamp``), whatever the session zone; the
+  zero TIMESTAMP (0 seconds) → its text ``0000-00-00 00:00:00`` (the epoch is not a TIMESTAMP
+  value: the library's 1970-01-01 00:00:00 is refused downstream);
 - TIME(2) → ``timedelta`` (negative values with fractions are decoded right, which the
   library does not do: see ``make_time2``);
-- YEAR → stored byte + 1900 (so YEAR 0000 → 1900);
-- CHAR/VARCHAR/TEXT → ``str`` in the column charset (latin1 read as cp1252); binary
+- YEAR → stored byte + 1900, and 0 for YEAR 0000 (stored as 0; the library reads 1900);
+- CHAR/VARCHAR/TEXT → ``str`` in the column charset (latin1 read as the server reads it:
+  Windows-1252 with its five undefined bytes as U+0081, U+008D, U+008F, U+0090, U+009D); binary
   charsets (BINARY, VARBINARY, BLOB) and charsets Python lacks → ``bytes``, except that
   an empty value is ``''``; GEOMETRY → ``bytes``;
 - ENUM → member string ('' for the error value 0); SET → ``set`` of members, empty → ``None``;
@@ -56,11 +60,37 @@ _ifb = int.from_bytes
 # ---- charsets ---------------------------------------------------------------------------------
 
 
+def _server_latin1():
+    """MySQL's and MariaDB's latin1: Windows-1252, whose five undefined bytes the server maps to
+    the C1 control characters of the same number (Python's cp1252 refuses them).
+
+    >>> bytes(range(0x80, 0xa0)).decode("mysql_latin1")[:3], b"\\x81\\x8d".decode("mysql_latin1")
+    ('€\\x81‚', '\\x81\\x8d')
+    >>> "\\x81€".encode("mysql_latin1")
+    b'\\x81\\x80'
+    """
+    table = "".join(bytes([b]).decode("cp1252", errors="ignore") or chr(b) for b in range(256))
+    enc = codecs.charmap_build(table)
+
+    class Codec(codecs.Codec):
+        def encode(self, text, errors="strict"):
+            return codecs.charmap_encode(text, errors, enc)
+
+        def decode(self, data, errors="strict"):
+            return codecs.charmap_decode(data, errors, table)
+
+    return codecs.CodecInfo(name="mysql_latin1", encode=Codec().encode, decode=Codec().decode)
+
+
+_LATIN1 = _server_latin1()
+codecs.register(lambda name: _LATIN1 if name == "mysql_latin1" else None)
+
+
 def python_codec(charset: str | None) -> str | None:
     """A MySQL charset name → the Python codec that decodes it (None: keep bytes)."""
     if charset is None:
         return "utf-8"
-    name = {"utf8mb4": "utf8", "utf8mb3": "utf8", "latin1": "cp1252",
+    name = {"utf8mb4": "utf8", "utf8mb3": "utf8", "latin1": "mysql_latin1",
             "koi8r": "koi8_r", "koi8u": "koi8_u"}.get(charset, charset)
     try:
         return codecs.lookup(name).name
@@ -103,11 +133,19 @@ def datetime2_lines(v: str, fsp: int) -> list[str]:
 _UTC_CACHE: dict[int, datetime.datetime] = {}
 
 
-def _utc_miss(secs: int) -> datetime.datetime:
-    """Seconds since the epoch (u32 as read) → naive UTC datetime, remembered."""
+ZERO_TIMESTAMP = "0000-00-00 00:00:00"
+
+
+def _utc_miss(secs: int) -> datetime.datetime | str:
+    """Seconds since the epoch (u32 as read) → naive UTC datetime, remembered; 0 is the zero
+    TIMESTAMP, kept as its text as zero DATETIMEs are.
+
+    >>> _utc_miss(1), _utc_miss(0)
+    (datetime.datetime(1970, 1, 1, 0, 0, 1), '0000-00-00 00:00:00')
+    """
     if len(_UTC_CACHE) > 65536:
         _UTC_CACHE.clear()
-    d = _UTC_CACHE[secs] = _EPOCH + _TD(0, secs - (1 << 32) if secs >> 31 else secs)
+    d = _UTC_CACHE[secs] = _EPOCH + _TD(0, secs - (1 << 32) if secs >> 31 else secs) if secs else ZERO_TIMESTAMP
     return d
 
 
@@ -429,7 +467,7 @@ def _column_code(c: ev.ColumnDef, v: str, g: _Gen, codec_of: Callable[[int | Non
     if t == ev.T_TINY:
         return [f"{v} = buf[p]" if c.unsigned else f"{v} = (buf[p] ^ 128) - 128", "p += 1"]
     if t == ev.T_YEAR:
-        return [f"{v} = buf[p] + 1900", "p += 1"]
+        return [f"{v} = buf[p] and buf[p] + 1900", "p += 1"]   # YEAR 0000 is stored as 0
     if t in _STRUCT_CODE:
         code = _STRUCT_CODE[t][1 if c.unsigned else 0]
         return [f"{v}, = {g.ref(struct.Struct('<' + code).unpack_from, 's')}(buf, p)",
@@ -528,7 +566,8 @@ def _image_code(cols: list[ev.ColumnDef], present: int, tag: str, g: _Gen,
             names = ", ".join(var[c.index] for c in run)
             lines.append(f"{names}, = {g.ref(struct.Struct('<' + fmt).unpack_from, 's')}(buf, p)")
             lines.append(f"p += {size}")
-            lines.extend(f"{var[c.index]} += 1900" for c in run if c.type == ev.T_YEAR)
+            lines.extend(f"{var[c.index]} = {var[c.index]} and {var[c.index]} + 1900" for c in run
+                         if c.type == ev.T_YEAR)
         run.clear()
 
     for k, c in enumerate(shown):

@@ -59,3 +59,6 @@ class Txn:
     thread_specific: bool = False
     thread_id: int | None = None   # the upstream session (connection id) that logged the statement
     xid: str | None = None         # an XA transaction's rows (ended by XA PREPARE): its XID as the server writes it
+    # a row of it could not be decoded: the error (table and event), rows left out; the syncer
+    # pauses before the transaction, and `dmctl binlog skip` drops it whole
+    undecodable: object = None

@@ -59,11 +59,15 @@ class BinlogWindow:
 
     def __init__(self, ep: Endpoint, start: Position, until: Position, *, server_id: int,
                  budget_events: int = 200_000, budget_seconds: float = 30.0,
-                 heartbeat: float = 1.0, verify_checksum: bool = False, piece_bytes: int | None = None):
+                 heartbeat: float = 1.0, verify_checksum: bool = False, piece_bytes: int | None = None,
+                 wanted=None):
         """:param heartbeat: seconds between server heartbeats while the server is idle.
         :param verify_checksum: check every event's CRC32 (TCP already checks the bytes).
         :param piece_bytes: a transaction with more row events than this (bytes) comes in pieces
             (``Txn.more``); default ``PIECE_BYTES``.
+        :param wanted: ``(schema, table) -> bool``, the tables whose rows are decoded (the task's
+            block-allow list); the rows of the others are passed over undecoded, so a value
+            shardflow cannot read stops no task that does not replicate its table. None: all.
         """
         self.ep = ep
         self.start = start
@@ -76,6 +80,7 @@ class BinlogWindow:
         self.position = start  # last safe position delivered
         self.events_read = 0
         self.piece_bytes = piece_bytes or PIECE_BYTES
+        self.wanted = wanted
 
     def __iter__(self) -> Iterator[Txn]:
         if self.start.key() >= self.until.key():
@@ -109,6 +114,7 @@ class BinlogWindow:
         T_LOAD_QUERY = ev.EXECUTE_LOAD_QUERY
         verify = self.verify_checksum
         fault = faults.armed("binlog.in_transaction")  # tests only: checked once, not per event
+        wanted = self.wanted
 
         cks = 4 if dump.checksum else 0  # trailing CRC bytes, per the current file's FDE
         phl = dict(_DEFAULT_POST_HEADER)  # post-header length by event type (from the FDE)
@@ -145,6 +151,12 @@ class BinlogWindow:
                 if txn is None:  # a row event outside BEGIN: cannot happen with ROW format
                     txn = Txn(end=Position(file, pos), start=txn_start)
                 txn.timestamp = ts
+                if codec is _PASSED or txn.undecodable is not None:
+                    # a table the task does not replicate, or the rest of a transaction that
+                    # cannot be decoded (the syncer pauses before it, or skips it whole)
+                    if fault:
+                        faults.hit("binlog.in_transaction")
+                    continue
                 q = b + phl[typ]
                 if typ in rows_v2:
                     q += (buf[b + 8] | buf[b + 9] << 8) - 2
@@ -168,8 +180,9 @@ class BinlogWindow:
                     txn.rows += fn(buf, q + (2 * nb if typ in updates else nb), end)
                 except ShardflowError:
                     raise
-                except Exception as exc:
-                    raise _decode_error(codec, file, pos, exc) from exc
+                except Exception as exc:   # delivered undecoded: `dmctl binlog skip` may drop it whole
+                    txn.undecodable = _decode_error(codec, file, pos, exc)
+                    txn.rows = []
                 if fault:
                     faults.hit("binlog.in_transaction")
                 piece_bytes += e - s
@@ -191,6 +204,9 @@ class BinlogWindow:
                 if old is not None and len(old) == end - b and buf.startswith(old, b):
                     continue  # the same table again: keep its codec
                 body = buf[b:end]
+                if wanted is not None and not wanted(*_table_name(buf, b)):
+                    tables[tid], table_bodies[tid] = _PASSED, body
+                    continue
                 try:
                     tables[tid] = compile_table(body, charsets, mariadb=mariadb, charsets_key=charsets_key)
                 except Exception as exc:
@@ -392,7 +408,25 @@ def _partial(txn: Txn, codec, op: str, present: bytes, present2: bytes | None, f
                                    f"({file}, {pos}) lacks column(s) {', '.join(missing)}"))
 
 
+_PASSED = object()   # the codec of a table the window does not decode (``wanted``)
+
+
+def _table_name(buf, b: int) -> tuple[str, str]:
+    """(schema, table) of the TABLE_MAP body at ``b``: a length byte, the name, a NUL, each.
+
+    >>> _table_name(b"\\x02db\\x00\\x01t\\x00...", 0)
+    ('db', 't')
+    """
+    n = buf[b]
+    schema = bytes(buf[b + 1:b + 1 + n]).decode("utf-8", "surrogateescape")
+    b += n + 2
+    return schema, bytes(buf[b + 1:b + 1 + buf[b]]).decode("utf-8", "surrogateescape")
+
+
 def _decode_error(codec, file: str, pos: int, exc: Exception) -> ShardflowError:
     return ErrorCode.BINLOG_UNREADABLE.error(
         f"cannot decode a row of `{codec.schema}`.`{codec.table}` in the event ending at "
-        f"({file}, {pos}): {type(exc).__name__}: {exc}")
+        f"({file}, {pos}): {type(exc).__name__}: {exc}",
+        workaround="The transaction is not applied and the source is paused before it. Check the column's "
+                   "character set and value upstream; `dmctl binlog skip TASK -s SOURCE` drops the whole "
+                   "transaction downstream if losing it is acceptable.")

@@ -22,7 +22,6 @@ Protocol of a window (every step survives the process dying right after it), one
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from contextlib import contextmanager
@@ -54,6 +53,7 @@ from dm_core.sync.keyless_ledger import KeylessLedger, empties
 from dm_core.sync.checkpoint import SourcePositions, lag_seconds
 from dm_core.sync.row_path import RowPath
 from dm_core.sync.schema_overlay import FilterEvents, SchemaOverlays
+from dm_core.sync.gc_pause import rare_young_collections
 from dm_core.sync.session_statements import SessionStatements
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
 from dm_core.sync.workers import WorkerPool
@@ -106,27 +106,6 @@ class WindowResult:
         if self.paused:
             s += f"\nPAUSED: {self.paused}"
         return s
-
-# Cyclic-GC thresholds while a window runs (see _rare_young_collections).
-_GC_THRESHOLD = (50_000, 50, 100)
-
-@contextmanager
-def _rare_young_collections():
-    """Run the window with the cyclic collector's thresholds raised, then restore them.
-
-    Why: a window allocates millions of short-lived objects (rows, jobs, statements), and
-    almost none are cyclic, but at the default threshold (700 allocations) the collector
-    runs every few rows and walks the batches in flight each time: about a tenth of the
-    syncer's CPU on ``make bench``, in the process whose GIL bounds throughput. Cycles are
-    still collected, just in larger steps. The setting is process-wide; one syncer runs
-    per task process.
-    """
-    old = gc.get_threshold()
-    gc.set_threshold(*(max(a, b) for a, b in zip(old, _GC_THRESHOLD)))
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
 
 @dataclass
 class _Window:
@@ -227,7 +206,7 @@ class Syncer:
                 return res
 
     def run_window(self) -> WindowResult:
-        with _rare_young_collections():
+        with rare_young_collections():
             return self._run_window()
 
     def _run_window(self) -> WindowResult:
@@ -321,7 +300,8 @@ class Syncer:
         try:
             self.rows.use_catalog(TargetCatalog(dconn, foreign_keys=self._fk_checks))
             binlog = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
-                                  budget_events=self.budget_events, budget_seconds=self.budget_seconds)
+                                  budget_events=self.budget_events, budget_seconds=self.budget_seconds,
+                                  wanted=self.rules.block_allow.allow_table)
             applier, closers = self._start_applier(st, res, until)
         except BaseException:
             dconn.close()   # the window never started: nothing else to undo
@@ -442,6 +422,10 @@ class Syncer:
                 w.pending.txns, w.pending.last_ts = 0 if txn.more else 1, txn.timestamp
                 w.settle(txn.end)
                 return True
+        if txn.undecodable is not None:   # the reader names the table and event; skip drops it whole
+            w.settle(txn.start)
+            self._pause(txn, txn.undecodable, w.res)
+            return False
         partial = txn.partial_images and next(
             (what for s, t, what in txn.partial_images if self.rules.block_allow.allow_table(s, t)), None)
         if partial:  # binlog_row_image was not FULL: the rows are not whole (DM pauses too)

@@ -143,6 +143,12 @@ def _empty_set(a, b) -> bool:
     return a is None and b == set()
 
 
+def _library_zero(a, b) -> bool:
+    """mysql-replication reads YEAR 0000 as 1900 and the zero TIMESTAMP as the epoch (which is
+    not a TIMESTAMP value: the downstream refuses it); BinlogWindow keeps 0 and the zero text."""
+    return (a == 1900 and b == 0) or (a == datetime.datetime(1970, 1, 1) and b == "0000-00-00 00:00:00")
+
+
 def _same(a, b) -> bool:
     if a == b:
         return True
@@ -156,7 +162,7 @@ def _same(a, b) -> bool:
                 return False
             if ia is not None and any(ia[c] != ib[c] and not _library_time_bug(ia[c], ib[c])
                                       and not _binary_padded(ia[c], ib[c]) and not _empty_set(ia[c], ib[c])
-                                      for c in ia):
+                                      and not _library_zero(ia[c], ib[c]) for c in ia):
                 return False
     return True
 
@@ -178,7 +184,7 @@ def _assert_same(slow, fast, schema):
                         assert list(ib) == list(ia), "column order"
                         for col in ia:
                             if _library_time_bug(ia[col], ib[col]) or _binary_padded(ia[col], ib[col]) \
-                                    or _empty_set(ia[col], ib[col]):
+                                    or _empty_set(ia[col], ib[col]) or _library_zero(ia[col], ib[col]):
                                 continue  # checked against the server in test_time_values_match_the_server
                             assert (col, type(ib[col]), ib[col]) == (col, type(ia[col]), ia[col]), f"{img} {col}"
             raise AssertionError(f"txn {k} differs: {a} != {b}")
@@ -243,6 +249,7 @@ def test_every_type_decodes_like_mysql_replication(db):
     assert ins[1]["bn"] == b"\x01\x02" + bytes(6) and ins[2]["bn"] == bytes(8)  # BINARY(8) as the table holds it
     assert ins[1]["lb"] == MAX_ROW["lb"] and ins[1]["vb"] == b"\x00\xff\x10"
     assert ins[1]["st"] == {"x", "z"} and ins[1]["e"] == "ç" and ins[1]["b12"] == "101010111100"
+    assert ins[5]["y"] == 0 and ins[5]["ts"] == "0000-00-00 00:00:00" and ins[2]["y"] == 1901
     assert ins[3]["after_geom"] == "ok"
     assert all(ins[4][c] is None for c in ins[4] if c not in ("id", "nn_int", "nn_vc"))
     assert ins[5]["dt"] == "0000-00-00" and ins[5]["dtm6"] == "2020-00-10 00:00:00.000000" and ins[5]["e"] == ""

@@ -202,9 +202,9 @@ def test_bit_and_set():
     assert decode.make_set(("x", "y", "z"))(0) == set()  # the value '', not NULL
 
 
-def test_charsets_map_to_python_codecs_like_the_library():
+def test_charsets_map_to_python_codecs_like_the_server():
     assert decode.python_codec("utf8mb4") == "utf-8" and decode.python_codec("utf8mb3") == "utf-8"
-    assert decode.python_codec("latin1") == "cp1252"  # MySQL's latin1 is Windows-1252
+    assert decode.python_codec("latin1") == "mysql_latin1"  # Windows-1252, the server's five extra bytes too
     assert decode.python_codec("gbk") == "gbk"
     assert decode.python_codec("binary") is None and decode.python_codec("swe7") is None
     assert decode.python_codec(None) == "utf-8"
