@@ -57,6 +57,10 @@ def _parse_arguments(argv=None):
     p.add_argument("--write-batch", type=int, default=10_000, help="rows per JDBC batch / executemany call")
     p.add_argument("--write-mode", choices=("load", "staging", "rows"),
                    default=os.environ.get("SHARDFLOW_WRITE_MODE", "load"))
+    p.add_argument("--read", choices=("auto", "jdbc"), default="auto",
+                   help="auto: each chunk's rows as LOAD DATA text made by the upstream (text_rows.py), Spark's JDBC "
+                        "source for tables text cannot carry (spatial columns); jdbc: every table through the JDBC "
+                        "source (the slower path, kept as a fallback)")
     p.add_argument("--write-turns", choices=("auto", "on", "off"), default=os.environ.get("SHARDFLOW_WRITE_TURNS", "auto"),
                    help="at most --table-writers chunks at a time load into a table, the others spooled first "
                         "(auto: MariaDB downstream and an AUTO_INCREMENT column, where concurrent loads into one "
@@ -167,14 +171,16 @@ def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
     return vars(stats)
 
 
-def _arrow_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, turn):
-    """mapInArrow function (the JDBC path): the chunk's Arrow batches, encoded on the executor."""
+def _arrow_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, turn,
+                  same_bytes=False):
+    """mapInArrow function (the JDBC path): the chunk's Arrow batches, encoded on the executor;
+    ``same_bytes``: every value is in its column's charset already (text as stored, extract.py)."""
 
     def write(batches):
         import pyarrow as pa
 
         got = _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, batches,
-                           turn=turn)
+                           turn=turn, charset="binary" if same_bytes else "utf8mb4")
         yield pa.record_batch({k: [v] for k, v in got.items()})
 
     return write
@@ -303,7 +309,7 @@ def _lander(spark, task, st, up_ep, target_ep, args):
     from dm_core.db import connect, qt
     from dm_core import faults
     from dm_core.full import chunk_writer, snapshot_read, text_rows
-    from dm_core.full.extract import chunk_query, lenient
+    from dm_core.full.extract import chunk_query, conversion_loss, lenient
     from dm_core.full.phase import chunk_shape
 
     verb = chunk_writer.verb(task.instance(st.source_id).loader.on_duplicate_logical)
@@ -369,7 +375,7 @@ def _lander(spark, task, st, up_ep, target_ep, args):
         spark.sparkContext.setJobDescription(f"{st.name} chunk {chunk.chunk_id}")
         now = shape.table
         types = dict(zip(now.columns, now.column_types or []))
-        query = _line_query(now, chunk, shape.signature) if mode == "load" else None
+        query = _line_query(now, chunk, shape.signature) if mode == "load" and args.read == "auto" else None
         turn = args.turns.of(target_ep, st.target_schema, st.target_table) if mode == "load" else None
         if query is not None:
             t0 = time.monotonic()
@@ -379,13 +385,20 @@ def _lander(spark, task, st, up_ep, target_ep, args):
             (got,) = spark.sparkContext.parallelize([chunk.chunk_id], 1).mapPartitions(fn).collect()
             return _report(chunk, t0, got, "; text read as binary (already in the columns' character sets)"
                            if shape.same_bytes else "; text read as utf8mb4")
+        up = connect(up_ep)
+        try:
+            lost = conversion_loss(up, now, chunk.where, dump_where)
+        finally:
+            up.close()
+        if lost:
+            raise ValueError(lost)
         df = spark.session.read.jdbc(_jdbc_url(up_ep), chunk_query(now, chunk.where, dump_where),
                              properties=_props(up_ep, fetchsize="10000"))
         df = _transformed(df, now, task)
         if mode == "load":
             t0 = time.monotonic()
             fn = _arrow_writer(target_ep, meta, st, df.columns, verb, plan_id, chunk.chunk_id, task.name, shape.drifted,
-                               types, turn)
+                               types, turn, shape.same_bytes)
             (got,) = df.mapInArrow(fn, "rows long, read double, encode double, write double, wait double, load double, "
                                        "finish double, spooled long").collect()
             return _report(chunk, t0, got.asDict())
@@ -499,7 +512,7 @@ def _small_tables(spark, task, store, per_source, target_ep, args):
     from dm_core.full import chunk_writer, small_tables
     from dm_core.state.store import StateStore
 
-    if args.write_mode != "load" or not args.load_data_ok:
+    if args.write_mode != "load" or not args.load_data_ok or args.read != "auto":
         return [], per_source
     results, rest = [], []
     t0 = time.monotonic()

@@ -221,6 +221,21 @@ def invalid_datetime(y: int, mo: int, d: int, h: int, mi: int, s: int, micro: in
     return f"{text}.{micro:06d}"[:20 + fsp] if fsp else text
 
 
+def text_or_bytes(raw, codec: str):
+    """Text in a charset Python reads differently from the server: the ``str``, or the value's
+    bytes when Python's codec refuses them (GBK's user-defined area, which the server keeps and
+    Unicode lacks). Bytes are written back as a binary string, which lands in a column of the
+    same charset as the same bytes.
+
+    >>> text_or_bytes(b"\\xba\\xba", "gbk"), text_or_bytes(b"\\xaa\\xa1", "gbk")
+    ('汉', b'\\xaa\\xa1')
+    """
+    try:
+        return raw.decode(codec)
+    except UnicodeDecodeError:
+        return bytes(raw)
+
+
 def read_time(buf, p):
     t = buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16
     return _TD(hours=t // 10000, minutes=t % 10000 // 100, seconds=t % 100)
@@ -539,7 +554,7 @@ def _string_code(v: str, prefix: int, codec: str | None) -> list[str]:
     elif codec == "utf-8":
         conv = "buf[p:n].decode()"
     else:
-        conv = f"buf[p:n].decode({codec!r})"
+        conv = f"_tob(buf[p:n], {codec!r})"
     return _length_prefixed(prefix) + [f"{v} = {conv}", "p = n"]
 
 
@@ -643,7 +658,7 @@ class TableCodec:
         else:
             make = f"_RC('delete', _S, _T, {d1}, None)"
         defaults = {"_RC": RowChange, "_S": self.schema, "_T": self.table, "_ifb": _ifb, "_D": Decimal,
-                    "_dctx": _DEC_CTX, "_DT": _DT, "_invalid_dt": invalid_datetime, "_utc": _UTC_CACHE, "_utc_miss": _utc_miss, **g.names}
+                    "_dctx": _DEC_CTX, "_DT": _DT, "_invalid_dt": invalid_datetime, "_tob": text_or_bytes, "_utc": _UTC_CACHE, "_utc_miss": _utc_miss, **g.names}
         args = ", ".join(f"{k}={k}" for k in defaults)
         src = [f"def rows(buf, p, end, {args}):",
                "    out = []",

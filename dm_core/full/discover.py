@@ -32,6 +32,9 @@ class SourceTable:
     column_types: list[str] = field(default_factory=list)  # DATA_TYPE of each column (extract.py casts some)
     column_nullable: list[bool] = field(default_factory=list)  # each column may be NULL (empty: unknown, assume so)
     column_charsets: list = field(default_factory=list)  # CHARACTER_SET_NAME of each column (None: not text)
+    # each column's text goes as stored, no conversion (its target column has the same charset):
+    # extract.chunk_shape decides, text_rows.line_query reads it
+    column_raw: list = field(default_factory=list)
     avg_row_bytes: int = 0            # information_schema AVG_ROW_LENGTH (0: unknown); sizes chunks
     engine: str = ""                  # information_schema ENGINE ('' unknown); snapshot_read.py asks it
 

@@ -2,9 +2,15 @@
 
 Spark's JDBC source maps some MariaDB/MySQL types lossily (seen with Spark 4.2 and
 Connector/J 2.7): TIME becomes a timestamp since 1970 (``100:00:00`` → 1970-01-05 04:00,
-``-00:00:01`` → 1970-01-01 00:00:01), YEAR a DATE, BIT(8) a string of bit digits, and SET/ENUM
-a blank-padded CHAR. Those columns are cast on the server to a type that survives the trip
-(text for TIME/SET/ENUM, an unsigned integer for YEAR/BIT); the target column converts it back.
+``-00:00:01`` → 1970-01-01 00:00:01), YEAR a DATE, BIT(8) a string of bit digits, SET/ENUM a
+blank-padded CHAR, a DECIMAL wider than Spark's 38 digits a rounded or refused Decimal(38, s),
+and a FLOAT the 6 digits the server prints of it. Those columns are cast on the server to a
+type that survives the trip (text for TIME/SET/ENUM/YEAR/DECIMAL, an unsigned integer for BIT,
+DOUBLE for FLOAT); the target column converts it back. YEAR goes as its 4-digit text: LOAD
+DATA reads a bare ``0`` into a YEAR column as 2000. Text in a charset other than utf8's goes as
+its bytes where the target column has the same charset (``column_raw``): the driver would turn
+a character Unicode lacks into '?'; where it must be converted, :func:`conversion_loss` refuses
+a chunk with such a character before it is read.
 
 The chunk predicate goes inside the subquery, on the raw columns, so the server's range
 access on the key still applies; Spark reads the derived table as one partition. A task's
@@ -22,21 +28,25 @@ from dm_core.target import is_generated
 # legal in MySQL and common in legacy schemas) into NULL, which a NOT NULL target rejects and
 # a nullable one silently changes. The text is exact (all fractional digits); TIMESTAMPs read
 # and written at time_zone '+00:00' keep their instant.
-_AS_TEXT = {"time", "set", "enum", "date", "datetime", "timestamp"}
-_AS_UNSIGNED = {"year", "bit"}
+_AS_TEXT = {"time", "set", "enum", "date", "datetime", "timestamp", "year", "decimal", "numeric"}
+_AS_UNSIGNED = {"bit"}
 
 
-def select_expr(column: str, data_type: str) -> str:
+def select_expr(column: str, data_type: str, raw: bool = False) -> str:
     """
-    >>> select_expr("t", "time")
-    'CAST(`t` AS CHAR) AS `t`'
+    >>> select_expr("t", "time"), select_expr("s", "varchar", raw=True)
+    ('CAST(`t` AS CHAR) AS `t`', 'CAST(`s` AS BINARY) AS `s`')
     >>> select_expr("id", "int")
     '`id`'
     """
+    if raw:
+        return f"CAST({qi(column)} AS BINARY) AS {qi(column)}"
     if data_type in _AS_TEXT:
         return f"CAST({qi(column)} AS CHAR) AS {qi(column)}"
     if data_type in _AS_UNSIGNED:
         return f"CAST({qi(column)} AS UNSIGNED) AS {qi(column)}"
+    if data_type == "float":
+        return f"CAST({qi(column)} AS DOUBLE) AS {qi(column)}"
     return qi(column)
 
 
@@ -51,10 +61,41 @@ def chunk_query(st, where: str, dump_where: str = "") -> str:
     '(SELECT `id` FROM `s`.`t` WHERE (`id` < 10) AND (deleted = 0)) AS sf_chunk'
     """
     types = st.column_types or [""] * len(st.columns)
-    cols = ", ".join(select_expr(c, t) for c, t in zip(st.columns, types))
+    raw = getattr(st, "column_raw", None) or [False] * len(st.columns)
+    cols = ", ".join(select_expr(c, t, r) for c, t, r in zip(st.columns, types, raw))
     if dump_where.strip():
         where = f"({where}) AND ({dump_where})"
     return f"(SELECT {cols} FROM {qt(st.schema, st.table)} WHERE {where}) AS sf_chunk"
+
+
+def conversion_loss(conn, st, where: str, dump_where: str = "") -> str | None:
+    """The first value of the chunk that the JDBC path would change: text in a charset other
+    than utf8's, converted to utf8mb4 for its target (not ``column_raw``), with a character
+    utf8mb4 lacks (the server puts '?'). None when there is none. Names table, column, key and
+    value: the chunk is refused before it is read."""
+    from dm_core.full.text_rows import _TEXT
+
+    raw = getattr(st, "column_raw", None) or [False] * len(st.columns)
+    cols = [(c, cs) for c, t, cs, r in zip(st.columns, st.column_types or [], st.column_charsets or [], raw)
+            if t in _TEXT and cs and cs.lower() not in _UTF8 and not r]
+    if dump_where.strip():
+        where = f"({where}) AND ({dump_where})"
+    key = st.key or st.columns[:1]
+    for c, cs in cols:
+        if not cs.replace("_", "").isalnum():
+            continue
+        q = qi(c)
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT {', '.join(qi(k) for k in key)}, HEX({q}) FROM {qt(st.schema, st.table)} WHERE ({where}) "
+                        f"AND CAST(CONVERT(CONVERT({q} USING utf8mb4) USING {cs}) AS BINARY) <> CAST({q} AS BINARY) "
+                        "LIMIT 1")
+            row = cur.fetchone()
+        if row is not None:
+            return (f"`{st.schema}`.`{st.table}`.`{c}` ({cs}) of the row with {', '.join(key)} = "
+                    f"{', '.join(str(v) for v in row[:-1])} holds 0x{row[-1]}, which has characters utf8mb4 lacks: "
+                    f"its target column's character set differs, so it would arrive changed; give the target column "
+                    f"the character set {cs}")
+    return None
 
 
 # ---- the chunk's columns while DDL runs upstream -------------------------------------------
@@ -83,27 +124,48 @@ _UTF8 = {"utf8mb4", "utf8mb3", "utf8", "ascii"}
 _UTF8MB3 = {"utf8mb3", "utf8", "ascii"}
 
 
-def _same_bytes(carried: list[tuple], down: dict, extract: set) -> bool:
+def _raw(up: tuple, down: tuple | None) -> bool:
+    """Whether a text column in a charset other than utf8's can go as stored: its target column
+    has the same charset, so no conversion is needed, and none can replace a character the
+    other charset lacks with '?' (GBK's user-defined area has no Unicode at all).
+
+    >>> _raw(("s", "varchar", "", "", "", "gbk"), ("s", "varchar", "", "", "", "gbk"))
+    True
+    >>> _raw(("s", "varchar", "", "", "", "gbk"), ("s", "varchar", "", "", "", "utf8mb4"))
+    False
+    """
+    from dm_core.full.text_rows import _TEXT
+
+    cs = (up[5] or "").lower()
+    return up[1].lower() in _TEXT and bool(cs) and cs not in _UTF8 and down is not None \
+        and (down[5] or "").lower() == cs
+
+
+def _same_bytes(carried: list[tuple], down: dict, extract: set, raw: list[bool] | None = None) -> bool:
     """Whether the text path's bytes of every carried column (upstream ``_columns`` rows) and
     extract column fit their target column's character set as they are: text arrives as
-    utf8mb4 (the line query converts other charsets), numbers and dates as ASCII, BINARY/BLOB
-    as raw bytes (fine only into a column without a character set).
+    utf8mb4 (the line query converts other charsets) or as stored (``raw``), numbers and dates
+    as ASCII, BINARY/BLOB as raw bytes (fine only into a column without a character set).
 
     >>> up = [("id", "int", "int", "NO", "", None), ("s", "varchar", "varchar(9)", "YES", "", "latin1")]
     >>> _same_bytes(up, {"id": up[0], "s": up[1][:5] + ("utf8mb4",)}, set())
     True
     >>> _same_bytes(up, {"id": up[0], "s": up[1]}, set())   # a latin1 target takes converted text
     False
+    >>> _same_bytes(up, {"id": up[0], "s": up[1]}, set(), [False, True])   # ... or latin1 as stored
+    True
     """
     from dm_core.full.text_rows import _BYTES, _TEXT
 
-    for c in carried:
+    for i, c in enumerate(carried):
+        if raw and raw[i]:
+            continue
         d = (down[c[0].lower()][5] or "").lower()
         u = (c[5] or "").lower()
         if not d:
             continue
-        text, raw = c[1].lower() in _TEXT, c[1].lower() in _BYTES
-        if raw or not (d == "utf8mb4" or (d in _UTF8MB3 and (not text or u in _UTF8MB3))):
+        text, binary = c[1].lower() in _TEXT, c[1].lower() in _BYTES
+        if binary or not (d == "utf8mb4" or (d in _UTF8MB3 and (not text or u in _UTF8MB3))):
             return False
     return all((down[k][5] or "").lower() in ("", "utf8mb4") for k in extract if k in down)
 
@@ -164,9 +226,14 @@ def chunk_shape(up_conn, down_conn, st, widened=frozenset(), *, known=None) -> C
         for k, c in down.items())
     drifted = drifted or any((c[2].lower(), c[3]) != (down[c[0].lower()][2].lower(), down[c[0].lower()][3])
                              for c in cols if c[0].lower() not in widened)
+    # text as stored where the target has its charset, if then every value's bytes fit as they
+    # are (LOAD reads the line as binary); else all text goes as utf8mb4, converted downstream
+    raw = [_raw(c, down.get(c[0].lower())) for c in cols]
+    same = _same_bytes(cols, down, extract, raw)
     table = replace(st, columns=[c[0] for c in cols], column_types=[c[1].lower() for c in cols],
-                    column_nullable=[c[3].upper() != "NO" for c in cols], column_charsets=[c[5] for c in cols])
-    return ChunkShape(table, drifted, tuple(up), _same_bytes(cols, down, extract))
+                    column_nullable=[c[3].upper() != "NO" for c in cols], column_charsets=[c[5] for c in cols],
+                    column_raw=raw if same else [False] * len(cols))
+    return ChunkShape(table, drifted, tuple(up), same)
 
 
 LENIENT_SQL_MODE = "REPLACE(REPLACE(@@SESSION.sql_mode, 'STRICT_TRANS_TABLES', ''), 'STRICT_ALL_TABLES', '')"

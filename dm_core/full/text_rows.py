@@ -10,7 +10,9 @@ column-mapped, in LOAD DATA's format (tab-separated, strings enclosed in single 
 mysqlclient and pipes into ``LOAD DATA LOCAL INFILE`` downstream without looking at a value.
 
 Per column (the chunk's columns, extract.chunk_shape): numbers and decimals as the server
-prints them (exact: what mydumper dumps); temporal types as text at time_zone '+00:00' (zero
+prints them (exact: what mydumper dumps; a DOUBLE in its shortest form that reads back to the
+same bits), a FLOAT widened to DOUBLE first (printed as FLOAT it keeps 6 digits; the DOUBLE
+reads back into the FLOAT column as the same value); temporal types as text at time_zone '+00:00' (zero
 dates included); BIT as its unsigned value (load_data.statement assigns it through a
 variable); text (CHAR/VARCHAR/TEXT, ENUM, SET, JSON) and bytes (BINARY/VARBINARY/BLOB)
 through ``QUOTE()``, one pass that encloses the value in single quotes and puts a backslash
@@ -18,7 +20,10 @@ before each backslash, quote, NUL and Ctrl-Z: exactly what LOAD DATA reads back 
 ``ENCLOSED BY '\\'' ESCAPED BY '\\\\'`` (a tab or newline inside an enclosed field is data;
 ``QUOTE(NULL)`` is the bare word NULL, which LOAD DATA reads as NULL once fields may be
 enclosed, and a text 'NULL' stays enclosed). Text in a charset other than utf8mb4, utf8mb3
-or ascii is converted to utf8mb4 first (the LOAD reads utf8mb4). Column mapping as DM applies
+or ascii goes as stored when its target column has the same charset (``column_raw``: the LOAD
+reads the line as binary, so a GBK character Unicode lacks arrives too); otherwise it is
+converted to utf8mb4 (the LOAD reads utf8mb4), and a character the conversion would replace
+with '?' fails the chunk, naming it (:func:`read_lines`), never lands changed. Column mapping as DM applies
 it: ``partition id`` ``source | or_value`` (a value out of range gives NULL here:
 :func:`partition_id_violation` checks the table first, so the load fails with DM's message
 instead), ``add prefix`` / ``add suffix``; extract columns as constants.
@@ -37,8 +42,8 @@ it differently): the separator and ``\\N`` are hex literals, which the server fo
 statement. Constants from the task file (prefixes, extracted values) go in as the upstream
 connection's own literals.
 
-Tables with a column this cannot express exactly as text (FLOAT/DOUBLE, spatial types)
-return None and take the Spark JDBC path.
+Tables with a column this cannot express exactly as text (spatial types) return None and take
+the Spark JDBC path.
 """
 
 from __future__ import annotations
@@ -50,27 +55,32 @@ _NULL = "X'5C4E'"   # \N: NULL for a field LOAD DATA reads unenclosed
 _TAB = "X'09' COLLATE 'binary'"  # the line is a binary string whatever its columns (module docstring)
 _TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
 _BYTES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
-# FLOAT/DOUBLE are left out on purpose: the server prints them with fewer digits than they
-# hold (a FLOAT with 6), so their tables take the Spark JDBC path, which carries the bits.
 _PLAIN = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric", "year", "date",
-          "datetime", "timestamp", "time"}
+          "datetime", "timestamp", "time", "double", "real", "double precision"}
 _UTF8 = {"utf8mb4", "utf8mb3", "utf8", "ascii"}  # their bytes already read as utf8mb4
 
 
-def _column(name: str, data_type: str, charset: str | None) -> tuple[str, bool] | None:
-    """(one column's field, whether it is enclosed), or None when text cannot carry it.
+def _column(name: str, data_type: str, charset: str | None, raw: bool = False) -> tuple[str, bool] | None:
+    """(one column's field, whether it is enclosed), or None when text cannot carry it;
+    ``raw``: text goes as stored (see ``column_raw``).
 
     >>> _column("n", "varchar", "latin1")
     ('QUOTE(CONVERT(`n` USING utf8mb4))', True)
-    >>> _column("n", "varchar", "utf8mb4"), _column("b", "blob", None), _column("f", "double", None)
+    >>> _column("n", "varchar", "utf8mb4"), _column("b", "blob", None), _column("g", "point", None)
     (('QUOTE(`n`)', True), ('QUOTE(`b`)', True), None)
+    >>> _column("f", "float", None), _column("d", "double", None), _column("n", "varchar", "gbk", raw=True)
+    (('CAST(`f` AS DOUBLE)', False), ('`d`', False), ('QUOTE(CAST(`n` AS BINARY))', True))
     """
     c = qi(name)
     if data_type in _PLAIN:
         return c, False
+    if data_type == "float":
+        return f"CAST({c} AS DOUBLE)", False
     if data_type == "bit":
         return f"CAST({c} AS UNSIGNED)", False
     if data_type in _TEXT:
+        if raw:   # byte by byte: QUOTE() of a GBK string with a character Unicode lacks is NULL, which
+            return f"QUOTE(CAST({c} AS BINARY))", True   # CONCAT_WS would drop, shifting the fields after it
         return (f"QUOTE({c})" if (charset or "").lower() in _UTF8 else f"QUOTE(CONVERT({c} USING utf8mb4))"), True
     if data_type in _BYTES:
         return f"QUOTE({c})", True
@@ -107,22 +117,32 @@ def line_query(st, transforms, literal, where: str, dump_where: str = "") -> str
     charsets = dict(zip(st.columns, getattr(st, "column_charsets", None) or [None] * len(st.columns)))
     # NOT NULL columns skip IFNULL: one function call less per value on the upstream
     nullable = dict(zip(st.columns, getattr(st, "column_nullable", None) or [True] * len(st.columns)))
+    raw = dict(zip(st.columns, getattr(st, "column_raw", None) or [False] * len(st.columns)))
     fields = {}  # column -> (expression, enclosed)
     for c in st.columns:
-        f = _column(c, types.get(c, ""), charsets.get(c))
+        f = _column(c, types.get(c, ""), charsets.get(c), raw.get(c, False))
         if f is None:
             return None
         fields[c] = f
     for t in transforms:    # each mapping kind says how it reads in SQL (dm_core/rules/column_mapping.py)
         e = t.mysql_sql(qi(t.reads), literal)
-        # a prefix/suffix is a CONCAT of a constant and the column: utf8mb4 whatever the column's charset
-        fields[t.column] = (f"QUOTE(CONVERT({e} USING utf8mb4))", True) if t.yields_text else (e, False)
+        # a prefix/suffix is a CONCAT of a constant and the column: utf8mb4 whatever the column's
+        # charset, or the column's own where its text goes as stored
+        text = (f"QUOTE(CAST(CONVERT({e} USING {_charset_name(charsets.get(t.column))}) AS BINARY))"
+                if raw.get(t.column) else f"QUOTE(CONVERT({e} USING utf8mb4))")
+        fields[t.column] = (text, True) if t.yields_text else (e, False)
         nullable[t.column] = True   # a mapping may give NULL
     out = [e if enclosed or not nullable.get(c, True) else f"IFNULL({e}, {_NULL})"
            for c, (e, enclosed) in ((c, fields[c]) for c in st.columns)]
     out += [literal(quoted(str(v))) if v is not None else _NULL for v in st.extract.values()]
     cond = f"({where}) AND ({dump_where})" if dump_where.strip() else where
     return f"SELECT CONCAT_WS({_TAB}, {', '.join(out)}) FROM {qt(st.schema, st.table)} WHERE {cond}"
+
+
+def _charset_name(name: str) -> str:
+    if not name or not name.replace("_", "").isalnum():
+        raise ValueError(f"not a character set name: {name!r}")
+    return name
 
 
 def partition_id_violation(conn, st, transforms) -> str | None:
@@ -160,8 +180,24 @@ def read_lines(conn, query: str, snapshot: dict | None = None):
             break
         yield rows
     cur.close()
+    lost = _lost_characters(conn)
+    if lost:   # raised before the chunk's LOAD commits: nothing lands changed
+        raise ValueError(f"the upstream cannot convert text of this chunk to utf8mb4 for its target column without "
+                         f"changing it ({lost}); give the target column the upstream column's character set")
     if snapshot is not None:
         snapshot_read.end(conn)
+
+
+def _lost_characters(conn) -> str:
+    """The server's first warning that CONVERT put '?' for a character (1977), or ''."""
+    if not conn.warning_count():
+        return ""
+    cur = conn.cursor()
+    try:
+        cur.execute("SHOW WARNINGS LIMIT 20")
+        return next((str(r[2]) for r in cur.fetchall() if int(r[1]) == 1977), "")
+    finally:
+        cur.close()
 
 
 def as_text(rows) -> tuple[bytes, int]:

@@ -1,10 +1,8 @@
-"""The Spark full load (spark-submit, local mode) followed by binlog sync, on tables with the
+"""The Spark full load (local mode, as the full DAG runs it) followed by binlog sync, on tables with the
 types and keys a real schema has: DECIMAL, DATETIME(6), DATE, TIME, JSON, BLOB, unicode TEXT,
 NULLs, zero dates in NOT NULL columns, a composite key, a string key and no key at all.
 Downstream must equal upstream."""
 
-import os
-import subprocess
 import textwrap
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
 
 from .helpers import drop_schemas
+from .test_full_support import run_load
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,14 +48,8 @@ def _rows(i: int) -> dict:
     }
 
 
-def _spark_load(task_name: str, env: dict) -> None:
-    spark_home = subprocess.run([str(ROOT / ".venv/bin/python"), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-    r = subprocess.run([str(ROOT / ".venv/bin/spark-submit"), "--master", "local[2]", "--jars",
-                        "/usr/share/java/mariadb-java-client.jar", str(ROOT / "spark_jobs/full_load.py"),
-                        "--task", task_name, "--chunk-rows", "100"],
-                       env={**env, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": str(ROOT / ".venv/bin/python"),
-                            "PYSPARK_DRIVER_PYTHON": str(ROOT / ".venv/bin/python")}, capture_output=True, text=True, timeout=600)
+def _spark_load(task_name: str) -> None:
+    r = run_load(task_name, "--chunk-rows", "100")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
 
 
@@ -93,7 +86,7 @@ def test_full_load_then_sync_keeps_every_type(stack, uniq):
         with conn.cursor() as cur:  # lands between the low watermark and the dump: both paths see it
             cur.execute(f"UPDATE {qt(schema, 'typed')} SET t = 'during-dump' WHERE id < 20")
             cur.execute(f"DELETE FROM {qt(schema, 'nokey')} WHERE a = 3")
-        _spark_load(name, dict(os.environ))
+        _spark_load(name)
         finish(task, store)
         with conn.cursor() as cur:  # after the dump: only the binlog carries it
             ph = ", ".join(["%s"] * len(_rows(0)["typed"]))
