@@ -23,6 +23,9 @@ state store), ``full.before_chunk_merge`` (a chunk is staged downstream, not yet
 dm_core/full/small_tables.py), ``full.reread.after_empty`` (the full phase's ``finish`` emptied
 the targets of tables a rename harmed and has not read them again yet: dm_core/full/reread.py).
 
+``binlog.decode_row``: the binlog reader is about to decode a row event of a table the task
+replicates; ``raise:N`` makes the N-th such event undecodable (dm_core/binlog/window.py).
+
 ``upstream.list_tables``: the precheck's probe (dm_core/check/probe.py) or the full phase's
 discovery (dm_core/full/discover.py) is about to list an upstream's tables (DM's
 FetchAllDoTablesFailed / FetchTargetDoTablesFailed).

@@ -120,14 +120,17 @@ def _rows_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
     def write(rows):
         from dm_core.db import connect
         from dm_core.full.chunk_writer import write_rows
+        from dm_core.full.reconnect import marking
 
-        conn = connect(target_ep, autocommit=False, downstream=True)
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SET SESSION time_zone = '+00:00'")
-            yield write_rows(conn, meta, st, columns, verb, plan_id, chunk_id, task_name, rows, batch)
-        finally:
-            conn.close()
+        with marking():
+            conn = connect(target_ep, autocommit=False, downstream=True)
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SET SESSION time_zone = '+00:00'")
+                got = write_rows(conn, meta, st, columns, verb, plan_id, chunk_id, task_name, rows, batch)
+            finally:
+                conn.close()
+        yield got
 
     return write
 
@@ -179,8 +182,11 @@ def _arrow_writer(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_na
     def write(batches):
         import pyarrow as pa
 
-        got = _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types, batches,
-                           turn=turn, charset="binary" if same_bytes else "utf8mb4")
+        from dm_core.full.reconnect import marking
+
+        with marking():
+            got = _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
+                               batches, turn=turn, charset="binary" if same_bytes else "utf8mb4")
         yield pa.record_batch({k: [v] for k, v in got.items()})
 
     return write
@@ -197,15 +203,18 @@ def _text_writer(up_ep, query, target_ep, meta, st, columns, verb, plan_id, chun
             pass             # instead of serving the next one (a new process and imports per chunk, ~0.2 s)
         from dm_core.db import connect_native
         from dm_core.full import text_rows
+        from dm_core.full.reconnect import marking
 
-        up = connect_native(up_ep, downstream=False)
-        snap = {} if at_snapshot else None
-        try:
-            yield _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
-                               text_rows.read_lines(up, query, snap), text_rows.as_text, turn=turn, enclosed=True,
-                               charset="binary" if same_bytes else "utf8mb4", snapshot=snap)
-        finally:
-            up.close()
+        with marking():
+            up = connect_native(up_ep, downstream=False)
+            snap = {} if at_snapshot else None
+            try:
+                got = _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_name, drifted, types,
+                                   text_rows.read_lines(up, query, snap), text_rows.as_text, turn=turn, enclosed=True,
+                                   charset="binary" if same_bytes else "utf8mb4", snapshot=snap)
+            finally:
+                up.close()
+        yield got
 
     return write
 
@@ -220,30 +229,39 @@ def _text_to_staging(up_ep, query, target_ep, meta, staging, columns, types, dri
     def write(chunk_ids):
         for _ in chunk_ids:  # read to the end (see _text_writer)
             pass
-        from dm_core.db import connect_native, qt
-        from dm_core.full import load_data, text_rows
-        from dm_core.full.extract import lenient
+        from dm_core.full.reconnect import marking
 
-        up = connect_native(up_ep, downstream=False)
-        snap: dict = {}
-        try:
-            conn = connect_native(target_ep, local_infile=True)
-            try:
-                with conn.cursor() as cur:   # a retried task (or a load committed in pieces) left rows
-                    cur.execute(f"DELETE FROM {qt(meta, staging)}")
-                conn.autocommit(False)
-                if drifted:
-                    lenient(conn)
-                sql = load_data.statement(meta, staging, columns, "INSERT", types, enclosed=True,
-                                          charset="binary" if same_bytes else "utf8mb4")
-                stats = load_data.load_chunk(conn, sql, text_rows.read_lines(up, query, snap), encoder=text_rows.as_text)
-            finally:
-                conn.close()
-        finally:
-            up.close()
-        yield {"rows": stats.rows, "snapshot": snap}
+        with marking():
+            got = _stage_chunk(up_ep, query, target_ep, meta, staging, columns, types, drifted, same_bytes)
+        yield got
 
     return write
+
+
+def _stage_chunk(up_ep, query, target_ep, meta, staging, columns, types, drifted, same_bytes) -> dict:
+    """On an executor: see ``_text_to_staging``."""
+    from dm_core.db import connect_native, qt
+    from dm_core.full import load_data, text_rows
+    from dm_core.full.extract import lenient
+
+    up = connect_native(up_ep, downstream=False)
+    snap: dict = {}
+    try:
+        conn = connect_native(target_ep, local_infile=True)
+        try:
+            with conn.cursor() as cur:   # a retried task (or a load committed in pieces) left rows
+                cur.execute(f"DELETE FROM {qt(meta, staging)}")
+            conn.autocommit(False)
+            if drifted:
+                lenient(conn)
+            sql = load_data.statement(meta, staging, columns, "INSERT", types, enclosed=True,
+                                      charset="binary" if same_bytes else "utf8mb4")
+            stats = load_data.load_chunk(conn, sql, text_rows.read_lines(up, query, snap), encoder=text_rows.as_text)
+        finally:
+            conn.close()
+    finally:
+        up.close()
+    return {"rows": stats.rows, "snapshot": snap}
 
 
 RETRY_MARK = "[shardflow: retry chunk]"
@@ -308,7 +326,7 @@ def _lander(spark, task, st, up_ep, target_ep, args):
     """``land(plan_id, chunk) -> rows`` for dm_core.full.loader: read, transform, write, merge."""
     from dm_core.db import connect, qt
     from dm_core import faults
-    from dm_core.full import chunk_writer, snapshot_read, text_rows
+    from dm_core.full import chunk_writer, reconnect, snapshot_read, text_rows
     from dm_core.full.extract import chunk_query, conversion_loss, lenient
     from dm_core.full.phase import chunk_shape
 
@@ -324,9 +342,17 @@ def _lander(spark, task, st, up_ep, target_ep, args):
         # DDL may run upstream while the load runs: each chunk reads the columns the
         # upstream and the target have at that moment, and is read again if the table
         # changed under it (dm_core/full/phase.py says why the result converges). A chunk
-        # whose LOAD DATA deadlocked with another shard's chunk (rolled back) is read again.
-        for attempt in range(4):
-            shape = chunk_shape(task, st, up_ep, target_ep)
+        # whose LOAD DATA deadlocked with another shard's chunk (rolled back) is read again, and
+        # one cut off by a server that went away once it is back (dm_core/full/reconnect.py).
+        patience = reconnect.Patience()
+        attempt = 0
+        while True:
+            try:
+                shape = chunk_shape(task, st, up_ep, target_ep)
+            except Exception as e:
+                if reconnect.marked(e) and patience.again(st.name, chunk.chunk_id, e):
+                    continue
+                raise _concise(e) from None
             if shape.table is None:
                 log.warning("%s chunk %d: the upstream table is gone (dropped during the load); nothing to load",
                             st.name, chunk.chunk_id)
@@ -334,12 +360,15 @@ def _lander(spark, task, st, up_ep, target_ep, args):
             try:
                 return _land(plan_id, chunk, shape)
             except Exception as e:
-                if attempt < 3 and RETRY_MARK in str(e):
+                if reconnect.marked(e) and patience.again(st.name, chunk.chunk_id, e):
+                    continue
+                attempt += 1
+                if attempt < 4 and RETRY_MARK in str(e):
                     log.warning("%s chunk %d: deadlock or lock wait timeout downstream (rolled back); loading it again",
                                 st.name, chunk.chunk_id)
-                    time.sleep(0.2 * (attempt + 1))
+                    time.sleep(0.2 * attempt)
                     continue
-                if attempt < 2 and chunk_shape(task, st, up_ep, target_ep).signature != shape.signature:
+                if attempt < 3 and chunk_shape(task, st, up_ep, target_ep).signature != shape.signature:
                     log.warning("%s chunk %d: the upstream table changed while it was read; reading it again",
                                 st.name, chunk.chunk_id)
                     continue

@@ -114,6 +114,7 @@ class BinlogWindow:
         T_LOAD_QUERY = ev.EXECUTE_LOAD_QUERY
         verify = self.verify_checksum
         fault = faults.armed("binlog.in_transaction")  # tests only: checked once, not per event
+        decode_fault = faults.armed("binlog.decode_row")
         wanted = self.wanted
 
         cks = 4 if dump.checksum else 0  # trailing CRC bytes, per the current file's FDE
@@ -167,6 +168,8 @@ class BinlogWindow:
                     ncols, q = ev.lenenc(buf, q)
                 nb = (ncols + 7) >> 3
                 try:
+                    if decode_fault:
+                        _decode_fault()
                     full = codec.full
                     if ncols == codec.ncols and buf.startswith(full, q) and (
                             typ not in updates or buf.startswith(full, q + nb)):
@@ -409,6 +412,15 @@ def _partial(txn: Txn, codec, op: str, present: bytes, present2: bytes | None, f
 
 
 _PASSED = object()   # the codec of a table the window does not decode (``wanted``)
+
+
+def _decode_fault() -> None:
+    """Fault point ``binlog.decode_row`` (``raise:N``): the N-th row event decoded fails as a
+    value the decoder cannot read would."""
+    try:
+        faults.hit("binlog.decode_row")
+    except faults.FaultInjected as e:
+        raise ValueError(str(e)) from None
 
 
 def _table_name(buf, b: int) -> tuple[str, str]:

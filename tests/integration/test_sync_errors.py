@@ -5,7 +5,7 @@ converges, or pauses the source once the retries are spent. Nothing is retried i
 
 import pytest
 
-from dm_core.db import connect, qt
+from dm_core.db import connect, qi, qt
 
 from .helpers import run_sql as run
 
@@ -169,3 +169,31 @@ def test_rows_whose_target_table_is_gone_pause_at_once_and_resume_once_it_is_bac
     store.request_sources(task.name, [sid], "running", all_sources=[sid], clear_error=True)
     steps(sess, "caught_up")
     assert rows(down, tdb, "t") == [(1, "a"), (2, "b")]
+
+
+def test_an_undecodable_row_pauses_before_its_transaction_and_skip_alone_drops_it(plain, stack, monkeypatch):
+    """A row the reader cannot decode (fault point ``binlog.decode_row``, as a value in a charset
+    Python reads differently): the source pauses before its transaction, naming table and
+    event, with the position `dmctl binlog skip` needs (before: no position, and skip refused
+    without -b). A table the task does not replicate is never decoded: its row, written
+    first, is not the one that fails."""
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    other = f"{db}_other"
+    run(up, f"CREATE DATABASE {qi(other)}", f"CREATE TABLE {qt(other, 't')} (id int PRIMARY KEY)")
+    try:
+        steps(sess, "caught_up")
+        monkeypatch.setenv("SHARDFLOW_FAULTS", "binlog.decode_row=raise:1")
+        run(up, f"INSERT INTO {qt(other, 't')} VALUES (1)", f"INSERT INTO {qt(db, 't')} VALUES (1, 'lost')",
+            f"INSERT INTO {qt(db, 't')} VALUES (2, 'kept')")
+        out = steps(sess, "paused")
+        st = store.source_state(task.name, sid)
+        assert "50014" in st["error"] and f"`{db}`.`t`" in st["error"], st["error"]
+        assert st["error_pos"] and "binlog skip" in st["error"], st
+        assert any(st["error_pos"] in text for _, text in out.messages), out.messages
+        assert rows(down, tdb, "t") == []
+        assert dmctl_binlog("skip", task.name, "-s", sid) == 0
+        steps(sess, "caught_up")
+        assert rows(down, tdb, "t") == [(2, "kept")]
+    finally:
+        run(up, f"DROP DATABASE IF EXISTS {qi(other)}")

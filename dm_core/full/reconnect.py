@@ -1,0 +1,96 @@
+"""A chunk whose upstream or downstream went away is loaded again once the server is back.
+
+Why: a chunk lands in one transaction with its marker (chunk_writer.py), so a chunk cut off by a
+lost connection left nothing behind, and loading it again is safe. A restarted downstream (a
+TiDB rolling restart, a failover, a killed process) used to fail the whole full phase, which
+then waited for someone to run `dmctl start-task`; DM's loader retries such errors itself.
+
+What counts as lost: the MySQL client errors of a connection that broke or could not be made
+(``LOST_CODES``), and shardflow's own "cannot connect" errors (``Transient``: the upstream or
+downstream unreachable). An executor marks such an error with ``LOST_MARK``, which survives
+Spark's wrapping of it into the driver's exception text. Everything else -- a value the
+target refuses, a missing table -- fails the chunk at once, naming the cause.
+
+How long: a chunk waits 1, 2, 4 ... 30 s between tries, for at most ``SHARDFLOW_FULL_RECONNECT_S``
+seconds (default 600) from its first loss; then it fails, naming the last error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+
+from dm_core.errors import Transient
+
+log = logging.getLogger("shardflow.full")
+
+# server gone, lost during query, cannot connect (socket / TCP), server shutting down, connection killed
+LOST_CODES = frozenset({2002, 2003, 2006, 2013, 2055, 1053, 1927})
+LOST_MARK = "[shardflow: connection lost]"
+
+
+def lost(e: BaseException) -> bool:
+    """Whether an executor's error is a lost or refused connection.
+
+    >>> import MySQLdb
+    >>> lost(MySQLdb.OperationalError(2013, "Lost connection to server during query"))
+    True
+    >>> lost(MySQLdb.OperationalError(1062, "Duplicate entry"))
+    False
+    """
+    if isinstance(e, Transient):
+        return True
+    code = (getattr(e, "args", ()) or (None,))[0]
+    return isinstance(code, int) and code in LOST_CODES
+
+
+# the JDBC driver's words for the same, in the JVM's exception text (the JDBC path reads in Java)
+_JAVA_LOST = ("SQLNonTransientConnectionException", "SQLTransientConnectionException", "Communications link failure",
+              "Connection refused", "Connection reset")
+
+
+def marked(e: BaseException) -> bool:
+    """Whether the driver's exception (of any wrapping) carries an executor's ``LOST_MARK`` or
+    the JDBC driver's lost connection, or is a lost connection of the driver's own."""
+    text = str(e)
+    return LOST_MARK in text or lost(e) or any(w in text for w in _JAVA_LOST)
+
+
+@contextlib.contextmanager
+def marking():
+    """On an executor: a lost connection raised inside leaves as ``LOST_MARK`` text, which the
+    driver reads through Spark's wrapping."""
+    try:
+        yield
+    except Exception as e:
+        if lost(e) and LOST_MARK not in str(e):
+            raise RuntimeError(f"{LOST_MARK} {type(e).__name__}: {e}") from None
+        raise
+
+
+class Patience:
+    """One chunk's retries after lost connections."""
+
+    def __init__(self, budget_s: float | None = None, sleep=time.sleep, clock=time.monotonic):
+        self.budget = float(os.environ.get("SHARDFLOW_FULL_RECONNECT_S") or 600) if budget_s is None else budget_s
+        self.sleep, self.clock = sleep, clock
+        self.first: float | None = None
+        self.tries = 0
+
+    def again(self, name: str, chunk_id: int, e: BaseException) -> bool:
+        """After a lost connection: wait and say so (True: load the chunk again), or False when
+        the budget is spent."""
+        now = self.clock()
+        if self.first is None:
+            self.first = now
+        wait = min(30.0, 2.0 ** self.tries)
+        if now + wait - self.first > self.budget:
+            return False
+        self.tries += 1
+        first_line = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        log.warning("%s chunk %d: a server went away (%s); loading the chunk again in %.0fs (try %d, for up to "
+                    "%.0fs in all)", name, chunk_id, first_line, wait, self.tries, self.budget)
+        self.sleep(wait)
+        return True
