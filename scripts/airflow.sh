@@ -65,6 +65,18 @@ case "${1:-}" in
     # task processes started by the supervisor outlive the group in rare cases
     pkill -f "airflow.*$AIRFLOW_HOME" 2>/dev/null || true ;;
   status)
-    if alive; then echo "[airflow] running on $AIRFLOW__API__BASE_URL"; else echo "[airflow] stopped"; exit 1; fi ;;
+    alive || { echo "[airflow] stopped"; exit 1; }
+    # `airflow standalone` lives on when a component it started dies (its metadata database went
+    # away for a moment, say): the health check names those, and nothing schedules or retries then
+    down=$(curl -fsS --max-time 10 "$AIRFLOW__API__BASE_URL/api/v2/monitor/health" 2>/dev/null | python3 -c '
+import json, sys
+h = json.load(sys.stdin)
+print(", ".join(k for k, v in h.items() if isinstance(v, dict) and v.get("status") not in (None, "healthy")))
+' 2>/dev/null) || down="the API server (no answer from its health check)"
+    if [ -n "$down" ]; then
+      echo "[airflow] running on $AIRFLOW__API__BASE_URL, but not healthy: $down; restart it: make airflow-down && make airflow-up"
+      exit 1
+    fi
+    echo "[airflow] running on $AIRFLOW__API__BASE_URL" ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
 esac

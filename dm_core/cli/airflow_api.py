@@ -74,6 +74,15 @@ class AirflowAPI:
             self._token = out["access_token"]
         return self._token
 
+    def down_components(self) -> list[str]:
+        """Airflow's components its health check calls unhealthy (scheduler, triggerer,
+        dag_processor, metadatabase), each with its last heartbeat: a component that died
+        leaves the API server answering while nothing schedules or retries a task."""
+        health = self._call("GET", "/api/v2/monitor/health", auth=False) or {}
+        return [f"{name} (last heartbeat {(part or {}).get(next((k for k in (part or {}) if 'heartbeat' in k), ''))})"
+                for name, part in health.items()
+                if isinstance(part, dict) and part.get("status") not in (None, "healthy")]
+
     def dag(self, dag_id: str) -> dict | None:
         return self._call("GET", f"/api/v2/dags/{dag_id}")
 

@@ -239,7 +239,7 @@ def _status(store, name: str, only: list[str] | None = None) -> dict:
         row["held_tables"] = held_lines(s.get("shard_groups"))   # optimistic: tables held back, since when
         sources.append(row)
     return {"task": name, "status": info["status"], "start": info["generation"], "phases": view.get("phases", {}),
-            "waiting": view.get("waiting", []), **({"airflow_error": view["error"]} if view.get("error") else {}),
+            "waiting": view.get("waiting", []), **({"airflow_error": view.get("error") or view["down"]} if view.get("error") or view.get("down") else {}),
             "sources": sources, "ddl_locks": [coordinator.summary(lk) for lk in locks]}
 
 

@@ -19,6 +19,11 @@ def airflow_view(api, name: str, generation: int | None) -> dict:
     """The task's DAG runs as they stand: latest state per phase, active runs, what waits
     behind what, and the task instances of the running incremental run."""
     view: dict = {"phases": {}, "active": {}, "waiting": [], "sensors": {}, "failed": []}
+    down = api.down_components()
+    if down:
+        view["down"] = (f"Airflow's {', '.join(down)} is not running: nothing starts, retries or ends this task's "
+                         f"runs until it is restarted (locally `make airflow-down && make airflow-up`; in production "
+                         f"the supervisor of each component: docs/operations.md)")
     for phase in lc.PHASES:
         dag = lc.dag_id(name, phase)
         runs = api.runs(dag, 10)  # newest first
@@ -102,6 +107,8 @@ def describe(name: str, info: dict, st: dict, view: dict | None, loaded_rows: in
         return lc.RUNNING, "running (Airflow not asked)"
     if view.get("error"):
         return lc.RUNNING, f"the state store says running, but Airflow could not be asked: {view['error']}"
+    if view.get("down"):
+        return lc.RUNNING, f"the state store says running, but {view['down']}"
     if view["waiting"]:
         return "waiting", "; ".join(view["waiting"])
     active = view["active"]

@@ -82,6 +82,23 @@ class StateStore:
     def close(self) -> None:
         self._conn.close()
 
+    def reconnect(self) -> None:
+        """A new connection in place of one that broke (Postgres restarted or was unreachable).
+        Raises STATE_STORE_UNREACHABLE while the server stays away. Session state goes with the
+        old connection: a fence (``hold_source``) must be taken again."""
+        import psycopg2
+
+        try:
+            self._conn.close()
+        except Exception:   # noqa: BLE001 - it is broken already
+            pass
+        try:
+            self._conn = psycopg2.connect(self._dsn, connect_timeout=10)
+        except psycopg2.OperationalError as e:
+            raise ErrorCode.STATE_STORE_UNREACHABLE.error(
+                f"cannot connect to the state store: {_scrub_dsn(str(e).strip())}") from None
+        self._conn.autocommit = False
+
     def __enter__(self) -> "StateStore":
         return self
 

@@ -41,6 +41,7 @@ skip|replace`); the next success resets the count.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 POKE_INTERVAL = 0.5
 # Transient errors in a row before the source pauses (backoff min(60, 2**n) s between them).
 TRANSIENT_RETRIES = 8
+# how long a source waits, in its process, for a state store that went away (a Postgres restart)
+STORE_OUTAGE_S = float(os.environ.get("SHARDFLOW_STORE_OUTAGE_S") or 300)
 # A table held back this long (shard DDL, either mode) is warned about, and again as often while it stays held.
 HELD_WARN_SECONDS = 1800.0
 
@@ -92,6 +95,39 @@ class SyncSession:
         self.failures = 0     # transient errors in a row
 
     def step(self) -> StepOutcome:
+        try:
+            return self._step()
+        except Exception as e:  # noqa: BLE001 - only an unreachable state store is ridden out here
+            if not _is_store_outage(e):
+                raise
+            return self._store_outage(e)
+
+    def _store_outage(self, e: BaseException) -> StepOutcome:
+        """The state store went away (a Postgres restart, a network cut): wait for it with
+        backoff, keeping this process and its session, for up to ``STORE_OUTAGE_S``; then the
+        error goes to Airflow's retry. Nothing is applied meanwhile: a window's effects count
+        only once its checkpoint is written, and the window in flight is read again."""
+        sid = self.source_id
+        self._syncer = None   # its connections are gone with the store's
+        out = StepOutcome("retrying")
+        log.warning("source %s: the state store is unreachable (%s); waiting for it for up to %.0fs", sid,
+                    _one_line(e), STORE_OUTAGE_S)
+        waited, wait = 0.0, 1.0
+        while True:
+            try:
+                self.store.reconnect()
+                break
+            except Exception as again:  # noqa: BLE001 - still away
+                if waited >= STORE_OUTAGE_S or not _is_store_outage(again):
+                    raise e from again
+                self._sleep(wait)
+                waited, wait = waited + wait, min(30.0, wait * 2)
+        self._fenced = False   # the fence (an advisory lock) went with the old connection
+        out.say(logging.WARNING, f"source {sid}: the state store was unreachable ({_one_line(e)}); it is back after "
+                                 f"{waited:.0f}s of waiting, and the source syncs on from its checkpoint")
+        return out
+
+    def _step(self) -> StepOutcome:
         name, sid = self.task.name, self.source_id
         gate_st = self.store.source_state(name, sid)
         gate = lifecycle.gate(self.store.task_info(name), gate_st, self.generation)
@@ -229,9 +265,10 @@ class SyncSession:
 
         sid = self.source_id
         self._syncer = None  # its connections may be broken: the next step builds a new one
+        if _is_store_outage(e):
+            return self._store_outage(e)   # nothing can be recorded without it: wait for it
         transient = isinstance(e, Transient) or \
-            (not isinstance(e, ShardflowError) and errno_of(e) is not None and classify(errno_of(e)) == TRANSIENT) or \
-            _is_store_outage(e)
+            (not isinstance(e, ShardflowError) and errno_of(e) is not None and classify(errno_of(e)) == TRANSIENT)
         if transient and self.failures < self.transient_retries:
             self.failures += 1
             wait = min(60.0, 2.0 ** self.failures)
@@ -245,8 +282,6 @@ class SyncSession:
             self._finish(out)
             self._backoff(wait)
             return out
-        if _is_store_outage(e):
-            raise e  # nothing can be recorded without the state store: Airflow's retry takes over
         if transient:
             err = ErrorCode.SYNC_RETRIES_EXHAUSTED.error(
                 f"source {sid} failed {self.failures + 1} times in a row with transient errors; the last: {_one_line(e)}")
@@ -319,6 +354,7 @@ def _is_store_outage(e: BaseException) -> bool:
     the syncer said so (STATE_STORE_UNREACHABLE, raised from it)."""
     from dm_core.errors import ErrorCode
 
-    if getattr(e, "code", None) is ErrorCode.STATE_STORE_UNREACHABLE and e.__cause__ is not None:
-        e = e.__cause__
-    return type(e).__module__.startswith("psycopg") and type(e).__name__ == "OperationalError"
+    if getattr(e, "code", None) is ErrorCode.STATE_STORE_UNREACHABLE:
+        return True
+    # OperationalError: the server went away; InterfaceError: a connection that broke before
+    return type(e).__module__.startswith("psycopg") and type(e).__name__ in ("OperationalError", "InterfaceError")

@@ -149,8 +149,11 @@ class _RunsOnly:
     """Answers what airflow_view asks, in the REST API's shapes (the real API is exercised in
     tests/e2e/test_lifecycle_through_airflow.py; this pins the rules on chosen run lists)."""
 
-    def __init__(self, runs: dict, paused=()):
-        self._runs, self._paused = runs, set(paused)
+    def __init__(self, runs: dict, paused=(), down=()):
+        self._runs, self._paused, self._down = runs, set(paused), list(down)
+
+    def down_components(self):
+        return self._down
 
     def runs(self, dag_id, limit):
         return self._runs.get(dag_id, [])
@@ -182,3 +185,12 @@ def test_airflow_view_names_what_waits_behind_what_and_only_this_starts_failures
     assert v["failed"] == ["precheck"]
     v = airflow_view(_RunsOnly({"dm_t_precheck": [_run("p", "queued", 5)]}, paused={"dm_t_precheck"}), "t", 5)
     assert "the DAG is paused in Airflow" in v["waiting"][0]
+
+
+def test_a_dead_airflow_component_is_named_with_the_restart():
+    from dm_core.cli.status_view import airflow_view
+
+    v = airflow_view(_RunsOnly({}, down=["scheduler (last heartbeat 2024-01-01T00:00:00Z)"]), "t", 5)
+    status, message = describe("t", info(generation=5), src(), v)
+    assert status == "running" and "Airflow's scheduler (last heartbeat" in message, message
+    assert "make airflow-down && make airflow-up" in message and "docs/operations.md" in message
