@@ -38,6 +38,7 @@ CHECKS = (
     connections.conn_number,
     table_schema.table_schema,
     table_schema.extended_columns,
+    table_schema.target_charsets,
     meta_position.meta_position,
     online_ddl.online_ddl,
     sharding.schema_of_shard_tables,

@@ -110,11 +110,11 @@ class CheckContext:
         for sid, f in facts.items():
             for t in f.tables or ():
                 _apply_rules(task.rules_for(sid), t)
-        extended = {(t.target[0].lower(), t.target[1].lower()) for f in facts.values() for t in f.tables or ()
-                    if t.extract_columns}
-        if extended and tfacts.reachable:  # target tables that must hold extend columns, if they exist already
+        # target tables that exist already: they must hold extend columns and the upstream's text
+        routed = {(t.target[0].lower(), t.target[1].lower()) for f in facts.values() for t in f.tables or ()}
+        if routed and tfacts.reachable:
             tfacts.tables = probe("target", target, downstream=True,
-                                  allow_table=lambda s, t: (s.lower(), t.lower()) in extended).tables
+                                  allow_table=lambda s, t: (s.lower(), t.lower()) in routed).tables
         return ctx
 
     def instance(self, source_id: str):

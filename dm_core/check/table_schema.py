@@ -12,6 +12,12 @@ A target table that a route's extract-table / extract-schema / extract-source wr
 the user created beforehand must have those extend columns (DM: "does not exist in downstream
 table"): rows of different shards with the same key are told apart only by them.
 
+A target table the user created beforehand whose text column has another character set than
+an upstream column routed into it is flagged (``target_charsets``): where the target's charset
+lacks characters of the upstream's (GBK's user-defined area in utf8mb4, most of utf8mb4 in
+latin1), such a value is refused when it comes (the full load's chunk fails naming it; the sync
+pauses on the downstream's refusal), never written changed.
+
 A user sees only the tables it holds some privilege on, so "no table" may also mean
 "no privilege": the warning says so.
 """
@@ -52,6 +58,52 @@ def table_schema(ctx, src: ServerFacts):
                               "support (supported: utf8, utf8mb4, latin1, ascii, binary)",
                               f"ALTER TABLE {t.name} CONVERT TO CHARACTER SET utf8mb4", table=t.name))
     return out or [passed(f"{len(src.tables)} allowed table(s), each with a primary or NOT NULL unique key")]
+
+
+# (upstream charset, target charset) pairs no value can lose characters in: the target's
+# charset holds every character of the upstream's
+_UNICODE = {"utf8mb4", "utf8mb3", "utf8", "utf16", "utf16le", "utf32", "ucs2"}
+_WIDER = {"ascii": _UNICODE | {"latin1", "ascii"}, "latin1": {"utf8mb4", "utf8mb3", "utf8", "utf16", "utf32"},
+          "utf8mb3": {"utf8mb4", "utf16", "utf32"}, "utf8": {"utf8mb4", "utf16", "utf32"}, "ucs2": {"utf8mb4"}}
+
+
+def may_lose(up: str, down: str) -> bool:
+    """Whether text in charset ``up`` may hold characters charset ``down`` lacks.
+
+    >>> may_lose("latin1", "utf8mb4"), may_lose("gbk", "utf8mb4"), may_lose("utf8mb4", "latin1")
+    (False, True, True)
+    """
+    up, down = up.lower(), down.lower()
+    return up != down and down not in _WIDER.get(up, ())
+
+
+@item("table_schema", scope="task")
+def target_charsets(ctx):
+    down = {(t.schema.lower(), t.table.lower()): t for t in ctx.target.tables or ()}
+    out, checked = [], 0
+    for key, members in sorted(ctx.targets.items()):
+        tbl = down.get(key)
+        if tbl is None:
+            continue   # the full phase creates it with the upstream's charsets
+        checked += 1
+        have = {c.name.lower(): c for c in tbl.columns}
+        seen = set()
+        for t in members:
+            for c in t.columns:
+                d = have.get(c.name.lower())
+                if d is None or not c.charset or not d.charset or not may_lose(c.charset, d.charset):
+                    continue
+                if (c.name.lower(), c.charset.lower()) in seen:
+                    continue
+                seen.add((c.name.lower(), c.charset.lower()))
+                out.append(warned(f"column {c.name} of {t.name} is {c.charset} and its target {tbl.name}.{d.name} "
+                                  f"is {d.charset}, which lacks some of its characters: a value with one is refused "
+                                  "when it comes (the full load's chunk fails, the sync pauses), never written "
+                                  "changed", f"ALTER TABLE {tbl.name} MODIFY {d.name} ... CHARACTER SET {c.charset}, "
+                                  "or drop the target table and let the full phase create it", table=tbl.name))
+    if not checked:
+        return []   # the full phase creates every target with the upstream's charsets
+    return out or [passed(f"{checked} existing target table(s): their text columns hold what the upstream's do")]
 
 
 @item("table_schema", scope="task")

@@ -166,8 +166,8 @@ def test_every_type_at_its_extremes_arrives_exactly_on_every_path(stack, uniq):
 
 def test_text_a_target_charset_cannot_hold_is_refused_naming_it_on_both_paths(stack, uniq):
     """A GBK value with a character Unicode lacks, into a target column the user made utf8mb4:
-    no path may write '?' for it. Each refuses the chunk, naming table, column (and on the JDBC
-    path key and value), and nothing lands."""
+    the precheck warns of the column, and no path may write '?' for it. Each refuses the chunk,
+    naming table, column (and on the JDBC path key and value), and nothing lands."""
     schema, tdb, name, sid = f"cv{uniq}", f"cvt{uniq}", f"cv{uniq}", f"cv-{uniq}"
     up, down = stack["up1"], stack["down"]
     conn = connect(up)
@@ -182,6 +182,12 @@ def test_text_a_target_charset_cannot_hold_is_refused_naming_it_on_both_paths(st
         with dconn.cursor() as cur:
             cur.execute(f"CREATE DATABASE {qi(tdb)}")
             cur.execute(f"CREATE TABLE {qt(tdb, 'conv')} (id int PRIMARY KEY, gb varchar(20) CHARACTER SET utf8mb4)")
+        from dm_core.check import run_prechecks
+        from dm_core.sources import target_endpoint
+
+        task = register(store, name, text, {sid: up})
+        report = run_prechecks(task, {sid: up}, target_endpoint(task)).render()
+        assert f"column gb of `{schema}`.`conv` is gbk and its target" in report and "is utf8mb4" in report, report
         for how, said in ((("--read", "auto"), "Cannot convert 'gbk' character 0xAAA1 to 'utf8mb4'"),
                           (("--read", "jdbc"), f"`{schema}`.`conv`.`gb` (gbk) of the row with id = 7 holds 0xBABAAAA1")):
             task = register(store, name, text, {sid: up})
