@@ -2,7 +2,7 @@
 # The hermetic local stack: two upstream MariaDB (binlog on, ROW/FULL/FULL), one downstream
 # MySQL-protocol server standing in for TiDB, and PostgreSQL (Airflow metadata + shardflow
 # state store). Everything listens on 127.0.0.1 and lives under $SHARDFLOW_STACK_DIR.
-#   scripts/stack.sh up|down|status|env
+#   scripts/stack.sh up|down|status|env|reset|pg-bounce [SECONDS]
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -140,8 +140,10 @@ case "${1:-}" in
     for spec in "${MYSQLDS[@]}"; do set -- $spec; mysqld_down "$1"; done
     pg_down ;;
   status) status ;;
+  pg-bounce)  # stop Postgres, wait ${2:-5} s, start it again (tests: a state-store restart)
+    pg_down; sleep "${2:-5}"; pg_up ;;
   env) env_out ;;
   reset)  # wipe all data (used by tests that need a pristine upstream)
     "$0" down; rm -rf "$STACK_DIR" ;;
-  *) echo "usage: $0 up|down|status|env|reset" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|env|reset|pg-bounce [SECONDS]" >&2; exit 2 ;;
 esac
