@@ -100,13 +100,20 @@ class SyncSession:
         except Exception as e:  # noqa: BLE001 - only an unreachable state store is ridden out here
             if not _is_store_outage(e):
                 raise
-            return self._store_outage(e)
+            out = self._store_outage(e)
+            if out is None:   # a connection that broke, to a store that answers again at once
+                out = StepOutcome("retrying")
+                out.say(logging.WARNING, f"source {self.source_id}: the connection to the state store broke "
+                                         f"({_one_line(e)}); reconnected, the source syncs on from its checkpoint")
+            return out
 
-    def _store_outage(self, e: BaseException) -> StepOutcome:
+    def _store_outage(self, e: BaseException) -> StepOutcome | None:
         """The state store went away (a Postgres restart, a network cut): wait for it with
         backoff, keeping this process and its session, for up to ``STORE_OUTAGE_S``; then the
         error goes to Airflow's retry. Nothing is applied meanwhile: a window's effects count
-        only once its checkpoint is written, and the window in flight is read again."""
+        only once its checkpoint is written, and the window in flight is read again. None: the
+        store answers at once, so the error was not its absence (it counts as any transient
+        error, and one that stays pauses the source)."""
         sid = self.source_id
         self._syncer = None   # its connections are gone with the store's
         out = StepOutcome("retrying")
@@ -116,9 +123,14 @@ class SyncSession:
         while True:
             try:
                 self.store.reconnect()
+                if not waited and self._store_answers():
+                    return None
                 break
             except Exception as again:  # noqa: BLE001 - still away
-                if waited >= STORE_OUTAGE_S or not _is_store_outage(again):
+                from dm_core.errors import ErrorCode
+
+                away = getattr(again, "code", None) is ErrorCode.STATE_STORE_UNREACHABLE or _is_store_outage(again)
+                if waited >= STORE_OUTAGE_S or not away:
                     raise e from again
                 self._sleep(wait)
                 waited, wait = waited + wait, min(30.0, wait * 2)
@@ -126,6 +138,13 @@ class SyncSession:
         out.say(logging.WARNING, f"source {sid}: the state store was unreachable ({_one_line(e)}); it is back after "
                                  f"{waited:.0f}s of waiting, and the source syncs on from its checkpoint")
         return out
+
+    def _store_answers(self) -> bool:
+        try:
+            self.store.source_state(self.task.name, self.source_id)
+            return True
+        except Exception:  # noqa: BLE001 - not yet
+            return False
 
     def _step(self) -> StepOutcome:
         name, sid = self.task.name, self.source_id
@@ -266,7 +285,9 @@ class SyncSession:
         sid = self.source_id
         self._syncer = None  # its connections may be broken: the next step builds a new one
         if _is_store_outage(e):
-            return self._store_outage(e)   # nothing can be recorded without it: wait for it
+            waited = self._store_outage(e)   # nothing can be recorded without it: wait for it
+            if waited is not None:
+                return waited
         transient = isinstance(e, Transient) or \
             (not isinstance(e, ShardflowError) and errno_of(e) is not None and classify(errno_of(e)) == TRANSIENT)
         if transient and self.failures < self.transient_retries:
@@ -354,7 +375,7 @@ def _is_store_outage(e: BaseException) -> bool:
     the syncer said so (STATE_STORE_UNREACHABLE, raised from it)."""
     from dm_core.errors import ErrorCode
 
-    if getattr(e, "code", None) is ErrorCode.STATE_STORE_UNREACHABLE:
-        return True
+    if getattr(e, "code", None) is ErrorCode.STATE_STORE_UNREACHABLE and e.__cause__ is not None:
+        e = e.__cause__
     # OperationalError: the server went away; InterfaceError: a connection that broke before
     return type(e).__module__.startswith("psycopg") and type(e).__name__ in ("OperationalError", "InterfaceError")

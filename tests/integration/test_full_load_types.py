@@ -48,8 +48,8 @@ def _rows(i: int) -> dict:
     }
 
 
-def _spark_load(task_name: str) -> None:
-    r = run_load(task_name, "--chunk-rows", "100")
+def _spark_load(task_name: str, env: dict | None = None) -> None:
+    r = run_load(task_name, "--chunk-rows", "100", env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
 
 
