@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The hermetic local stack: two upstream MariaDB (binlog on, ROW/FULL/FULL), one downstream
+# The hermetic local stack: two upstream MariaDB (binlog on, ROW, row image FULL; up1 logs
+# column names (binlog_row_metadata=FULL), up2 runs MariaDB's default NO_LOG, as most MySQL
+# and MariaDB upstreams do, so its rows are named by shardflow's schema tracker), one downstream
 # MySQL-protocol server standing in for TiDB, and PostgreSQL (Airflow metadata + shardflow
 # state store). Everything listens on 127.0.0.1 and lives under $SHARDFLOW_STACK_DIR.
 #   scripts/stack.sh up|down|status|env|reset|pg-bounce [SECONDS]
@@ -23,8 +25,9 @@ DB_USER=${SHARDFLOW_STACK_USER:-shardflow}
 DB_PASSWORD=${SHARDFLOW_STACK_PASSWORD:-shardflow-local}
 PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 
-# name port server-id binlog?
-MYSQLDS=("up1 $UP1_PORT 101 1" "up2 $UP2_PORT 102 1" "down $DOWN_PORT 200 0")
+# name port server-id binlog? binlog_row_metadata
+MYSQLDS=("up1 $UP1_PORT 101 1 ${SHARDFLOW_UP1_ROW_METADATA:-FULL}" "up2 $UP2_PORT 102 1 ${SHARDFLOW_UP2_ROW_METADATA:-NO_LOG}"
+  "down $DOWN_PORT 200 0 -")
 
 log() { printf '[stack] %s\n' "$*"; }
 
@@ -39,8 +42,8 @@ sql_root() { # port sql
   mariadb --no-defaults -h127.0.0.1 -P"$1" -uroot --connect-timeout=2 -e "$2"
 }
 
-mysqld_up() { # name port server-id binlog
-  local name=$1 port=$2 sid=$3 binlog=$4 dir="$STACK_DIR/$1"
+mysqld_up() { # name port server-id binlog row-metadata
+  local name=$1 port=$2 sid=$3 binlog=$4 metadata=${5:-FULL} dir="$STACK_DIR/$1"
   if mysqld_alive "$name"; then log "$name already running on $port"; return; fi
   mkdir -p "$dir"
   if [ ! -d "$dir/data/mysql" ]; then
@@ -64,7 +67,7 @@ mysqld_up() { # name port server-id binlog
   args+=(--innodb-autoinc-lock-mode=2)
   if [ "$binlog" = 1 ]; then
     args+=(--log-bin=mysql-bin --binlog-format=ROW --binlog-row-image=FULL
-      --binlog-row-metadata=FULL --max-binlog-size=256M --expire-logs-days=7)
+      --binlog-row-metadata="$metadata" --max-binlog-size=256M --expire-logs-days=7)
   fi
   setsid mariadbd "${args[@]}" </dev/null >/dev/null 2>&1 &
   for _ in $(seq 1 60); do

@@ -617,8 +617,10 @@ class TableCodec:
 
         def codec_of(coll: int | None) -> str | None:
             if coll not in codecs_by_coll:
-                # an id the charset table does not know reads as utf-8, like the library
-                codecs_by_coll[coll] = python_codec(None if coll is None else charsets.get(coll, "utf8"))
+                # an id the charset table does not know reads as utf-8, like the library; a name is
+                # the schema tracker's charset of a column (``name_by_position``)
+                codecs_by_coll[coll] = python_codec(coll if isinstance(coll, str) else
+                                                    None if coll is None else charsets.get(coll, "utf8"))
             return codecs_by_coll[coll]
         self._codec_of = codec_of
         self._decoders: dict[tuple, Callable] = {}
@@ -680,16 +682,36 @@ _TABLE_CACHE_MAX = 4096
 
 
 def compile_table(body: bytes, charsets: Mapping[int, str], *, mariadb: bool,
-                  charsets_key: object = None) -> TableCodec:
+                  charsets_key: object = None, tracked=None) -> TableCodec:
     """The codec for one TABLE_MAP body (after table id and flags, without checksum).
 
     Cached by the body bytes, so the same table seen again (next window, next transaction)
     costs one dict lookup; a changed definition (ALTER TABLE) has different bytes.
+    ``tracked``: the schema tracker's table (dm_core/schema_tracker), which names a TABLE_MAP's
+    columns by position when the binlog does not (a RENAME COLUMN keeps the bytes: the
+    tracked table is part of the key).
     """
-    key = (body, mariadb, charsets_key)
+    key = (body, mariadb, charsets_key, tracked)
     codec = _TABLE_CACHE.get(key)
     if codec is None:
         if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
             _TABLE_CACHE.clear()
-        codec = _TABLE_CACHE[key] = TableCodec(ev.parse_table_map(body, mariadb=mariadb), charsets, mariadb)
+        td = ev.parse_table_map(body, mariadb=mariadb)
+        if tracked is not None:
+            name_by_position(td, tracked)
+        codec = _TABLE_CACHE[key] = TableCodec(td, charsets, mariadb)
     return codec
+
+
+def name_by_position(td: ev.TableDef, tracked) -> None:
+    """Give a TABLE_MAP without logged names the tracked table's names, signedness, charsets
+    and ENUM/SET members, column by column (the tracker checked that they fit)."""
+    for c, t in zip(td.columns, tracked.columns):
+        c.name = t.name
+        if c.type in ev.NUMERIC_TYPES:
+            c.unsigned = t.unsigned
+        if t.charset is not None:
+            c.collation = _BINARY_COLLATION if t.charset == "binary" else t.charset
+        if c.type in (ev.T_ENUM, ev.T_SET):
+            c.values = t.values
+    td.full_metadata = True

@@ -60,7 +60,7 @@ class BinlogWindow:
     def __init__(self, ep: Endpoint, start: Position, until: Position, *, server_id: int,
                  budget_events: int = 200_000, budget_seconds: float = 30.0,
                  heartbeat: float = 1.0, verify_checksum: bool = False, piece_bytes: int | None = None,
-                 wanted=None):
+                 wanted=None, tracker=None):
         """:param heartbeat: seconds between server heartbeats while the server is idle.
         :param verify_checksum: check every event's CRC32 (TCP already checks the bytes).
         :param piece_bytes: a transaction with more row events than this (bytes) comes in pieces
@@ -68,6 +68,8 @@ class BinlogWindow:
         :param wanted: ``(schema, table) -> bool``, the tables whose rows are decoded (the task's
             block-allow list); the rows of the others are passed over undecoded, so a value
             shardflow cannot read stops no task that does not replicate its table. None: all.
+        :param tracker: the source's ``SchemaTracker`` (dm_core/schema_tracker): every DDL read moves
+            it forward, and it names the columns of TABLE_MAPs that do not carry their names.
         """
         self.ep = ep
         self.start = start
@@ -81,6 +83,7 @@ class BinlogWindow:
         self.events_read = 0
         self.piece_bytes = piece_bytes or PIECE_BYTES
         self.wanted = wanted
+        self.tracker = tracker
 
     def __iter__(self) -> Iterator[Txn]:
         if self.start.key() >= self.until.key():
@@ -116,6 +119,7 @@ class BinlogWindow:
         fault = faults.armed("binlog.in_transaction")  # tests only: checked once, not per event
         decode_fault = faults.armed("binlog.decode_row")
         wanted = self.wanted
+        tracker = self.tracker
 
         cks = 4 if dump.checksum else 0  # trailing CRC bytes, per the current file's FDE
         phl = dict(_DEFAULT_POST_HEADER)  # post-header length by event type (from the FDE)
@@ -211,7 +215,16 @@ class BinlogWindow:
                     tables[tid], table_bodies[tid] = _PASSED, body
                     continue
                 try:
-                    tables[tid] = compile_table(body, charsets, mariadb=mariadb, charsets_key=charsets_key)
+                    codec = compile_table(body, charsets, mariadb=mariadb, charsets_key=charsets_key)
+                    if tracker is not None:
+                        if codec.td.full_metadata:
+                            tracker.check_names(codec.td, (fno, pos), file)
+                        else:
+                            codec = compile_table(body, charsets, mariadb=mariadb, charsets_key=charsets_key,
+                                                  tracked=tracker.for_rows(codec.td, (fno, pos), file))
+                    tables[tid] = codec
+                except ShardflowError:
+                    raise
                 except Exception as exc:
                     raise ErrorCode.BINLOG_UNREADABLE.error(
                         f"cannot decode TABLE_MAP at ({file}, {pos}) from {dump.ep}: {exc}") from exc
@@ -308,6 +321,11 @@ class BinlogWindow:
                 else:
                     position, pkey = cur, (fno, pos)
                     self.position, self.events_read = position, count
+                    if tracker is not None:
+                        # before any later TABLE_MAP is compiled: rows after it decode with its schema
+                        tracker.on_ddl(q, schema.decode() or None, pkey, file)
+                        tables.clear()
+                        table_bodies.clear()
                     yield _statement(buf, s, end, qphl, schema, q, charsets, file, pos, size, flags, txn_start, ts,
                                      gstate, cur)
                     txn = None

@@ -1,8 +1,8 @@
 """Server-level items of a source: version, server_id and the binlog settings.
 
-shardflow's incremental phase reads row events with their column names, so besides DM's
-binlog_enable / binlog_format / binlog_row_image it demands binlog_row_metadata=FULL
-(MySQL >= 8.0.14, MariaDB >= 10.5); see FIELD-NOTES.
+Besides DM's binlog_enable / binlog_format / binlog_row_image items, binlog_row_metadata is
+reported: with FULL the row events name their columns; without (MySQL 5.6/5.7, and the
+default of MySQL 8.0 and MariaDB) the schema tracker names them (dm_core/schema_tracker).
 
     >>> parse_version("10.11.19-MariaDB-0+deb12u1")
     ('MariaDB', (10, 11, 19))
@@ -135,10 +135,13 @@ def binlog_compression(ctx, src: ServerFacts):
 
 @item("binlog_row_metadata", scope="source", phase=REPLICATION)
 def binlog_row_metadata(ctx, src: ServerFacts):
-    got = _want(src, "binlog_row_metadata", "FULL")
-    if got:
-        return got
-    return [failed(
-        f"the server ({src.var('version') or 'unknown version'}) has no binlog_row_metadata: it is too old for "
-        "shardflow's incremental phase, whose row events need column names (MySQL >= 8.0.14 or MariaDB >= 10.5)",
-        "upgrade the server, or run the task with task-mode: full")]
+    v, why = _var(src, "binlog_row_metadata")
+    if why:
+        return [why]
+    if v is not None and v.upper() == "FULL":
+        return [passed("binlog_row_metadata is FULL: row events name their columns, checked against the schema "
+                       "tracker")]
+    shown = f"binlog_row_metadata is {v}" if v is not None else \
+        f"the server ({src.var('version') or 'unknown version'}) has no binlog_row_metadata"
+    return [passed(f"{shown}: row events carry no column names, so the schema tracker names them by position "
+                   "(FULL would let every row be checked against it)")]

@@ -80,6 +80,7 @@ from dm_core.full.discover import SourceTable, allowed_databases, discover
 from dm_core.full.extract import partition_id_columns
 from dm_core.full.plan_store import PlanStore
 from dm_core.full.target_schema import ensure_databases, ensure_targets
+from dm_core.schema_tracker import tracker as schema_tracker
 from dm_core.sources import source_endpoint, target_endpoint
 from dm_core.sync import keyless_ledger
 
@@ -136,6 +137,9 @@ def prepare(task, store) -> dict:
                 st = store.source_state(task.name, sid)
                 fresh.append(sid)
             tables = discover(conn, sid, task.rules_for(sid))
+            if sid in fresh and is_binlog_watermark(st["low_file"]):   # the sync decodes from here on
+                schema_tracker.seed_at_low_watermark(store, task.name, sid, conn, [(t.schema, t.table) for t in tables],
+                                                     st["low_file"], int(st["low_pos"]))
             members += [(conn, t) for t in tables]
             databases += [(conn, s, target) for s, target in allowed_databases(conn, task.rules_for(sid))]
             summary["sources"][sid] = {"low_watermark": f"({st['low_file']}, {st['low_pos']})",

@@ -43,6 +43,7 @@ from dm_core.ddl.text import default_reading, tokenize
 from dm_core.shardddl.ddl_norm import combine, normalize
 from dm_core.ddl import replay as ddl_replay
 from dm_core.ddl.session import event_session, mode_names, upstream_time_zone, without_lexical
+from dm_core.schema_tracker.tracker import SchemaTracker
 from dm_core.sync import isolate, safe_mode, statements
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
 from dm_core.sync.online_ddl import OnlineDDL
@@ -185,6 +186,8 @@ class Syncer:
         self._timed_safe_until: float | None = None   # safe-mode-duration's end, on ``clock``
         # the event type a DDL is filtered by, and DDLs the downstream did not get (schema_overlay.py)
         self.events = FilterEvents(SchemaOverlays(task.name, source_id, store), self.rules.router.route)
+        # the upstream tables' columns by binlog position, for rows that do not name theirs (dm_core/schema_tracker)
+        self.tracker = SchemaTracker(task.name, source_id, store)
         # the downstream session checks foreign keys: parents and children in order (workers.py, target.py)
         self._fk_checks = foreign_key_checks(task.target_database.session)
 
@@ -261,7 +264,7 @@ class Syncer:
                 recorded = Position(st["binlog_file"], st["binlog_pos"]) if st["binlog_file"] else None
                 ops = PendingOps.load(self.store, self.task.name, self.source_id, recorded)
 
-        up = self._up = self.rows.upstream = source_endpoint(self.store, self.source_id)
+        up = self._up = self.rows.upstream = self.tracker.upstream = source_endpoint(self.store, self.source_id)
         uconn = connect(up)
         try:
             until = Position(*master_position(uconn))
@@ -301,7 +304,7 @@ class Syncer:
             self.rows.use_catalog(TargetCatalog(dconn, foreign_keys=self._fk_checks))
             binlog = BinlogWindow(up, start, until, server_id=replica_server_id(self.task.name, self.source_id),
                                   budget_events=self.budget_events, budget_seconds=self.budget_seconds,
-                                  wanted=self.rules.block_allow.allow_table)
+                                  wanted=self.rules.block_allow.allow_table, tracker=self.tracker)
             applier, closers = self._start_applier(st, res, until)
         except BaseException:
             dconn.close()   # the window never started: nothing else to undo

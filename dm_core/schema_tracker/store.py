@@ -1,0 +1,78 @@
+"""The tracker's versions in the state store: table ``schema_tracker``, one row per (task,
+source, upstream table, binlog position) with the table as it stood from there on (NULL: gone;
+``{"stale": true}``: read it from the upstream when next needed)."""
+
+from __future__ import annotations
+
+import json
+
+from dm_core.state import schema as _schema
+
+_DDL = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.schema_tracker (
+    task        text NOT NULL,
+    source_id   text NOT NULL,
+    schema_name text NOT NULL,           -- the upstream table
+    table_name  text NOT NULL,
+    file_no     integer NOT NULL,        -- from this binlog position on (Position.key())
+    pos         bigint NOT NULL,
+    binlog_file text NOT NULL DEFAULT '',
+    structure   jsonb,                   -- TrackedTable.to_dict(); NULL: the table is gone
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (task, source_id, schema_name, table_name, file_no, pos)
+);
+"""
+
+_ensured: set[str] = set()
+
+
+def ensure(store) -> None:
+    key = str(getattr(store, "dsn", id(store)))
+    if key in _ensured:
+        return
+    with store.tx() as cur:
+        _schema.apply_schema(cur, _DDL.format(s=_schema.SCHEMA), 724017, newest=("schema_tracker", "structure"))
+    _ensured.add(key)
+
+
+def delete_task(cur, task: str, source_id: str | None = None) -> None:
+    """Forget a task's tracked tables (inside the caller's transaction; ``ensure`` first)."""
+    if source_id is None:
+        cur.execute(f"DELETE FROM {_schema.SCHEMA}.schema_tracker WHERE task = %s", (task,))
+    else:
+        cur.execute(f"DELETE FROM {_schema.SCHEMA}.schema_tracker WHERE task = %s AND source_id = %s",
+                    (task, source_id))
+
+
+def load(store, task: str, source_id: str) -> list[tuple]:
+    """Every version: (schema, table, (file_no, pos), binlog_file, structure dict | None)."""
+    ensure(store)
+    with store.tx() as cur:
+        cur.execute(f"SELECT schema_name, table_name, file_no, pos, binlog_file, structure "
+                    f"FROM {_schema.SCHEMA}.schema_tracker WHERE task = %s AND source_id = %s "
+                    "ORDER BY schema_name, table_name, file_no, pos", (task, source_id))
+        rows = cur.fetchall()
+    return [(s, t, (f, p), bf, d if d is None or isinstance(d, dict) else json.loads(d)) for s, t, f, p, bf, d in rows]
+
+
+def put(store, task: str, source_id: str, versions: list[tuple]) -> None:
+    """Write versions (schema, table, (file_no, pos), binlog_file, structure dict | None) in one
+    transaction; a version met again (a re-read window) overwrites itself with the same value."""
+    ensure(store)
+    with store.tx() as cur:
+        for s, t, (f, p), bf, d in versions:
+            cur.execute(f"INSERT INTO {_schema.SCHEMA}.schema_tracker (task, source_id, schema_name, table_name, "
+                        "file_no, pos, binlog_file, structure) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                        "ON CONFLICT (task, source_id, schema_name, table_name, file_no, pos) DO UPDATE SET "
+                        "structure = EXCLUDED.structure, binlog_file = EXCLUDED.binlog_file, updated_at = now()",
+                        (task, source_id, s, t, f, p, bf, None if d is None else json.dumps(d)))
+
+
+def delete_table(store, task: str, source_id: str, schema: str, table: str) -> int:
+    """``dmctl binlog-schema delete``: every version of one table (it is read again when needed)."""
+    ensure(store)
+    with store.tx() as cur:
+        cur.execute(f"DELETE FROM {_schema.SCHEMA}.schema_tracker WHERE task = %s AND source_id = %s "
+                    "AND schema_name = %s AND table_name = %s", (task, source_id, schema, table))
+        return cur.rowcount

@@ -1,0 +1,212 @@
+"""``SchemaTracker``: the tracked tables of one (task, source), versioned by binlog position
+(the package docstring says why and how)."""
+
+from __future__ import annotations
+
+import bisect
+import logging
+
+from dm_core.errors import ErrorCode
+from dm_core.schema_tracker import store as _store
+from dm_core.schema_tracker.evolve import STALE, evolve
+from dm_core.schema_tracker.table import TrackedTable, read_upstream
+
+log = logging.getLogger("shardflow.sync")
+
+_NONE = object()   # no version at or before the position
+
+
+def _encode(state) -> dict | None:
+    return {"stale": True} if state == STALE else None if state is None else state.to_dict()
+
+
+def _decode(d):
+    return None if d is None else STALE if d.get("stale") else TrackedTable.from_dict(d)
+
+
+class SchemaTracker:
+    """Versions of each upstream table by binlog position (``Position.key()``); ``upstream`` (an
+    Endpoint) is where a table is read when it has no usable version."""
+
+    def __init__(self, task: str, source_id: str, store, upstream=None):
+        self.task, self.source_id, self.store, self.upstream = task, source_id, store, upstream
+        self._versions: dict[tuple[str, str], tuple[list, list]] | None = None  # (keys, states)
+        self._schema_charsets: dict[str, str | None] = {}
+
+    # ---- versions ----------------------------------------------------------------------------
+    def _all(self) -> dict:
+        if self._versions is None:
+            self._versions = {}
+            for s, t, key, _file, d in _store.load(self.store, self.task, self.source_id):
+                keys, states = self._versions.setdefault((s, t), ([], []))
+                keys.append(key)
+                states.append(_decode(d))
+        return self._versions
+
+    def at(self, schema: str, table: str, key: tuple, *, before: bool = False):
+        """The table at position ``key`` (strictly before it with ``before``): a TrackedTable,
+        None (gone), STALE, or ``_NONE`` (never tracked up to there)."""
+        got = self._all().get((schema, table))
+        if got is None:
+            return _NONE
+        keys, states = got
+        i = (bisect.bisect_left if before else bisect.bisect_right)(keys, key)
+        return states[i - 1] if i else _NONE
+
+    def _set(self, changes: dict, key: tuple, file: str) -> None:
+        rows = []
+        for (s, t), state in changes.items():
+            keys, states = self._all().setdefault((s, t), ([], []))
+            i = bisect.bisect_left(keys, key)
+            if i < len(keys) and keys[i] == key:
+                states[i] = state
+            else:
+                keys.insert(i, key)
+                states.insert(i, state)
+            rows.append((s, t, key, file, _encode(state)))
+        if rows:
+            _store.put(self.store, self.task, self.source_id, rows)
+
+    def tables(self, key: tuple | None = None) -> dict[tuple[str, str], object]:
+        """Every tracked table's state at ``key`` (the newest without one)."""
+        out = {}
+        for st, (keys, states) in self._all().items():
+            i = len(keys) if key is None else bisect.bisect_right(keys, key)
+            if i:
+                out[st] = states[i - 1]
+        return out
+
+    # ---- the binlog moves it forward ---------------------------------------------------------
+    def on_ddl(self, sql: str, schema: str | None, key: tuple, file: str) -> None:
+        """The DDL ending at ``key``: the tables it changes get a version there."""
+        view = _View(self, key)
+        try:
+            changes = evolve(sql, schema, view)
+        except Exception as e:   # a statement the tracker cannot read: what it names is read again later
+            log.warning("source %s: the schema tracker cannot follow `%s` (%s): the tables it names are read "
+                        "from the upstream when their rows next come", self.source_id, sql[:300], e)
+            from dm_core.ddl.parsed import parse_ddl
+            try:
+                changes = {t: STALE for t in parse_ddl(sql, schema).tables if view.get(*t) is not None}
+            except Exception:
+                changes = {}
+        changes = {t: s for t, s in changes.items() if s != view.get(*t)}
+        self._set(changes, key, file)
+
+    def for_rows(self, td, key: tuple, file: str) -> TrackedTable:
+        """The tracked table that decodes rows of the TABLE_MAP ``td`` (no names logged) at
+        ``key``: its version there, or the upstream's table read now; refused when it does not
+        fit the TABLE_MAP (SCHEMA_TRACKER_MISMATCH names both)."""
+        state = self.at(td.schema, td.table, key)
+        if isinstance(state, TrackedTable):
+            why = state.misfit(td)
+            if why is None:
+                return state
+            fresh = self._read(td.schema, td.table)
+            if fresh is not None and fresh != state and fresh.misfit(td) is None:
+                log.warning("source %s: the tracked `%s`.`%s` (%s) does not fit its rows at (%s, %s): %s; the "
+                            "upstream's table now (%s) does and is used from here", self.source_id, td.schema,
+                            td.table, state.describe(), file, key[1], why, fresh.describe())
+                self._set({(td.schema, td.table): fresh}, key, file)
+                return fresh
+            raise self._mismatch(td, state, why, file, key)
+        fresh = self._read(td.schema, td.table)
+        if fresh is None:
+            raise ErrorCode.SCHEMA_TRACKER_MISMATCH.error(
+                f"source {self.source_id}: rows of `{td.schema}`.`{td.table}` at ({file}, {key[1]}) carry no column "
+                "names, the schema tracker has no version of the table there and the upstream no longer has it")
+        why = fresh.misfit(td)
+        if why is not None:
+            raise self._mismatch(td, fresh, why, file, key)
+        self._set({(td.schema, td.table): fresh}, key, file)
+        return fresh
+
+    def check_names(self, td, key: tuple, file: str) -> None:
+        """Rows that carry their names: a tracked version of the table must name the same columns."""
+        state = self.at(td.schema, td.table, key)
+        if not isinstance(state, TrackedTable):
+            return
+        logged = [c.name.lower() for c in td.columns]
+        if logged != [c.name.lower() for c in state.columns]:
+            raise self._mismatch(td, state, f"the binlog names the columns {', '.join(c.name for c in td.columns)}",
+                                 file, key)
+
+    def _mismatch(self, td, state: TrackedTable, why: str, file: str, key: tuple):
+        return ErrorCode.SCHEMA_TRACKER_MISMATCH.error(
+            f"source {self.source_id}: the schema tracker's `{td.schema}`.`{td.table}` ({state.origin or 'tracked'}: "
+            f"{state.describe()}) does not fit its rows at ({file}, {key[1]}): {why}")
+
+    def _read(self, schema: str, table: str) -> TrackedTable | None:
+        if self.upstream is None:
+            return None
+        from dm_core.db import connect
+
+        conn = connect(self.upstream)
+        try:
+            return read_upstream(conn, schema, table)
+        finally:
+            conn.close()
+
+    def schema_charset(self, schema: str) -> str | None:
+        if schema not in self._schema_charsets:
+            cs = None
+            if self.upstream is not None:
+                from dm_core.db import as_str, connect
+
+                conn = connect(self.upstream)
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("SELECT DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA "
+                                    "WHERE SCHEMA_NAME = %s", (schema,))
+                        row = cur.fetchone()
+                    cs = as_str(row[0]) if row and row[0] is not None else None
+                finally:
+                    conn.close()
+            self._schema_charsets[schema] = cs
+        return self._schema_charsets[schema]
+
+    # ---- an operator's hand (dmctl binlog-schema) --------------------------------------------
+    def set_table(self, schema: str, table: str, tracked: TrackedTable, key: tuple, file: str) -> None:
+        self._set({(schema, table): tracked}, key, file)
+
+    def forget_table(self, schema: str, table: str) -> int:
+        n = _store.delete_table(self.store, self.task, self.source_id, schema, table)
+        self._all().pop((schema, table), None)
+        return n
+
+
+class _View:
+    """What ``evolve`` reads: the tracker just before one DDL."""
+
+    def __init__(self, tracker: SchemaTracker, key: tuple):
+        self.t, self.key = tracker, key
+
+    def get(self, schema: str, table: str):
+        s = self.t.at(schema, table, self.key, before=True)
+        return None if s is _NONE else s
+
+    def tables_of(self, schema: str) -> list[str]:
+        return [t for (s, t), st in self.t.tables((self.key[0], self.key[1] - 1)).items()
+                if s == schema and st is not None]
+
+    def charset_of(self, schema: str) -> str | None:
+        return self.t.schema_charset(schema)
+
+
+def seed_at_low_watermark(store, task: str, source_id: str, conn, tables: list[tuple[str, str]],
+                          file: str, pos: int) -> int:
+    """The full phase's start: a source's earlier versions are forgotten (a new snapshot) and,
+    when its rows carry no names, each of its tables is read now, just after the low watermark
+    ``(file, pos)`` the sync starts from, and kept as its version there. Returns how many."""
+    from dm_core.position import Position
+    from dm_core.schema_tracker.table import logs_column_names, read_upstream_many
+
+    _store.ensure(store)
+    with store.tx() as cur:
+        _store.delete_task(cur, task, source_id)
+    if logs_column_names(conn):
+        return 0
+    key = Position(file, pos).key()
+    seeds = read_upstream_many(conn, tables)
+    _store.put(store, task, source_id, [(s, t, key, file, tt.to_dict()) for (s, t), tt in seeds.items()])
+    return len(seeds)
