@@ -13,7 +13,7 @@ the TABLE_MAP marks nullable.
 
 Values are those mysql-replication 1.0.17 yields (the reader this replaces), except where
 the library changes a value (negative TIME with a fraction, YEAR 0, the zero TIMESTAMP, the
-five latin1 bytes Windows-1252 leaves undefined):
+five latin1 bytes Windows-1252 leaves undefined) or leaves it raw (MySQL JSON):
 
 - integers signed/unsigned per binlog_row_metadata signedness; FLOAT widened from single;
 - DECIMAL → ``Decimal`` with the column's scale as exponent;
@@ -32,14 +32,20 @@ five latin1 bytes Windows-1252 leaves undefined):
   an empty value is ``''``; GEOMETRY → ``bytes``;
 - ENUM → member string ('' for the error value 0); SET → ``set`` of members, empty → ``None``;
 - BIT → ``Bits``: a string of '0'/'1' digits, one per bit, written back as a bit literal;
-- MySQL binary JSON → dict/list/scalars with *bytes* keys and strings (MariaDB has no
-  binary JSON: its JSON is LONGTEXT → ``str``).
+- MySQL binary JSON (the library gives bytes keys and strings) → ``dict`` / ``list`` holding ``str``
+  keys in stored order, ``str`` strings, ``int`` (int16 to uint64, exact), ``float`` (double),
+  ``True`` / ``False`` / ``None``; opaque DECIMAL → ``Decimal`` with its scale; opaque DATE / TIME /
+  DATETIME / TIMESTAMP → the text MySQL shows for them (``2024-02-29``, ``-838:59:59.000000``,
+  ``2024-02-29 12:34:56.000000``); other opaque values → ``base64:type<N>:…``, as MySQL shows them.
+  A document that is a bare scalar → ``jsondoc.JsonText``, its JSON text (JSON ``null`` is not SQL
+  NULL). MariaDB has no binary JSON: its JSON is LONGTEXT → ``str``.
 - without logged column names (binlog_row_metadata=MINIMAL) columns are named
   ``UNKNOWN_COLn`` and read as signed / utf-8, again like the library.
 """
 
 from __future__ import annotations
 
+import base64
 import codecs
 import datetime
 import decimal
@@ -50,6 +56,7 @@ from typing import Callable, Mapping
 from dm_core.binlog import events as ev
 from dm_core.binlog.txn import RowChange
 from dm_core.bits import Bits
+from dm_core.jsondoc import JsonText, json_text
 
 _EPOCH = datetime.datetime(1970, 1, 1)
 _TD = datetime.timedelta
@@ -335,21 +342,27 @@ _S_q, _S_Q, _S_d = (struct.Struct(f).unpack_from for f in ("<q", "<Q", "<d"))
 
 
 def json_value(data: bytes):
-    """A MySQL JSON column value (type byte + body) → Python, as mysql-replication returns it."""
-    return _jvalue(data[0], data[1:])
+    """A MySQL JSON column value (type byte + body) → ``dict`` / ``list``, or ``JsonText`` for a
+    document that is a bare scalar (see dm_core/jsondoc.py: the applier must not take JSON
+    ``null`` for SQL NULL)."""
+    mv = memoryview(data)  # slices without copying: offsets nest, a large document is sliced often
+    v = _jvalue(mv[0], mv[1:])
+    return v if type(v) in (dict, list) else JsonText(json_text(v))
 
 
-def _varlen(data: bytes) -> tuple[int, int]:
+def _varlen(data) -> tuple[int, int]:
     length = 0
     for i in range(min(5, len(data))):
         b = data[i]
         length |= (b & 0x7F) << (7 * i)
         if not b & 0x80:
+            if i + 1 + length > len(data):
+                break
             return length, i + 1
-    return 0, 0
+    raise ValueError("JSON length runs past its value")
 
 
-def _jvalue(t: int, data: bytes):
+def _jvalue(t: int, data):
     if t <= _J_LARGE_ARR:
         return _jcontainer(data, t in (_J_SMALL_OBJ, _J_SMALL_ARR), t in (_J_SMALL_OBJ, _J_LARGE_OBJ))
     if t == _J_LITERAL:
@@ -371,15 +384,15 @@ def _jvalue(t: int, data: bytes):
         return _S_Q(data)[0]
     if t == _J_DOUBLE:
         return _S_d(data)[0]
-    if t == _J_STRING:
+    if t == _J_STRING:  # utf8mb4: bad bytes raise rather than reach the target changed
         length, n = _varlen(data)
-        return data[n:n + length]
+        return str(data[n:n + length], "utf-8")
     if t == _J_OPAQUE:
         return _jopaque(data)
     raise ValueError(f"JSON type {t} is not handled")
 
 
-def _jcontainer(data: bytes, small: bool, is_object: bool):
+def _jcontainer(data, small: bool, is_object: bool):
     osz = 2 if small else 4
     u = _S_H if small else _S_I
     count, size = u(data, 0)[0], u(data, osz)[0]
@@ -398,43 +411,53 @@ def _jcontainer(data: bytes, small: bool, is_object: bool):
             values.append(_jvalue(t, data[e + 1:e + value_entry]))
             continue
         off = u(data, e + 1)[0]
-        if len(data) < off:
-            return None
-        values.append(_jvalue(t, data[off:]))
+        if off >= size:  # the library returns None for the whole container: a changed value
+            raise ValueError("JSON value offset past its container")
+        values.append(_jvalue(t, data[off:size]))
     if not is_object:
         return values
     out = {}
-    for i in range(count):
+    for i in range(count):  # keys in stored order (MySQL sorts them by length, then bytes)
         e = 2 * osz + key_entry * i
-        ko = u(data, e)[0]
-        kl = _S_H(data, e + osz)[0] if len(data) - (e + osz) >= 2 else 0
-        out[data[ko:ko + kl]] = values[i]
+        ko, kl = u(data, e)[0], _S_H(data, e + osz)[0]
+        if ko + kl > size:
+            raise ValueError("JSON key past its container")
+        out[str(data[ko:ko + kl], "utf-8")] = values[i]
     return out
 
 
-def _jopaque(data: bytes):
-    if not data:
-        return None
+# Opaque values are typed by the field type MySQL stored with them (sql-common/json_dom.cc). It
+# reads only these as values, and shows them as below; any other type it shows as
+# "base64:type<N>:<data>", so that is their value here too.
+_J_DATE_TYPES = frozenset((ev.T_DATE, ev.T_DATETIME, ev.T_TIMESTAMP))
+
+
+def _jopaque(data):
     t = data[0]
     length, n = _varlen(data[1:])
-    body = data[1 + n:1 + n + length]
-    if t in (ev.T_NEWDECIMAL, ev.T_DECIMAL):
+    body = bytes(data[1 + n:1 + n + length])
+    if t == ev.T_NEWDECIMAL:  # precision, scale, then the DECIMAL column's binary form
         return _factory("dec", body[0], body[1])(body[2:], 0)
-    if t in (ev.T_TIME, ev.T_TIME2):
-        v = abs(_S_q(body)[0])
-        if not v:
-            return datetime.time(0, 0, 0)
-        ip = v >> 24
-        return datetime.time(ip >> 12 & 0x3FF, ip >> 6 & 63, ip & 63, v & 0xFFFFFF)
-    if t in (ev.T_DATE, ev.T_DATETIME, ev.T_DATETIME2):
-        v = abs(_S_q(body)[0])
-        if not v:
-            return "0000-00-00 00:00:00"
-        ip = v >> 24
-        ymd, hms = ip >> 17, ip & 0x1FFFF
-        ym = ymd >> 5
-        return _DT(ym // 13, ym % 13, ymd & 31, hms >> 12, hms >> 6 & 63, hms & 63, v & 0xFFFFFF)
-    return body.decode(errors="ignore")
+    if t == ev.T_TIME or t in _J_DATE_TYPES:
+        return _jtemporal(t, _S_q(body)[0])
+    if t == ev.T_VAR_STRING:  # MySQL reads a string kept as opaque as a plain JSON string
+        return body.decode()
+    return f"base64:type{t}:{base64.b64encode(body).decode()}"
+
+
+def _jtemporal(t: int, packed: int) -> str:
+    """A packed temporal (MySQL's longlong packed form: integer part << 24 | microseconds,
+    negated when negative) as MySQL prints it in JSON: always six fractional digits, TIME hours
+    past 24 and signed, a zero or invalid date as its digits."""
+    sign, v = "-" if packed < 0 else "", abs(packed)
+    ip, us = v >> 24, v & 0xFFFFFF
+    if t == ev.T_TIME:
+        return f"{sign}{ip >> 12 & 0x3FF:02d}:{ip >> 6 & 63:02d}:{ip & 63:02d}.{us:06d}"
+    ym, day, hms = ip >> 22, ip >> 17 & 31, ip & 0x1FFFF
+    date = f"{ym // 13:04d}-{ym % 13:02d}-{day:02d}"
+    if t == ev.T_DATE:
+        return date
+    return f"{date} {hms >> 12:02d}:{hms >> 6 & 63:02d}:{hms & 63:02d}.{us:06d}"
 
 
 # ---- code generation ------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from sqlglot import exp
 
+from dm_core.jsondoc import json_text
 from dm_core.rules.sql_values import MASK64, Fn, UnsupportedExpression, compare, num, temporal, text, truth
 
 Compile = Callable[[exp.Expression], Fn]
@@ -244,7 +245,7 @@ def _json_extract(n, c):
         v = doc_of(row)
         if v is None:
             return None
-        try:  # MariaDB's JSON is text; a MySQL binary JSON may come decoded already
+        try:  # MariaDB's JSON is text, as is a MySQL document that is a bare scalar (JsonText)
             doc = v if isinstance(v, (dict, list)) else json.loads(text(v))
         except ValueError:
             return None
@@ -257,7 +258,7 @@ def _json_extract(n, c):
                 return None
         if isinstance(doc, bool):
             return int(doc)
-        return json.dumps(doc) if isinstance(doc, (dict, list)) else doc
+        return json_text(doc) if isinstance(doc, (dict, list)) else doc  # a decoded one may hold Decimals
     return get
 
 

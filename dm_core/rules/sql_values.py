@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, Callable, Mapping
 
 from dm_core.bits import Bits
+from dm_core.jsondoc import json_text
 
 Row = Mapping[str, Any]
 Fn = Callable[[Row], Any]
@@ -45,6 +46,8 @@ def text(v: Any) -> str | None:
     if isinstance(v, dt.timedelta):
         s = int(v.total_seconds())
         return f"{'-' if s < 0 else ''}{abs(s) // 3600:02d}:{abs(s) % 3600 // 60:02d}:{abs(s) % 60:02d}"
+    if isinstance(v, (dict, list)):  # a decoded MySQL JSON document: its JSON text, as MariaDB's is
+        return json_text(v)
     return str(v)
 
 
@@ -114,9 +117,9 @@ def compare(a: Any, b: Any) -> int | None:
         x, y = duration(a), duration(b)
         if x is not None and y is not None:
             return (x > y) - (x < y)
-    if isinstance(a, (bytes, bytearray)):
-        a = text(a)
-    if isinstance(b, (bytes, bytearray)):
+    if isinstance(a, (bytes, bytearray, dict, list)):  # a whole JSON document compares as its text,
+        a = text(a)                                      # as MariaDB's JSON (text) does
+    if isinstance(b, (bytes, bytearray, dict, list)):
         b = text(b)
     if isinstance(a, str) and isinstance(b, str):
         return (a > b) - (a < b)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import json
 from dataclasses import dataclass
 
 from dm_core.db import qi as _qi
+from dm_core.jsondoc import json_text
 
 
 def qi(name: str) -> str:
@@ -39,8 +39,8 @@ def to_db_value(v):
     """mysql-replication's Python values → what pymysql sends back faithfully."""
     if type(v) in _PASS:
         return v
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, ensure_ascii=False, separators=(", ", ": "))
+    if isinstance(v, (dict, list)):  # a MySQL JSON document (a bare scalar one is JsonText, a str)
+        return json_text(v)
     if isinstance(v, set):
         return ",".join(sorted(v))
     if v is None or isinstance(v, (int, str, float, bytes, decimal.Decimal, datetime.date, datetime.timedelta)):

@@ -20,7 +20,8 @@ Value conversions (what ``dml.to_db_value`` means, in literal form):
     bytes, bytearray    → _binary'…' (as pymysql sends them)
     date / datetime     → 'YYYY-MM-DD' / 'YYYY-MM-DD HH:MM:SS[.ffffff]'
     timedelta (TIME)    → '[-]H:MM:SS[.ffffff]'
-    dict / list (JSON)  → JSON text; set (SET column) → comma-joined members
+    dict / list (JSON)  → JSON text (jsondoc.json_text); JsonText (a bare JSON scalar) → as is
+    set (SET column)    → comma-joined members
     None                → NULL; anything else → its str(), escaped
 """
 
@@ -28,10 +29,10 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import json
 from typing import Callable
 
 from dm_core.bits import Bits
+from dm_core.jsondoc import JsonText, json_text
 from dm_core.sync.dml import Stmt
 
 Literal = Callable[[object], bytes]
@@ -81,8 +82,8 @@ class Renderer:
             frac = f".{v.microseconds:06d}" if v.microseconds else ""
             return quote(f"{sign}{secs // 3600}:{secs // 60 % 60:02d}:{secs % 60:02d}{frac}")
 
-        def doc(v) -> bytes:
-            return quote(json.dumps(v, ensure_ascii=False, separators=(", ", ": ")))
+        def doc(v) -> bytes:  # exact: Decimal digits and scale, int digits, shortest float repr
+            return quote(json_text(v))
 
         def members(v) -> bytes:
             return quote(",".join(sorted(v)))
@@ -90,7 +91,7 @@ class Renderer:
         self._by_type: dict[type, Literal] = {
             int: b"%d".__mod__, bool: b"%d".__mod__, str: quote, float: real, decimal.Decimal: dec,
             bytes: binary, bytearray: binary, datetime.datetime: stamp, datetime.date: day,
-            datetime.timedelta: span, dict: doc, list: doc, set: members, frozenset: members,
+            datetime.timedelta: span, dict: doc, list: doc, JsonText: quote, set: members, frozenset: members,
             type(None): lambda v: b"NULL", Bits: lambda v: b"b'" + v.encode() + b"'",
         }
         self._text = text
