@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from dm_core.cli import binlog_cmd, secret_cmds, validation_cmds
+from dm_core.cli import binlog_cmd, schema_cmd, secret_cmds, validation_cmds
 from dm_core.errors import ShardflowError
 
 
@@ -508,21 +508,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--error", choices=["all", "unprocessed", "ignored"], default="unprocessed",
                    help="show-error: which errors (DM's states; none is ever ignored here)")
     s.set_defaults(fn=cmd_validate)
-    s = sub.add_parser("binlog-schema", help="DM's schema tracker commands: shardflow has no tracker (see the message)")
-    s.add_argument("words", nargs=argparse.REMAINDER)
-    s.set_defaults(fn=cmd_binlog_schema)
+    schema_cmd.register(sub, _store, _load_task_from_store, _task_name)
     secret_cmds.register(sub)
     return p
-
-
-def cmd_binlog_schema(a) -> int:
-    """DM's ``binlog-schema list|update|delete``: DM keeps a schema per upstream table to decode
-    rows with, which a user repairs with these; shardflow has none to repair."""
-    print("binlog-schema: shardflow keeps no schema tracker: rows are decoded by the column names the binlog "
-          "carries (binlog_row_metadata=FULL), and the target's own definition is read from the downstream. "
-          "Nothing to list, update or delete: fix a table's definition downstream (or upstream) instead, then "
-          "`dmctl resume-task TASK`.", file=sys.stderr)
-    return 2
 
 
 def main(argv=None) -> int:

@@ -31,6 +31,12 @@ from dm_core.shardddl.schema import canonical_type
 STALE = "stale"
 
 _CONVERT_TO = re.compile(r"\bCONVERT\s+TO\s+(?:CHARACTER\s+SET|CHARSET)\s*=?\s*[`'\"]?(\w+)", re.I)
+# ALTER TABLE clauses sqlglot does not read that change no column (partitioning, rebuilds, options)
+_NO_COLUMN_ALTER = re.compile(
+    r"^\s*(?:(?:PARTITION\s+BY|REMOVE\s+PARTITIONING|FORCE|ENGINE|COMMENT|AUTO_INCREMENT|ROW_FORMAT|KEY_BLOCK_SIZE|"
+    r"STATS_\w+|ALGORITHM|LOCK|ANALYZE|OPTIMIZE|REBUILD|CHECK|REPAIR|COALESCE|REORGANIZE|EXCHANGE|DISCARD|IMPORT|"
+    r"ALTER\s+INDEX|ENABLE\s+KEYS|DISABLE\s+KEYS)\b)(?!.*\b(?:COLUMN|ADD|MODIFY|CHANGE|DROP|CONVERT|RENAME|"
+    r"VERSIONING)\b)", re.I | re.S)
 # statements that change no column of any table
 _NO_COLUMNS = ("truncate table", "create index", "drop index", "create database", "alter database",
                "create view", "drop view", "alter view", "create trigger", "drop trigger")
@@ -149,6 +155,9 @@ def _alter(sql: str, schema: str | None, tables: list, view) -> dict:
     if cur is None or cur == STALE:
         return {}
     text = strip_comments(sql)
+    sp = parse_ddl(text, schema).spans
+    if len(sp) == 1 and _NO_COLUMN_ALTER.match(text[sp[0].end:]):
+        return {}
     stmt = _parse(text)
     if stmt is None:
         m = _CONVERT_TO.search(text)

@@ -76,3 +76,13 @@ def delete_table(store, task: str, source_id: str, schema: str, table: str) -> i
         cur.execute(f"DELETE FROM {_schema.SCHEMA}.schema_tracker WHERE task = %s AND source_id = %s "
                     "AND schema_name = %s AND table_name = %s", (task, source_id, schema, table))
         return cur.rowcount
+
+
+def stamp(store, task: str, source_id: str) -> tuple:
+    """What changes whenever a version of the source is written or deleted (a reader in memory
+    compares it before each window: `dmctl binlog-schema` writes from another process)."""
+    ensure(store)
+    with store.tx() as cur:
+        cur.execute(f"SELECT COUNT(*), MAX(updated_at) FROM {_schema.SCHEMA}.schema_tracker "
+                    "WHERE task = %s AND source_id = %s", (task, source_id))
+        return tuple(cur.fetchone())

@@ -32,6 +32,16 @@ class SchemaTracker:
         self.task, self.source_id, self.store, self.upstream = task, source_id, store, upstream
         self._versions: dict[tuple[str, str], tuple[list, list]] | None = None  # (keys, states)
         self._schema_charsets: dict[str, str | None] = {}
+        self._stamp = None   # the store's stamp when the versions were read (``refresh``)
+
+    def refresh(self) -> None:
+        """Before a window: read the versions again if another process (``dmctl binlog-schema``)
+        changed them since they were read; one small query."""
+        now = _store.stamp(self.store, self.task, self.source_id)
+        if now != self._stamp:
+            self._versions = None
+            self._schema_charsets.clear()
+            self._stamp = now
 
     # ---- versions ----------------------------------------------------------------------------
     def _all(self) -> dict:
@@ -66,6 +76,7 @@ class SchemaTracker:
             rows.append((s, t, key, file, _encode(state)))
         if rows:
             _store.put(self.store, self.task, self.source_id, rows)
+            self._stamp = None   # its own writes change the stamp too: read once more, then settled
 
     def tables(self, key: tuple | None = None) -> dict[tuple[str, str], object]:
         """Every tracked table's state at ``key`` (the newest without one)."""
@@ -95,20 +106,16 @@ class SchemaTracker:
 
     def for_rows(self, td, key: tuple, file: str) -> TrackedTable:
         """The tracked table that decodes rows of the TABLE_MAP ``td`` (no names logged) at
-        ``key``: its version there, or the upstream's table read now; refused when it does not
-        fit the TABLE_MAP (SCHEMA_TRACKER_MISMATCH names both)."""
+        ``key``: its version there, or the upstream's table read now when it has none (or a
+        stale one); refused when it does not fit the TABLE_MAP (SCHEMA_TRACKER_MISMATCH names
+        both). A version that does not fit is never swapped for the upstream's table of now by
+        itself: where both have the same types, that one may name other columns (a later
+        RENAME), and values would land in the wrong columns."""
         state = self.at(td.schema, td.table, key)
         if isinstance(state, TrackedTable):
             why = state.misfit(td)
             if why is None:
                 return state
-            fresh = self._read(td.schema, td.table)
-            if fresh is not None and fresh != state and fresh.misfit(td) is None:
-                log.warning("source %s: the tracked `%s`.`%s` (%s) does not fit its rows at (%s, %s): %s; the "
-                            "upstream's table now (%s) does and is used from here", self.source_id, td.schema,
-                            td.table, state.describe(), file, key[1], why, fresh.describe())
-                self._set({(td.schema, td.table): fresh}, key, file)
-                return fresh
             raise self._mismatch(td, state, why, file, key)
         fresh = self._read(td.schema, td.table)
         if fresh is None:

@@ -292,6 +292,7 @@ class Syncer:
         faults.hit("sync.after_open")
         res = WindowResult(self.source_id, str(start), str(start), str(until))
         res.held = self.shard.held_notes()
+        self.tracker.refresh()   # what `dmctl binlog-schema` wrote while the source was paused
         if not self._started:  # DM's safe-mode initialization phase, once per start
             try:
                 seconds = safe_mode.start_phase(self.syncer_cfg, self.source_id, start, safe_exit)

@@ -9,7 +9,7 @@ first, then the operation) say their usage or the position's form (`FILE:POS`) o
 replacement, what the statements lack (shardflow needs the database named in each, so the
 first statement of DM's pair is refused for that before the second's syntax is read; DM says
 "invalid sql" of the second). `shard-ddl-lock unlock` needs one lock id; its `--force-remove`
-is a flag. DM's `binlog-schema` (its schema tracker) has nothing to act on here: it says why.
+is a flag. `binlog-schema` says its usage, or what its arguments lack, as DM's does.
 """
 
 import contextlib
@@ -44,9 +44,20 @@ CASES = [  # (DM's check_list function, dmctl's words, what the answer must say)
     ("unlock_ddl_lock_wrong_arg", ["shard-ddl-lock", "unlock"], ["dmctl shard-ddl-lock unlock LOCK_ID"]),
     ("unlock_ddl_lock_invalid_force_remove", ["shard-ddl-lock", "unlock", "lock_id", "--force-remove=invalid-force-remove"],
      ["--force-remove", "invalid-force-remove"]),
-    ("source_table_schema_empty_arg", ["binlog-schema"], ["shardflow keeps no schema tracker"]),
-    ("source_table_schema_lack_arguments", ["binlog-schema", "update", "test", "test_db", "test_table", "--from-source"],
-     ["shardflow keeps no schema tracker"]),
+    ("source_table_schema_empty_arg", ["binlog-schema"], ["Available Commands"]),
+    ("source_table_schema_lack_arguments_task", ["binlog-schema", "test"], ["Available Commands"]),
+    ("source_table_schema_lack_arguments_list", ["binlog-schema", "list", "test"],
+     ["dmctl binlog-schema list <task-name> <database> <table>"]),
+    ("source_table_schema_lack_arguments_update", ["binlog-schema", "update", "test"],
+     ["dmctl binlog-schema update <task-name> <database> <table> [schema-file] [flags]"]),
+    ("source_table_schema_lack_arguments_source", ["binlog-schema", "update", "test", "test_db", "test_table",
+                                                   "--from-source"], ["must specify at least one source"]),
+    ("source_table_schema_both_froms", ["binlog-schema", "update", "test", "test_db", "test_table", "--from-source",
+                                        "--from-target"], ["from-source and from-target can not be used together"]),
+    ("source_table_schema_file_and_from", ["binlog-schema", "update", "test", "test_db", "test_table", "schema.sql",
+                                           "--from-source"], ["can not set schema-file when use from-source or from-target"]),
+    ("source_table_schema_lack_arguments_delete", ["binlog-schema", "delete", "test"],
+     ["delete <task-name> <database> <table> [flags]"]),
 ]
 
 
