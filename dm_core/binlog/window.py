@@ -220,8 +220,9 @@ class BinlogWindow:
                         if codec.td.full_metadata:
                             tracker.check_names(codec.td, (fno, pos), file)
                         else:
-                            codec = compile_table(body, charsets, mariadb=mariadb, charsets_key=charsets_key,
-                                                  tracked=tracker.for_rows(codec.td, (fno, pos), file))
+                            tracked = tracker.for_rows(codec.td, (fno, pos), file)
+                            codec = _PASSED if tracked is None else compile_table(
+                                body, charsets, mariadb=mariadb, charsets_key=charsets_key, tracked=tracked)
                     tables[tid] = codec
                 except ShardflowError:
                     raise

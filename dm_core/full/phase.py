@@ -137,9 +137,9 @@ def prepare(task, store) -> dict:
                 st = store.source_state(task.name, sid)
                 fresh.append(sid)
             tables = discover(conn, sid, task.rules_for(sid))
-            if sid in fresh and is_binlog_watermark(st["low_file"]):   # the sync decodes from here on
-                schema_tracker.seed_at_low_watermark(store, task.name, sid, conn, [(t.schema, t.table) for t in tables],
-                                                     st["low_file"], int(st["low_pos"]))
+            if is_binlog_watermark(st["low_file"]):   # what the sync decodes rows without names with
+                schema_tracker.seed_full_phase(store, task.name, sid, conn, [(t.schema, t.table) for t in tables],
+                                               fresh=sid in fresh)
             members += [(conn, t) for t in tables]
             databases += [(conn, s, target) for s, target in allowed_databases(conn, task.rules_for(sid))]
             summary["sources"][sid] = {"low_watermark": f"({st['low_file']}, {st['low_pos']})",

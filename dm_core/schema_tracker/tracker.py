@@ -104,14 +104,19 @@ class SchemaTracker:
         changes = {t: s for t, s in changes.items() if s != view.get(*t)}
         self._set(changes, key, file)
 
-    def for_rows(self, td, key: tuple, file: str) -> TrackedTable:
+    def for_rows(self, td, key: tuple, file: str) -> TrackedTable | None:
         """The tracked table that decodes rows of the TABLE_MAP ``td`` (no names logged) at
         ``key``: its version there, or the upstream's table read now when it has none (or a
         stale one); refused when it does not fit the TABLE_MAP (SCHEMA_TRACKER_MISMATCH names
         both). A version that does not fit is never swapped for the upstream's table of now by
         itself: where both have the same types, that one may name other columns (a later
-        RENAME), and values would land in the wrong columns."""
+        RENAME), and values would land in the wrong columns. None: rows from before the full
+        phase read the table (``seed_full_phase``), passed over."""
         state = self.at(td.schema, td.table, key)
+        if state is _NONE:
+            first = self._all().get((td.schema, td.table))
+            if first is not None and isinstance(first[1][0], TrackedTable) and first[1][0].origin == FULL_PHASE_SEED:
+                return None   # before the full phase read the table: its chunks hold these rows
         if isinstance(state, TrackedTable):
             why = state.misfit(td)
             if why is None:
@@ -200,20 +205,34 @@ class _View:
         return self.t.schema_charset(schema)
 
 
-def seed_at_low_watermark(store, task: str, source_id: str, conn, tables: list[tuple[str, str]],
-                          file: str, pos: int) -> int:
-    """The full phase's start: a source's earlier versions are forgotten (a new snapshot) and,
-    when its rows carry no names, each of its tables is read now, just after the low watermark
-    ``(file, pos)`` the sync starts from, and kept as its version there. Returns how many."""
+FULL_PHASE_SEED = "read from the upstream when the full phase began"
+
+
+def seed_full_phase(store, task: str, source_id: str, conn, tables: list[tuple[str, str]], *, fresh: bool) -> int:
+    """The full phase's start (``prepare``): when the source's rows carry no names, each of its
+    tables without a version is read now, at the binlog position of now, S. A new snapshot
+    (``fresh``: a new low watermark) forgets the source's earlier versions first.
+
+    Why at S and not at the low watermark L: a DDL may run between L and this read, and its
+    table's rows in [L, S) would not fit. Those rows need no decoding: every chunk of the load
+    is read after ``prepare``, so it holds them already (``for_rows`` passes them over)."""
+    from dm_core.db import master_position
     from dm_core.position import Position
     from dm_core.schema_tracker.table import logs_column_names, read_upstream_many
 
     _store.ensure(store)
-    with store.tx() as cur:
-        _store.delete_task(cur, task, source_id)
+    if fresh:
+        with store.tx() as cur:
+            _store.delete_task(cur, task, source_id)
     if logs_column_names(conn):
         return 0
+    have = {(s, t) for s, t, *_ in _store.load(store, task, source_id)}
+    todo = [t for t in tables if t not in have]
+    if not todo:
+        return 0
+    file, pos, _ = master_position(conn)     # before the read: a DDL after it is met in the binlog
     key = Position(file, pos).key()
-    seeds = read_upstream_many(conn, tables)
-    _store.put(store, task, source_id, [(s, t, key, file, tt.to_dict()) for (s, t), tt in seeds.items()])
+    seeds = read_upstream_many(conn, todo)
+    _store.put(store, task, source_id, [(s, t, key, file, {**tt.to_dict(), "origin": FULL_PHASE_SEED})
+                                        for (s, t), tt in seeds.items()])
     return len(seeds)
