@@ -20,12 +20,11 @@ situations:
    back, with the row written to it), then drops it (downstream drops it: no other shard has it),
    rows on every shard; `sync diff`.
 
-Not ported: DM's schema tracker API (`binlog-schema list|update|delete`, the HTTP schema
-operations and their error messages): shardflow has no schema tracker to read or overwrite, it
-decodes rows by the column names the binlog carries (binlog_row_metadata=FULL), and the optimistic
-lock's per-shard schemas are read-only (`shard-ddl-lock -v`). DM's `binlog-schema update` of t1 to
-`c3 bigint` changes nothing a user can see downstream in DM (only the tracker's copy), so the rows
-and columns checked at the end are the same without it. DM's relay (`enable-relay` in
+Not ported: DM's `binlog-schema update` of t1 to `c3 bigint` and the HTTP schema operations:
+the update changes nothing a user can see downstream in DM (only the tracker's copy), so the rows
+and columns checked at the end are the same without it (the command itself is tested in
+tests/integration/test_schema_tracker_no_names.py); the optimistic lock's per-shard schemas are
+read-only (`shard-ddl-lock -v`). DM's relay (`enable-relay` in
 source2.yaml) is not built: source 2 reads the upstream's binlog directly.
 """
 

@@ -35,8 +35,8 @@ Scenarios (DM's numbers; ``init_table 111 211 212``: source, database and table 
   skips it (``binlog skip``) and repairs the row whose values the drop lost; equal;
 * 118 (both modes): ``DROP INDEX idx, ADD INDEX idx(c3,c1,c2)`` shard by shard.
 
-Not ported: DM's schema tracker commands (117's ``binlog-schema update``: shardflow decodes rows
-by the binlog's column names and keeps no tracker to repair); the log greps of 115.
+Not ported: 117's ``binlog-schema update`` (DM repairs its tracker's copy; ours follows the
+binlog's DDL and needs no repair there); the log greps of 115.
 """
 
 from __future__ import annotations

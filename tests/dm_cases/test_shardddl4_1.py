@@ -27,8 +27,8 @@ shard then a row into each, DDL after DDL).
 * 147 / 153 / 154 (optimistic): one shard adds a column and drops `c`, then adds `c` back and
   drops the other: DM pauses with "add column c that wasn't fully dropped in downstream" (the
   downstream `c` still holds the shard's old values). DM's fixes: `binlog-schema update` (its
-  schema tracker; shardflow's lock tracks the shard's schema from its DDLs and has nothing to set,
-  so that step is left out) then `binlog replace ... "alter table ... drop column b"` (147, 153),
+  schema tracker's copy; shardflow's lock tracks the shard's schema from its DDLs, and the
+  tracker's version already has what the binlog says, so that step is left out) then `binlog replace ... "alter table ... drop column b"` (147, 153),
   or the user's `alter table ... drop column b` downstream then `binlog skip` (154); then the
   stale value is set to NULL downstream: the union is equal. DM also names the source without an
   error ("source 'mysql-replica-02' has no error"); shardflow's binlog command only speaks of
@@ -45,7 +45,7 @@ shard then a row into each, DDL after DDL).
   index, an index swapped, a column swapped, all indexes dropped, all columns dropped.
 
 Not ported: DM's log greps (what they wait for is the state the next step checks), DM's
-binlog-schema commands (no schema tracker to set, see 147).
+binlog-schema commands (nothing to set, see 147).
 """
 
 from __future__ import annotations
@@ -329,7 +329,7 @@ def _not_fully_dropped(shards, fix: str):
         status = sc.status()
         assert count(status, CONFLICT) >= 1, status
         assert count(status, "add column c that wasn't fully dropped in downstream") >= 1, status
-        # DM first sets its schema tracker (`binlog-schema update`): nothing to set here
+        # DM first sets its schema tracker (`binlog-schema update`): ours already follows the binlog
         if fix == "replace":
             out = _binlog("replace", sc.files.name, "alter table shardddl1.tb1 drop column b")
         else:
