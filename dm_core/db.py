@@ -207,29 +207,77 @@ def server_identity(conn) -> str:
         return f"server_id={cur.fetchone()[0]}"
 
 
+def is_mariadb(conn) -> bool:
+    """Whether a connection's server is MariaDB (its version string says so; MySQL's does not),
+    from the handshake: no query. Where the flavours differ, code branches once per connection."""
+    return "MariaDB" in as_str(conn.get_server_info())
+
+
+def mysql_version(conn) -> tuple[int, ...]:
+    """A MySQL server's version from the handshake ("8.0.36-28", "5.7.44-log", "8.4.0" → (8, 4, 0)).
+
+    >>> class C:
+    ...     def get_server_info(self): return "8.0.36-28.1"
+    >>> mysql_version(C())
+    (8, 0, 36)
+    """
+    head = as_str(conn.get_server_info()).split("-", 1)[0]
+    return tuple(int(p) for p in head.split(".") if p.isdigit())
+
+
+def binlog_status_sql(conn) -> str:
+    """The statement that shows the server's binlog position: SHOW BINARY LOG STATUS on MySQL
+    8.2+ (8.4 removed SHOW MASTER STATUS), SHOW MASTER STATUS on older MySQL and on every
+    MariaDB (whose SHOW BINLOG STATUS exists only from 10.5.2; MySQL has no such spelling)."""
+    if is_mariadb(conn) or mysql_version(conn) < (8, 2):
+        return "SHOW MASTER STATUS"
+    return "SHOW BINARY LOG STATUS"
+
+
 def master_position(conn) -> tuple[str, int, str | None]:
-    """(file, pos, gtid) the server has written up to now."""
+    """(file, pos, gtid) the server has written up to now. ``gtid``: MariaDB's gtid_binlog_pos, or
+    MySQL's Executed_Gtid_Set (the fifth column, on one line: the server breaks it after each
+    comma), "" for an empty set."""
+    sql = binlog_status_sql(conn)
+    mariadb = is_mariadb(conn)
     with conn.cursor() as cur:
         try:
             faults.hit("upstream.master_status")
-            cur.execute("SHOW MASTER STATUS")
+            cur.execute(sql)
         except Exception as e:  # noqa: BLE001 - a missing privilege and a lost connection are said
             n = errno_of(e)
             if n in (1227, 1044, 1045):
                 raise ErrorCode.BINLOG_PRIVILEGE.error(
-                    f"cannot read the upstream's binlog position (SHOW MASTER STATUS): {e.args[-1]}") from None
+                    f"cannot read the upstream's binlog position ({sql}): {e.args[-1]}") from None
             if n is not None and classify(n) == TRANSIENT:   # retried by the source, then said
                 raise ErrorCode.UPSTREAM_UNREACHABLE.error(
-                    f"cannot read the upstream's binlog position (SHOW MASTER STATUS): server error "
+                    f"cannot read the upstream's binlog position ({sql}): server error "
                     f"{n} ({TRANSIENT_ERRNOS[n]}): {e.args[-1]}") from e
             raise
         row = cur.fetchone()
         if not row:
-            raise ErrorCode.BINLOG_OFF.error("binary logging is off on the upstream (SHOW MASTER STATUS is empty)")
+            raise ErrorCode.BINLOG_OFF.error(f"binary logging is off on the upstream ({sql} is empty)")
+        if not mariadb:
+            return as_str(row[0]), int(row[1]), _executed_set(row[4]) if len(row) > 4 else None
         gtid = None
         try:
             cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
             gtid = cur.fetchone()[0] or None
-        except Exception:  # MySQL: Executed_Gtid_Set is in SHOW MASTER STATUS
-            gtid = row[4] if len(row) > 4 else None
+        except Exception:  # noqa: BLE001 - a MariaDB before 10.0 has no GTIDs
+            gtid = None
         return row[0], int(row[1]), gtid
+
+
+def _executed_set(value) -> str | None:
+    """MySQL's Executed_Gtid_Set as a checkpoint keeps it: canonical, on one line. A set this
+    reader cannot parse (tagged GTIDs) is kept as the server printed it, without its line
+    breaks: positions are still read; only a start by that GTID set fails, saying why."""
+    if value is None:
+        return None
+    from dm_core.binlog.mysql_gtid import normalize
+
+    text = as_str(value)
+    try:
+        return normalize(text)
+    except ShardflowError:
+        return "".join(text.split())

@@ -1,13 +1,14 @@
 """One COM_BINLOG_DUMP stream over a pymysql connection, framed by hand.
 
-Protocol (MySQL/MariaDB replication, file/pos flavour):
+Protocol (MySQL/MariaDB replication, file/pos flavour; the GTID starts at the end):
 
 1. Open an ordinary connection and tell the server what this "replica" understands:
    ``SET @master_binlog_checksum = @@global.binlog_checksum`` (we accept CRC32 events;
    without it a CRC32 server refuses to dump), ``SET @mariadb_slave_capability = 4``
-   (MariaDB then sends its GTID events as they are, which mark transaction starts, instead
-   of rewriting them into dummies), and ``SET @master_heartbeat_period`` (nanoseconds) so an
-   idle server still sends a HEARTBEAT every period.
+   (MariaDB only: it then sends its GTID events as they are, which mark transaction starts,
+   instead of rewriting them into dummies), and ``SET @master_heartbeat_period``
+   (nanoseconds) so an idle server still sends a HEARTBEAT every period (type 27: MySQL
+   8.0.26+ sends its HEARTBEAT_V2 only to a replica that asks for it with a dump flag).
 2. Send COM_BINLOG_DUMP: 0x12, position u32, flags u16 (0 = blocking), server_id u32, file
    name. The server_id must be unique among the server's replicas: a second dump with the
    same id makes the server kill the first.
@@ -20,6 +21,16 @@ packet object); a window of single-row transactions is four events per row, so p
 are framed here from large ``read1`` chunks of the connection's buffered socket, and each
 event is handed on as ``(chunk, start, end)`` offsets into the chunk: no copy.
 
+Starting from a GTID state instead (``gtid=``, binlog/gtid.py finds a position that way):
+MariaDB takes it as ``@slave_connect_state`` and an ordinary COM_BINLOG_DUMP with an empty
+file name; MySQL takes COM_BINLOG_DUMP_GTID: 0x1e, flags u16 (BINLOG_THROUGH_GTID = 4,
+non-blocking = 1), server_id u32, file name length u32 + name (empty: the server finds the
+first file not all in the set), position u64 (4), then the GTID set's length u32 and its
+binary form (binlog/mysql_gtid.py). The server skips every transaction in the set.
+
+MySQL 8.0.26+ renamed the ``@master_*`` variables to ``@source_*`` and reads either; both are
+set on MySQL, so no version is guessed.
+
 Nothing here reconnects: any failure is raised to the caller, which retries the whole
 window from its last safe position.
 """
@@ -29,10 +40,14 @@ from __future__ import annotations
 import struct
 from typing import Iterator
 
+from dm_core.binlog import mysql_gtid
 from dm_core.db import Endpoint, connect
 from dm_core.errors import ErrorCode, ShardflowError
 
 COM_BINLOG_DUMP = 0x12
+COM_BINLOG_DUMP_GTID = 0x1E
+BINLOG_DUMP_NON_BLOCK = 0x01
+BINLOG_THROUGH_GTID = 0x04
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 MAX_PACKET = 0xFFFFFF
 CHUNK = 1 << 18
@@ -50,8 +65,9 @@ class BinlogDump:
         """:param heartbeat: seconds between server heartbeats when idle (None: none).
         :param read_timeout: seconds without any byte from the server before giving up;
             keep it well above ``heartbeat``.
-        :param gtid: MariaDB only: start after this GTID position (``@slave_connect_state``)
-            instead of at (file, pos), which the server then ignores.
+        :param gtid: start after this GTID state instead of at (file, pos), which the server
+            then ignores: MariaDB's ``@slave_connect_state``, or MySQL's GTID set
+            (COM_BINLOG_DUMP_GTID; the server needs gtid_mode ON).
         :param non_block: end the stream at the end of the last binlog instead of waiting.
         """
         self.ep = ep
@@ -65,24 +81,34 @@ class BinlogDump:
             with self.conn.cursor() as cur:
                 cur.execute("SELECT @@global.binlog_checksum")
                 self.checksum = (cur.fetchone()[0] or "NONE").upper() != "NONE"
-                cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
-                cur.execute("SET @mariadb_slave_capability = 4")
+                if self.mariadb:
+                    cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
+                    cur.execute("SET @mariadb_slave_capability = 4")
+                else:
+                    cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum, "
+                                "@source_binlog_checksum = @@global.binlog_checksum")
+                payload = None
                 if gtid is not None:
-                    if not self.mariadb:
-                        raise ErrorCode.BINLOG_POSITION_LOST.error(
-                            f"{ep} is not MariaDB: positioning by GTID is supported for MariaDB sources only",
-                            workaround="Set `enable-gtid: false` on the source and give a binlog file/position.")
-                    cur.execute("SET @slave_connect_state = %s", (gtid,))
-                    cur.execute("SET @slave_gtid_strict_mode = 0")
-                    cur.execute("SET @slave_gtid_ignore_duplicates = 0")
+                    if self.mariadb:
+                        cur.execute("SET @slave_connect_state = %s", (gtid,))
+                        cur.execute("SET @slave_gtid_strict_mode = 0")
+                        cur.execute("SET @slave_gtid_ignore_duplicates = 0")
+                    else:
+                        payload = dump_gtid_request(gtid, server_id, non_block)
                     file, pos = "", 4
                 if heartbeat:
-                    cur.execute("SET @master_heartbeat_period = %s", (int(heartbeat * 1e9),))
+                    nanos = int(heartbeat * 1e9)
+                    if self.mariadb:
+                        cur.execute("SET @master_heartbeat_period = %s", (nanos,))
+                    else:
+                        cur.execute("SET @master_heartbeat_period = %s, @source_heartbeat_period = %s", (nanos, nanos))
                 key = (ep.host, int(ep.port))
                 if key not in _CHARSETS:
                     _CHARSETS[key] = _server_charsets(cur)
                 self.charsets = _CHARSETS[key]
-            payload = struct.pack("<BIHI", COM_BINLOG_DUMP, pos, 1 if non_block else 0, server_id) + file.encode()
+            if payload is None:
+                payload = struct.pack("<BIHI", COM_BINLOG_DUMP, pos, BINLOG_DUMP_NON_BLOCK if non_block else 0,
+                                      server_id) + file.encode()
             self.conn._sock.settimeout(read_timeout)
             self.conn._write_bytes(struct.pack("<I", len(payload))[:3] + b"\x00" + payload)
             self.dumping = True
@@ -194,6 +220,13 @@ class BinlogDump:
             raise ErrorCode.UPSTREAM_UNREACHABLE.error(f"{where}: server error {errno}: {text}")
         raise ErrorCode.UPSTREAM_UNREACHABLE.error(
             f"binlog dump from {self.ep}: unexpected packet type {kind:#x}")
+
+
+def dump_gtid_request(gtid: str, server_id: int, non_block: bool) -> bytes:
+    """MySQL's COM_BINLOG_DUMP_GTID asking for everything not in the GTID set ``gtid``."""
+    data = mysql_gtid.encode(gtid)
+    flags = BINLOG_THROUGH_GTID | (BINLOG_DUMP_NON_BLOCK if non_block else 0)
+    return struct.pack("<BHIIQI", COM_BINLOG_DUMP_GTID, flags, server_id, 0, 4, len(data)) + data
 
 
 def _server_charsets(cur) -> dict[int, str]:

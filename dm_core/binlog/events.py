@@ -32,11 +32,14 @@ TABLE_MAP = 19
 WRITE_ROWS_V1, UPDATE_ROWS_V1, DELETE_ROWS_V1 = 23, 24, 25
 HEARTBEAT = 27
 WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2 = 30, 31, 32
-GTID = 33                      # MySQL
+GTID = 33                      # MySQL: a transaction's GTID (uuid:gno) before its BEGIN or its DDL
+ANONYMOUS_GTID = 34            # MySQL with gtid_mode OFF (or mixed): marks a transaction's start, no GTID
+PREVIOUS_GTIDS = 35            # MySQL: the GTID set of all binlogs before this file (after its FORMAT_DESCRIPTION)
 XA_PREPARE = 38                # ends the event group of an XA transaction's PREPARE (MySQL 5.7+, MariaDB 10.5+)
 PARTIAL_UPDATE_ROWS = 39       # MySQL 8 partial JSON updates
 TRANSACTION_PAYLOAD = 40       # MySQL 8.0.20+ binlog_transaction_compression: a whole transaction, zstd
-HEARTBEAT_V2 = 41              # MySQL 8.0.26+
+HEARTBEAT_V2 = 41              # MySQL 8.0.26+, only to replicas that ask for it (we do not)
+GTID_TAGGED = 42               # MySQL 8.3+: a tagged GTID (uuid:tag:gno), in another serialization
 MARIADB_ANNOTATE_ROWS = 160
 MARIADB_BINLOG_CHECKPOINT = 161
 MARIADB_GTID = 162
@@ -61,8 +64,9 @@ UNSUPPORTED = {
                                _TURN_OFF.format("SET GLOBAL log_bin_compress=OFF")),
     PARTIAL_UPDATE_ROWS: ("a partial JSON update (binlog_row_value_options=PARTIAL_JSON)",
                           _TURN_OFF.format("SET GLOBAL binlog_row_value_options=''")),
-    TRANSACTION_PAYLOAD: ("a compressed transaction (binlog_transaction_compression=ON)",
-                          _TURN_OFF.format("SET GLOBAL binlog_transaction_compression=OFF")),
+    GTID_TAGGED: ("a transaction with a tagged GTID (MySQL 8.3+, `SET gtid_next = 'AUTOMATIC:<tag>'`)",
+                  "Stop assigning tagged GTIDs upstream, then run the full phase again or start from a newer "
+                  "`meta` position."),
     INCIDENT: ("an incident: the upstream says events may be missing from its binlog here (a replica "
                "stops at it too)",
                "Read the upstream's error log at that time for what was lost, then run the full phase again, "

@@ -1,25 +1,36 @@
-"""MariaDB GTID positions: from a GTID state to a binlog file/position on this server.
+"""GTID positions (MariaDB and MySQL): from a GTID state to a binlog file/position on this
+server, and back.
 
 Why: checkpoints hold both (file, pos) and the GTID state after the last applied
 transaction. File names are per server, GTIDs are not: when a source's binlog file is
 purged, or the source fails over to another server of the same replication topology,
 `enable-gtid: true` lets the syncer find where to resume by asking the server itself.
 
-How: a non-blocking COM_BINLOG_DUMP with ``@slave_connect_state`` = the GTID state makes the
-server skip everything already applied; its stream starts with a (fake) ROTATE naming the
-file, a FORMAT_DESCRIPTION and a GTID_LIST, then the first transaction still to apply. That
-transaction's first event starts at ``log_pos - event_size``: the position to resume from.
-No event after the state: the server's current end of binlog.
+How (``position_of_gtid``): a non-blocking dump from the GTID state makes the server skip
+everything already applied (MariaDB: COM_BINLOG_DUMP with ``@slave_connect_state``; MySQL:
+COM_BINLOG_DUMP_GTID with the GTID set, binlog/dump.py). Its stream starts with a (fake)
+ROTATE naming the file, a FORMAT_DESCRIPTION and a GTID_LIST (MariaDB) or PREVIOUS_GTIDS
+(MySQL, which also sends a HEARTBEAT at the end of every run of skipped transactions), then
+the first transaction still to apply. That transaction's first event starts at
+``log_pos - event_size``: the position to resume from. No event after the state: the end of
+the binlog (MySQL: where the stream ended; MariaDB: the server's position now).
+
+Back (``mysql_gtid_at``, MySQL only; MariaDB has BINLOG_GTID_POS()): the GTID set at a
+(file, pos) is the file's PREVIOUS_GTIDS plus the GTID of every transaction in the file
+before pos, read from the file's start, headers and GTID events only.
 """
 
 from __future__ import annotations
 
 from dm_core.binlog import events as ev
+from dm_core.binlog import mysql_gtid
 from dm_core.binlog.dump import BinlogDump
 from dm_core.db import Endpoint, connect, master_position
+from dm_core.errors import ErrorCode
 from dm_core.position import Position
 
-_PREAMBLE = {ev.ROTATE, ev.FORMAT_DESCRIPTION, ev.MARIADB_GTID_LIST, ev.MARIADB_BINLOG_CHECKPOINT, ev.HEARTBEAT}
+_PREAMBLE = {ev.ROTATE, ev.FORMAT_DESCRIPTION, ev.MARIADB_GTID_LIST, ev.MARIADB_BINLOG_CHECKPOINT, ev.HEARTBEAT,
+             ev.PREVIOUS_GTIDS}
 
 
 def merge_gtid(state: str | None, gtid: str) -> str:
@@ -45,18 +56,26 @@ def _split(state: str | None):
 def position_of_gtid(ep: Endpoint, gtid: str, *, server_id: int) -> Position:
     """Where the first transaction after GTID state ``gtid`` starts on ``ep`` (see above)."""
     dump = BinlogDump(ep, "", 4, server_id=server_id, heartbeat=None, gtid=gtid, non_block=True)
-    file = ""
+    if not dump.mariadb:
+        gtid = mysql_gtid.normalize(gtid)
+    file, end = "", 0   # MySQL: where the stream stands (the end of the binlog once it ends)
     try:
         for buf, s, e in dump.events():
             _ts, typ, _sid, size, logpos, _flags = ev.HEADER.unpack_from(buf, s)
             if typ == ev.ROTATE:
-                file = ev.parse_rotate(buf, s, e - (4 if dump.checksum else 0))[1]
+                end, file = ev.parse_rotate(buf, s, e - (4 if dump.checksum else 0))
                 continue
+            if logpos:
+                end = logpos
             if typ in _PREAMBLE or not logpos:
                 continue
             return Position(file, logpos - size, gtid)
     finally:
         dump.close()
+    if not dump.mariadb and file:
+        # every transaction there is in the set: the stream's end (a position read after the
+        # dump could lie past transactions written meanwhile, which are not in it)
+        return Position(file, end, gtid)
     conn = connect(ep)
     try:
         f, p = master_position(conn)[:2]
@@ -73,3 +92,33 @@ def binlog_files(ep: Endpoint) -> set[str]:
             return {str(r[0]) for r in cur.fetchall()}
     finally:
         conn.close()
+
+
+def mysql_gtid_at(ep: Endpoint, file: str, pos: int, *, server_id: int) -> str | None:
+    """The GTID set of a MySQL server after everything before (file, pos): the file's
+    PREVIOUS_GTIDS and the GTIDs of the transactions that start before ``pos``. None when the
+    file has no PREVIOUS_GTIDS (a server that never had GTIDs: binlogs of MySQL 5.6 and
+    older). Reads the file from its start up to ``pos``: seconds for a large file, once."""
+    dump = BinlogDump(ep, file, 4, server_id=server_id, heartbeat=None, non_block=True)
+    state = None
+    sets = mysql_gtid.GtidSetState()
+    try:
+        for buf, s, _e in dump.events():
+            _ts, typ, _sid, size, logpos, _flags = ev.HEADER.unpack_from(buf, s)
+            if typ == ev.ROTATE and not logpos:
+                continue   # the server's own ROTATE naming the file
+            if typ == ev.ROTATE or (logpos and logpos - size >= pos):
+                break      # at pos, or the file ended before it
+            if typ == ev.PREVIOUS_GTIDS:
+                state = mysql_gtid.decode(buf, s + ev.HEADER_LEN)[0]
+            elif typ == ev.GTID and state is not None:
+                b = s + ev.HEADER_LEN
+                state = sets.add(state, f"{mysql_gtid.uuid_text(bytes(buf[b + 1:b + 17]))}:"
+                                        f"{int.from_bytes(buf[b + 17:b + 25], 'little')}")
+            elif typ == ev.GTID_TAGGED:
+                raise ErrorCode.BINLOG_UNREADABLE.error(
+                    f"{ep}'s binlog {file} holds {mysql_gtid.TAGGED[0]} before position {pos}, which shardflow "
+                    "cannot read", workaround=mysql_gtid.TAGGED[1])
+    finally:
+        dump.close()
+    return state

@@ -16,13 +16,25 @@ only between transactions.
 Positions follow the server's event headers: every event's ``log_pos`` (the end of that
 event) moves the stream position; a ROTATE moves it to (next file, position).
 
+MariaDB and MySQL (5.7, 8.0, 8.4) differ in how a transaction starts and what a GTID state
+is; the loop picks the MySQL way once per connection (``dump.mariadb``), and MySQL's own
+events are tested only after all those MariaDB sends per transaction, so its path costs
+MariaDB nothing. MariaDB: a GTID event opens the group (or marks a DDL), the state is one
+GTID per domain. MySQL: a GTID (or, with gtid_mode OFF, ANONYMOUS_GTID) event precedes the
+group's BEGIN ... XID or its DDL; the state is a GTID set (binlog/mysql_gtid.py) that each
+transaction's uuid:gno joins, and a start without one learns it from the next file's
+PREVIOUS_GTIDS. A compressed transaction (TRANSACTION_PAYLOAD, MySQL 8.0.20+) goes through
+the loop as the events it holds (binlog/payload.py). MySQL's GTID events are not counted in
+``events_read`` (the old reader did not count them); MariaDB's are.
+
 Differences from the oracle, all on inputs it mishandles:
 - the budgets end a window only once it has moved past ``start`` (a budget spent before
   the first transaction, e.g. ``budget_events=1``, made the old reader return without
   progress, forever);
 - negative TIME values with a fractional part are read right (see ``decode.make_time2``);
 - events it would skip silently and lose rows with (MariaDB compressed events,
-  MySQL partial JSON updates) raise a Terminal error instead;
+  MySQL partial JSON updates, tagged GTIDs) raise a Terminal error instead, and MySQL's
+  compressed transactions, which it could not read, are read;
 - a TABLE_MAP that changes under the same table id is recompiled (the old reader froze the
   first one); ENUM/SET member names of 128 bytes or more are read per the format;
 - a SET with no member is the empty set, not None (None is SQL NULL: the row went downstream
@@ -33,10 +45,13 @@ from __future__ import annotations
 
 import struct
 import time
+from itertools import chain
 from typing import Iterator
 
 from dm_core import faults
 from dm_core.binlog import events as ev
+from dm_core.binlog import mysql_gtid
+from dm_core.binlog import payload as _payload
 from dm_core.binlog.decode import compile_table, python_codec
 from dm_core.binlog.dump import BinlogDump
 from dm_core.binlog.gtid import merge_gtid
@@ -115,6 +130,10 @@ class BinlogWindow:
         T_MAP, T_GTID, T_XID, T_QUERY, T_ROTATE = ev.TABLE_MAP, ev.MARIADB_GTID, ev.XID, ev.QUERY, ev.ROTATE
         T_HEARTBEAT, T_FDE, T_XA_PREPARE = ev.HEARTBEAT, ev.FORMAT_DESCRIPTION, ev.XA_PREPARE
         T_LOAD_QUERY = ev.EXECUTE_LOAD_QUERY
+        # MySQL's own events: tested only after every event MariaDB sends per transaction
+        T_MY_GTID, T_ANON_GTID, T_PREV_GTIDS = ev.GTID, ev.ANONYMOUS_GTID, ev.PREVIOUS_GTIDS
+        T_PAYLOAD = ev.TRANSACTION_PAYLOAD
+        uuids: dict[bytes, str] = {}      # MySQL server UUIDs met, as text
         verify = self.verify_checksum
         fault = faults.armed("binlog.in_transaction")  # tests only: checked once, not per event
         decode_fault = faults.armed("binlog.decode_row")
@@ -134,228 +153,284 @@ class BinlogWindow:
         txn_start = self.start
         gtid: str | None = None
         gstate = self.start.gtid  # GTID state after the last complete transaction
+        # how a transaction's GTID joins the state, picked once per connection: MariaDB keeps one
+        # GTID per domain; MySQL a set of intervals per server UUID (None: not known, stays so)
+        if mariadb:
+            advance = _advance
+        else:
+            advance = mysql_gtid.GtidSetState().add
+            gstate = mysql_gtid.normalize(gstate)   # a bad meta binlog-gtid fails here, not mid-window
         count = self.events_read
         piece_cap = self.piece_bytes
         piece_bytes = 0                   # row-event bytes decoded into the transaction's current piece
 
-        for buf, s, e in dump.events():
-            ts, typ, sid, size, logpos, flags = hdr(buf, s)
-            if verify and cks and typ != T_FDE:
-                if zlib.crc32(memoryview(buf)[s:e - 4]) != ifb(buf[e - 4:e], "little"):
-                    raise ErrorCode.UPSTREAM_UNREACHABLE.error(
-                        f"binlog event at ({file}, {pos}) from {dump.ep} fails its CRC32 check")
-            end = e - cks
-            if typ in ops:
-                if logpos:
-                    pos = logpos
-                b = s + 19
-                codec = tables.get(ifb(buf[b:b + tid_len], "little"))
-                if codec is None:  # no TABLE_MAP seen (started mid-transaction): skipped, as before
-                    continue
-                count += 1
-                if txn is None:  # a row event outside BEGIN: cannot happen with ROW format
-                    txn = Txn(end=Position(file, pos), start=txn_start)
-                txn.timestamp = ts
-                if codec is _PASSED or txn.undecodable is not None:
-                    # a table the task does not replicate, or the rest of a transaction that
-                    # cannot be decoded (the syncer pauses before it, or skips it whole)
+        base = dump.events()
+        src = base
+        while src is not None:  # one pass, and one more after each TRANSACTION_PAYLOAD (see there)
+            stream, src = src, None
+            for buf, s, e in stream:
+                ts, typ, sid, size, logpos, flags = hdr(buf, s)
+                if verify and cks and typ != T_FDE:
+                    if zlib.crc32(memoryview(buf)[s:e - 4]) != ifb(buf[e - 4:e], "little"):
+                        raise ErrorCode.UPSTREAM_UNREACHABLE.error(
+                            f"binlog event at ({file}, {pos}) from {dump.ep} fails its CRC32 check")
+                end = e - cks
+                if typ in ops:
+                    if logpos:
+                        pos = logpos
+                    b = s + 19
+                    codec = tables.get(ifb(buf[b:b + tid_len], "little"))
+                    if codec is None:  # no TABLE_MAP seen (started mid-transaction): skipped, as before
+                        continue
+                    count += 1
+                    if txn is None:  # a row event outside BEGIN: only after MySQL's CREATE TABLE ... SELECT
+                        txn = Txn(end=Position(file, pos), start=txn_start, gtid=gtid)
+                    txn.timestamp = ts
+                    if codec is _PASSED or txn.undecodable is not None:
+                        # a table the task does not replicate, or the rest of a transaction that
+                        # cannot be decoded (the syncer pauses before it, or skips it whole)
+                        if fault:
+                            faults.hit("binlog.in_transaction")
+                        continue
+                    q = b + phl[typ]
+                    if typ in rows_v2:
+                        q += (buf[b + 8] | buf[b + 9] << 8) - 2
+                    ncols = buf[q]
+                    if ncols < 0xFB:
+                        q += 1
+                    else:
+                        ncols, q = ev.lenenc(buf, q)
+                    nb = (ncols + 7) >> 3
+                    try:
+                        if decode_fault:
+                            _decode_fault()
+                        full = codec.full
+                        if ncols == codec.ncols and buf.startswith(full, q) and (
+                                typ not in updates or buf.startswith(full, q + nb)):
+                            fn = codec.by_type.get(typ) or codec.full_decoder(typ, ops[typ])
+                        elif typ in updates:
+                            fn = codec.decoder(ops[typ], buf[q:q + nb], buf[q + nb:q + 2 * nb])
+                            _partial(txn, codec, ops[typ], buf[q:q + nb], buf[q + nb:q + 2 * nb], file, pos)
+                        else:
+                            fn = codec.decoder(ops[typ], buf[q:q + nb])
+                            _partial(txn, codec, ops[typ], buf[q:q + nb], None, file, pos)
+                        txn.rows += fn(buf, q + (2 * nb if typ in updates else nb), end)
+                    except ShardflowError:
+                        raise
+                    except Exception as exc:   # delivered undecoded: `dmctl binlog skip` may drop it whole
+                        txn.undecodable = _decode_error(codec, file, pos, exc)
+                        txn.rows = []
                     if fault:
                         faults.hit("binlog.in_transaction")
+                    piece_bytes += e - s
+                    if piece_bytes >= piece_cap:   # too large to hold whole: hand on what is decoded
+                        piece_bytes = 0
+                        done = txn
+                        done.end, done.more, done.inside = done.start, True, Position(file, pos)
+                        txn = Txn(done.start, [], None, None, done.start, done.timestamp, done.gtid)
+                        txn.piece = done.piece + 1
+                        yield done
                     continue
-                q = b + phl[typ]
-                if typ in rows_v2:
-                    q += (buf[b + 8] | buf[b + 9] << 8) - 2
-                ncols = buf[q]
-                if ncols < 0xFB:
-                    q += 1
-                else:
-                    ncols, q = ev.lenenc(buf, q)
-                nb = (ncols + 7) >> 3
-                try:
-                    if decode_fault:
-                        _decode_fault()
-                    full = codec.full
-                    if ncols == codec.ncols and buf.startswith(full, q) and (
-                            typ not in updates or buf.startswith(full, q + nb)):
-                        fn = codec.by_type.get(typ) or codec.full_decoder(typ, ops[typ])
-                    elif typ in updates:
-                        fn = codec.decoder(ops[typ], buf[q:q + nb], buf[q + nb:q + 2 * nb])
-                        _partial(txn, codec, ops[typ], buf[q:q + nb], buf[q + nb:q + 2 * nb], file, pos)
-                    else:
-                        fn = codec.decoder(ops[typ], buf[q:q + nb])
-                        _partial(txn, codec, ops[typ], buf[q:q + nb], None, file, pos)
-                    txn.rows += fn(buf, q + (2 * nb if typ in updates else nb), end)
-                except ShardflowError:
-                    raise
-                except Exception as exc:   # delivered undecoded: `dmctl binlog skip` may drop it whole
-                    txn.undecodable = _decode_error(codec, file, pos, exc)
-                    txn.rows = []
-                if fault:
-                    faults.hit("binlog.in_transaction")
-                piece_bytes += e - s
-                if piece_bytes >= piece_cap:   # too large to hold whole: hand on what is decoded
-                    piece_bytes = 0
-                    done = txn
-                    done.end, done.more, done.inside = done.start, True, Position(file, pos)
-                    txn = Txn(done.start, [], None, None, done.start, done.timestamp, done.gtid)
-                    txn.piece = done.piece + 1
-                    yield done
-                continue
-            if typ == T_MAP:
-                if logpos:
-                    pos = logpos
-                b = s + 19
-                tid = ifb(buf[b:b + tid_len], "little")
-                b += phl[T_MAP]
-                old = table_bodies.get(tid)
-                if old is not None and len(old) == end - b and buf.startswith(old, b):
-                    continue  # the same table again: keep its codec
-                body = buf[b:end]
-                if wanted is not None and not wanted(*_table_name(buf, b)):
-                    tables[tid], table_bodies[tid] = _PASSED, body
-                    continue
-                try:
-                    codec = compile_table(body, charsets, mariadb=mariadb, charsets_key=charsets_key)
-                    if tracker is not None:
-                        if codec.td.full_metadata:
-                            tracker.check_names(codec.td, (fno, pos), file)
-                        else:
-                            tracked = tracker.for_rows(codec.td, (fno, pos), file)
-                            codec = _PASSED if tracked is None else compile_table(
-                                body, charsets, mariadb=mariadb, charsets_key=charsets_key, tracked=tracked)
-                    tables[tid] = codec
-                except ShardflowError:
-                    raise
-                except Exception as exc:
-                    raise ErrorCode.BINLOG_UNREADABLE.error(
-                        f"cannot decode TABLE_MAP at ({file}, {pos}) from {dump.ep}: {exc}") from exc
-                table_bodies[tid] = body
-                continue
-            if typ == T_ROTATE:
-                pos, nxt = ev.parse_rotate(buf, s, end)
-                if nxt != file:
-                    file, fno = nxt, _file_no(nxt)
-            elif logpos:
-                pos = logpos
-            if typ == T_GTID:
-                count += 1
-                seq, domain, flags2 = gtid_body(buf, s + 19)
-                gtid = f"{domain}-{sid}-{seq}"
-                txn_start = position
-                piece_bytes = 0
-                if flags2 & ev.GTID_FL_STANDALONE:  # a DDL follows, not a BEGIN…COMMIT group
-                    txn = None
-                else:  # `end` is set at XID/COMMIT, before the Txn is ever seen
-                    txn = Txn(position, [], None, None, position, 0, gtid)  # positional: per transaction
-                continue
-            if typ == T_XID or typ == T_XA_PREPARE:
-                # XA: the rows are logged at PREPARE and delivered as committed there (as DM does);
-                # its XA COMMIT comes later and only moves the position, an XA ROLLBACK goes on as
-                # a statement (the syncer pauses on it)
-                count += 1
-                done, txn = txn, None
-                if gtid is not None:
-                    gstate, gtid = _advance(gstate, gtid), None
-                position = Position(file, pos, gstate)
-                pkey = (fno, pos)
-                if done is not None:
-                    done.end = position
-                    done.timestamp = done.timestamp or ts
-                    if typ == T_XA_PREPARE:
-                        done.xid = _xa_prepare_xid(buf, s + ev.HEADER_LEN)
-                    self.position, self.events_read = position, count
-                    yield done
-            elif typ == T_QUERY or typ == T_LOAD_QUERY:  # the latter: a LOAD DATA logged as a statement
-                count += 1
-                qphl = phl.get(typ, 26)
-                schema, text = ev.parse_query(buf, s, end, qphl)
-                q = text.strip()
-                uq = q.upper()
-                if uq == "BEGIN" or uq.startswith("XA START"):  # MySQL logs XA START as a statement
-                    txn = Txn(end=position, start=position, gtid=gtid)
-                    piece_bytes = 0
-                    continue
-                if txn is not None and uq.startswith(_IN_GROUP):
-                    continue  # part of the group (an ORM's nested transaction, XA END before XA_PREPARE)
-                if txn is not None and uq.startswith("ROLLBACK TO"):
-                    raise ErrorCode.BINLOG_UNREADABLE.error(
-                        f"binlog at ({file}, {pos - size}) from {dump.ep} holds `{q[:200]}` inside a transaction: "
-                        "the server logs it only when the transaction changed a non-transactional (MyISAM, Aria) "
-                        "table, and which of its rows after the savepoint the server kept depends on each "
-                        "table's engine, which the binlog does not say",
-                        workaround=_ENGINES_WORKAROUND)
-                if txn is not None and uq != "COMMIT" and not uq.startswith("XA COMMIT") and (
-                        txn.rows or txn.statements or not uq.startswith(_DDL_WORDS)):
-                    # a statement a STATEMENT/MIXED session logged among the group's rows: the group
-                    # stays whole (ending it here dropped the rows before it); the syncer judges it.
-                    # A DDL that opens the group (CREATE TABLE ... SELECT: the table, then its rows)
-                    # goes on alone as before, the rows after it as their own transaction
-                    if uq != "ROLLBACK":
-                        stmt = _statement(buf, s, end, qphl, schema, q, charsets, file, pos, size, flags, txn.start,
-                                          ts, gstate)
-                        if txn.statements is None:
-                            txn.statements = []
-                        txn.statements.append(stmt)   # a copy per statement was quadratic in them
+                if typ == T_MAP:
+                    if logpos:
+                        pos = logpos
+                    b = s + 19
+                    tid = ifb(buf[b:b + tid_len], "little")
+                    b += phl[T_MAP]
+                    old = table_bodies.get(tid)
+                    if old is not None and len(old) == end - b and buf.startswith(old, b):
+                        continue  # the same table again: keep its codec
+                    body = buf[b:end]
+                    if wanted is not None and not wanted(*_table_name(buf, b)):
+                        tables[tid], table_bodies[tid] = _PASSED, body
                         continue
-                    # a group the session rolled back: logged only for what it changed in
-                    # non-transactional tables (a STATEMENT/MIXED session logs its statements)
-                    if txn.rows:
+                    try:
+                        codec = compile_table(body, charsets, mariadb=mariadb, charsets_key=charsets_key)
+                        if tracker is not None:
+                            if codec.td.full_metadata:
+                                tracker.check_names(codec.td, (fno, pos), file)
+                            else:
+                                tracked = tracker.for_rows(codec.td, (fno, pos), file)
+                                codec = _PASSED if tracked is None else compile_table(
+                                    body, charsets, mariadb=mariadb, charsets_key=charsets_key, tracked=tracked)
+                        tables[tid] = codec
+                    except ShardflowError:
+                        raise
+                    except Exception as exc:
                         raise ErrorCode.BINLOG_UNREADABLE.error(
-                            f"binlog at ({file}, {pos - size}) from {dump.ep} ends a transaction with rows by "
-                            "`ROLLBACK`: the server kept the rows of its non-transactional (MyISAM, Aria) tables "
-                            "and dropped the others, and the binlog does not say which are which",
-                            workaround=_ENGINES_WORKAROUND)
-                    uq = "COMMIT"   # its statements are judged as any others; it wrote no rows
-                if gtid is not None:
-                    gstate, gtid = _advance(gstate, gtid), None
-                cur = Position(file, pos, gstate)
-                if uq == "COMMIT" or uq.startswith("XA COMMIT"):
+                            f"cannot decode TABLE_MAP at ({file}, {pos}) from {dump.ep}: {exc}") from exc
+                    table_bodies[tid] = body
+                    continue
+                if typ == T_ROTATE:
+                    pos, nxt = ev.parse_rotate(buf, s, end)
+                    if nxt != file:
+                        file, fno = nxt, _file_no(nxt)
+                elif logpos:
+                    pos = logpos
+                if typ == T_GTID:
+                    count += 1
+                    seq, domain, flags2 = gtid_body(buf, s + 19)
+                    gtid = f"{domain}-{sid}-{seq}"
+                    txn_start = position
+                    piece_bytes = 0
+                    if flags2 & ev.GTID_FL_STANDALONE:  # a DDL follows, not a BEGIN…COMMIT group
+                        txn = None
+                    else:  # `end` is set at XID/COMMIT, before the Txn is ever seen
+                        txn = Txn(position, [], None, None, position, 0, gtid)  # positional: per transaction
+                    continue
+                if typ == T_XID or typ == T_XA_PREPARE:
+                    # XA: the rows are logged at PREPARE and delivered as committed there (as DM does);
+                    # its XA COMMIT comes later and only moves the position, an XA ROLLBACK goes on as
+                    # a statement (the syncer pauses on it)
+                    count += 1
                     done, txn = txn, None
-                    if done is not None:  # XA COMMIT ... ONE PHASE ends MySQL's group itself
-                        done.end = cur
-                        position, pkey = cur, (fno, pos)
+                    if gtid is not None:
+                        gstate, gtid = advance(gstate, gtid), None
+                    position = Position(file, pos, gstate)
+                    pkey = (fno, pos)
+                    if done is not None:
+                        done.end = position
+                        done.timestamp = done.timestamp or ts
+                        if typ == T_XA_PREPARE:
+                            done.xid = _xa_prepare_xid(buf, s + ev.HEADER_LEN)
                         self.position, self.events_read = position, count
                         yield done
-                    elif uq != "COMMIT":  # a prepared XA's commit: its rows came at its XA_PREPARE
+                elif typ == T_QUERY or typ == T_LOAD_QUERY:  # the latter: a LOAD DATA logged as a statement
+                    count += 1
+                    qphl = phl.get(typ, 26)
+                    if buf[end - 6:end] == b"\0BEGIN" and typ == T_QUERY and \
+                            end - 5 == s + 20 + qphl + buf[s + 27] + (buf[s + 30] | buf[s + 31] << 8):
+                        # the BEGIN of every MySQL transaction (MariaDB's GTID event stands for it): the
+                        # text after the schema (length at +8) and the status vars (length at +11) is
+                        # exactly BEGIN; nothing else to read
+                        txn = Txn(position, [], None, None, position, 0, gtid)   # positional: per transaction
+                        piece_bytes = 0
+                        continue
+                    schema, text = ev.parse_query(buf, s, end, qphl)
+                    q = text.strip()
+                    uq = q.upper()
+                    if uq == "BEGIN" or uq.startswith("XA START"):  # MySQL logs XA START as a statement
+                        txn = Txn(end=position, start=position, gtid=gtid)
+                        piece_bytes = 0
+                        continue
+                    if txn is not None and uq.startswith(_IN_GROUP):
+                        continue  # part of the group (an ORM's nested transaction, XA END before XA_PREPARE)
+                    if txn is not None and uq.startswith("ROLLBACK TO"):
+                        raise ErrorCode.BINLOG_UNREADABLE.error(
+                            f"binlog at ({file}, {pos - size}) from {dump.ep} holds `{q[:200]}` inside a transaction: "
+                            "the server logs it only when the transaction changed a non-transactional (MyISAM, Aria) "
+                            "table, and which of its rows after the savepoint the server kept depends on each "
+                            "table's engine, which the binlog does not say",
+                            workaround=_ENGINES_WORKAROUND)
+                    if txn is not None and uq != "COMMIT" and not uq.startswith("XA COMMIT") and (
+                            txn.rows or txn.statements or not uq.startswith(_DDL_WORDS)):
+                        # a statement a STATEMENT/MIXED session logged among the group's rows: the group
+                        # stays whole (ending it here dropped the rows before it); the syncer judges it.
+                        # A DDL that opens the group (CREATE TABLE ... SELECT: the table, then its rows)
+                        # goes on alone as before, the rows after it as their own transaction
+                        if uq != "ROLLBACK":
+                            stmt = _statement(buf, s, end, qphl, schema, q, charsets, file, pos, size, flags, txn.start,
+                                              ts, gstate)
+                            if txn.statements is None:
+                                txn.statements = []
+                            txn.statements.append(stmt)   # a copy per statement was quadratic in them
+                            continue
+                        # a group the session rolled back: logged only for what it changed in
+                        # non-transactional tables (a STATEMENT/MIXED session logs its statements)
+                        if txn.rows:
+                            raise ErrorCode.BINLOG_UNREADABLE.error(
+                                f"binlog at ({file}, {pos - size}) from {dump.ep} ends a transaction with rows by "
+                                "`ROLLBACK`: the server kept the rows of its non-transactional (MyISAM, Aria) tables "
+                                "and dropped the others, and the binlog does not say which are which",
+                                workaround=_ENGINES_WORKAROUND)
+                        uq = "COMMIT"   # its statements are judged as any others; it wrote no rows
+                    if gtid is not None and not (txn is None and uq.endswith(_CTAS)):
+                        gstate, gtid = advance(gstate, gtid), None
+                    cur = Position(file, pos, gstate)
+                    if uq == "COMMIT" or uq.startswith("XA COMMIT"):
+                        done, txn = txn, None
+                        if done is not None:  # XA COMMIT ... ONE PHASE ends MySQL's group itself
+                            done.end = cur
+                            position, pkey = cur, (fno, pos)
+                            self.position, self.events_read = position, count
+                            yield done
+                        elif uq != "COMMIT":  # a prepared XA's commit: its rows came at its XA_PREPARE
+                            position, pkey = cur, (fno, pos)
+                            self.position, self.events_read = position, count
+                    else:
                         position, pkey = cur, (fno, pos)
                         self.position, self.events_read = position, count
-                else:
-                    position, pkey = cur, (fno, pos)
-                    self.position, self.events_read = position, count
-                    if tracker is not None:
-                        # before any later TABLE_MAP is compiled: rows after it decode with its schema
-                        tracker.on_ddl(q, schema.decode() or None, pkey, file)
-                        tables.clear()
-                        table_bodies.clear()
-                    yield _statement(buf, s, end, qphl, schema, q, charsets, file, pos, size, flags, txn_start, ts,
-                                     gstate, cur)
+                        ctas = uq.endswith(_CTAS)
+                        if ctas:
+                            q = q[:-len(_CTAS)].rstrip()
+                        if tracker is not None:
+                            # before any later TABLE_MAP is compiled: rows after it decode with its schema
+                            tracker.on_ddl(q, schema.decode() or None, pkey, file)
+                            tables.clear()
+                            table_bodies.clear()
+                        st = _statement(buf, s, end, qphl, schema, q, charsets, file, pos, size, flags, txn_start, ts,
+                                        gstate, cur)
+                        if ctas and st.ddl.upper().endswith(_CTAS):   # re-read in the client's charset
+                            st.ddl = st.ddl[:-len(_CTAS)].rstrip()
+                        yield st
+                        txn = None
+                elif typ == T_ROTATE:
+                    count += 1
+                    if txn is None and pos and file:
+                        position, pkey = Position(file, pos, gstate), (fno, pos)
+                elif typ == T_HEARTBEAT:
+                    count += 1
+                    # The server is at (file, pos) with nothing more to send past our target.
+                    if txn is None and (fno, pos) >= pkey:
+                        position, pkey = Position(file, pos, gstate), (fno, pos)
+                elif typ == T_FDE:
+                    fde = ev.parse_format_description(buf, s, e, dump.checksum)
+                    cks = 4 if fde.checksum else 0
+                    phl.update({i + 1: n for i, n in enumerate(fde.post_header_len) if n})
+                    tid_len = 4 if phl[T_MAP] == 6 else 6
+                    continue
+                elif typ == T_MY_GTID or typ == T_ANON_GTID:
+                    # MySQL: a transaction (GTID, BEGIN ... XID/COMMIT) or a DDL (GTID, QUERY) begins; the
+                    # BEGIN opens the Txn as without GTIDs. The anonymous kind (gtid_mode OFF) has none.
+                    txn_start = position
+                    piece_bytes = 0
                     txn = None
-            elif typ == T_ROTATE:
-                count += 1
-                if txn is None and pos and file:
-                    position, pkey = Position(file, pos, gstate), (fno, pos)
-            elif typ == T_HEARTBEAT:
-                count += 1
-                # The server is at (file, pos) with nothing more to send past our target.
-                if txn is None and (fno, pos) >= pkey:
-                    position, pkey = Position(file, pos, gstate), (fno, pos)
-            elif typ == T_FDE:
-                fde = ev.parse_format_description(buf, s, e, dump.checksum)
-                cks = 4 if fde.checksum else 0
-                phl.update({i + 1: n for i, n in enumerate(fde.post_header_len) if n})
-                tid_len = 4 if phl[T_MAP] == 6 else 6
-                continue
-            elif typ in ev.UNSUPPORTED:
-                what, workaround = ev.UNSUPPORTED[typ]
-                raise ErrorCode.BINLOG_UNREADABLE.error(
-                    f"binlog at ({file}, {pos - size}) from {dump.ep} holds {what}, which shardflow cannot read",
-                    workaround=workaround)
-            else:
-                continue  # events the old reader did not count: GTID_LIST, checkpoints, ...
-            if txn is None:
-                txn_start = position
-                if pkey >= until_key or (pkey > start_key and (count >= budget or monotonic() >= deadline)):
+                    if typ == T_MY_GTID:   # flags u8, server UUID (16 bytes), gno u64
+                        raw = buf[s + 20:s + 36]
+                        u = uuids.get(raw)
+                        if u is None:
+                            u = uuids[raw] = mysql_gtid.uuid_text(raw)
+                        gtid = f"{u}:{ifb(buf[s + 36:s + 44], 'little')}"
+                    else:
+                        gtid = None
+                    continue
+                elif typ == T_PAYLOAD:
+                    # MySQL 8.0.20+ compressed transaction: its events go through this loop as if the
+                    # server had sent them (log_pos 0 inside: ``pos`` stays this event's end, which is
+                    # the transaction's end), then the stream goes on. A fresh pass over a chain, not
+                    # a generator in front of every event: nothing is added per event.
+                    src = chain(_payload.events(buf, s, end, cks, f"at ({file}, {pos - size}) from {dump.ep}"),
+                                base)
                     break
+                elif typ == T_PREV_GTIDS:
+                    # MySQL, after each file's FORMAT_DESCRIPTION: the GTID set of everything before the
+                    # file. It makes a state the window did not know (a start without one) known.
+                    if gstate is None:
+                        gstate = mysql_gtid.decode(buf, s + ev.HEADER_LEN)[0]
+                        if txn is None and position.file == file:
+                            position = Position(position.file, position.pos, gstate)
+                    continue
+                elif typ in ev.UNSUPPORTED:
+                    what, workaround = ev.UNSUPPORTED[typ]
+                    raise ErrorCode.BINLOG_UNREADABLE.error(
+                        f"binlog at ({file}, {pos - size}) from {dump.ep} holds {what}, which shardflow cannot read",
+                        workaround=workaround)
+                else:
+                    continue  # events the old reader did not count: GTID_LIST, checkpoints, ...
+                if txn is None:
+                    txn_start = position
+                    if pkey >= until_key or (pkey > start_key and (count >= budget or monotonic() >= deadline)):
+                        break
         self.position, self.events_read = position, count
 
 
@@ -371,6 +446,11 @@ PIECE_BYTES = 1 << 20
 _IN_GROUP = ("SAVEPOINT", "XA END")
 
 _DDL_WORDS = ("CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE")
+
+# MySQL 8.0.21+ logs CREATE TABLE ... SELECT as one group: GTID, `CREATE TABLE ... START TRANSACTION`,
+# the rows (no BEGIN), XID. The DDL goes on without the clause; the group's GTID joins the state at
+# the XID, with the rows, so that no checkpoint between them claims the rows applied.
+_CTAS = " START TRANSACTION"
 
 _ENGINES_WORKAROUND = (
     "Make the upstream tables transactional (ALTER TABLE ... ENGINE=InnoDB). Then run the full phase again, or start "

@@ -50,6 +50,7 @@ def _gtid(gtid: str, src: ServerFacts):
         why = src.errors.get("gtid_start", "not asked")
         return [failed(f"the server cannot resume from meta binlog-gtid {gtid}: {why}",
                        "set mysql-instances[].meta.binlog-gtid to a GTID state the server still has in its binary "
-                       "logs (@@gtid_binlog_pos, or the state of an existing checkpoint), or run the task with "
+                       "logs (MariaDB's @@gtid_binlog_pos, MySQL's @@gtid_executed, or the state of an existing "
+                       "checkpoint), or run the task with "
                        "task-mode: all")]
     return [passed(f"meta binlog-gtid {gtid}: the server resumes at {src.gtid_start}")]

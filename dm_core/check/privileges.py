@@ -4,7 +4,9 @@
   RELOAD and LOCK TABLES only allow a locked snapshot, which shardflow's lock-free
   handoff does not need (warn).
 - ``replication_privilege`` (incremental phase): REPLICATION SLAVE (read the binlog) and
-  REPLICATION CLIENT (SHOW MASTER STATUS / BINARY LOGS; BINLOG MONITOR on MariaDB >= 10.5).
+  REPLICATION CLIENT (SHOW BINARY LOG STATUS, SHOW MASTER STATUS before MySQL 8.2, SHOW BINARY LOGS;
+  BINLOG MONITOR on MariaDB >= 10.5). MySQL 8.4 still shows both under these names (its
+  REPLICATION_SLAVE_ADMIN is another privilege); MariaDB's REPLICATION REPLICA is an alias.
 - ``target_privilege``: SELECT, CREATE, INSERT, UPDATE, DELETE, DROP, ALTER, INDEX on every
   target schema; a warning when one lacks (as DM: the statements to come are not known).
 

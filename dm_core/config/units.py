@@ -178,7 +178,8 @@ def check_meta(m: MetaConfig, path: str, problems: Problems) -> None:
                            "without GTID enabled for the source or specify `binlog-gtid` with GTID enabled for the source)",
                      "set binlog-name/binlog-pos (GTID off) or binlog-gtid (enable-gtid: true), or remove `meta`")
     if m.binlog_pos is not None and m.binlog_pos < 0:
-        problems.add(join(path, "binlog-pos"), "must not be negative", "use the position from SHOW MASTER STATUS")
+        problems.add(join(path, "binlog-pos"), "must not be negative",
+                     "use the position from SHOW BINARY LOG STATUS (SHOW MASTER STATUS before MySQL 8.2)")
 
 
 @dataclass

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 
 from dm_core.classify import errno_of
-from dm_core.db import as_str
+from dm_core.db import as_str, binlog_status_sql
 
 log = logging.getLogger("shardflow.full")
 
@@ -88,7 +88,7 @@ def _xa_across(cur, file: str, pos: int) -> bool:
     cur.execute("XA RECOVER")
     if cur.fetchall():
         return True
-    cur.execute("SHOW MASTER STATUS")
+    cur.execute(binlog_status_sql(cur.connection))   # MySQL 8.4 has no SHOW MASTER STATUS
     now = cur.fetchone()
     if now is None or as_str(now[0]) != file:
         return True   # the binlog rotated meanwhile: not worth reading across files

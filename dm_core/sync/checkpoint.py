@@ -166,17 +166,25 @@ class SourcePositions:
     def _adjust_gtid(self, up, start: Position) -> Position:
         """A start by file and position without a GTID state (a meta without binlog-gtid, a
         checkpoint written before `enable-gtid` was turned on): the state the server gives for
-        that position (MariaDB's BINLOG_GTID_POS), as DM's adjustGlobalPointGTID, so the next
-        checkpoint has it and a resume by GTID (the file purged, a failover) finds its place.
-        Left without one where the server cannot say (MySQL: no such function; a purged file)."""
-        from dm_core.db import as_str, connect
+        that position, as DM's adjustGlobalPointGTID, so the next checkpoint has it and a resume
+        by GTID (the file purged, a failover) finds its place. MariaDB says it itself
+        (BINLOG_GTID_POS); on MySQL it is the file's PREVIOUS_GTIDS plus the GTIDs before the
+        position, read from the file (binlog/gtid.py). Left without one where the server cannot
+        say (a purged file, a server without GTIDs)."""
+        from dm_core.db import as_str, connect, is_mariadb
 
         conn = connect(up)
         try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (start.file, start.pos))
-                got = cur.fetchone()[0]
-        except Exception as e:  # noqa: BLE001 - MySQL (1305), an old server: the state stays unknown
+            if is_mariadb(conn):
+                with conn.cursor() as cur:
+                    cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (start.file, start.pos))
+                    got = cur.fetchone()[0]
+            else:
+                from dm_core.binlog.gtid import mysql_gtid_at
+
+                got = mysql_gtid_at(up, start.file, start.pos,
+                                    server_id=replica_server_id(self.task.name, self.source_id))
+        except Exception as e:  # noqa: BLE001 - a purged file, an old server: the state stays unknown
             log.info("source %s: no GTID state for %s from %s: %s", self.source_id, start, up, e)
             return start
         finally:

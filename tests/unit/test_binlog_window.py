@@ -348,7 +348,7 @@ def test_rows_without_table_map_are_skipped_like_the_old_reader():
 
 @pytest.mark.parametrize("typ, names", [
     (166, "log_bin_compress"), (165, "log_bin_compress"), (ev.PARTIAL_UPDATE_ROWS, "binlog_row_value_options"),
-    (ev.TRANSACTION_PAYLOAD, "binlog_transaction_compression"), (ev.INCIDENT, "error log"),
+    (ev.GTID_TAGGED, "tagged GTIDs"), (ev.INCIDENT, "error log"),
 ])
 def test_events_that_would_lose_rows_are_refused(typ, names):
     """Each refusal names the event's position (where it starts, as SHOW BINLOG EVENTS lists it)
