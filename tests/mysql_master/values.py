@@ -111,10 +111,12 @@ def decimal_shape(v: decimal.Decimal) -> tuple[int, int]:
 
 
 def decimal_bytes(v, precision: int, scale: int) -> bytes:
-    v = decimal.Decimal(v).quantize(decimal.Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP)
+    # DECIMAL(65, 30) holds more digits than the default context's 28
+    v = decimal.Decimal(v).quantize(decimal.Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP,
+                                    context=decimal.Context(prec=100))
     neg = v < 0
     intg = precision - scale
-    text = format(abs(v), "f")
+    text = format(v.copy_abs(), "f")   # abs() rounds to the context's 28 digits
     ipart, _, fpart = text.partition(".")
     ipart = ipart.lstrip("0")
     if len(ipart) > intg:
