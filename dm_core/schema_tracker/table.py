@@ -115,48 +115,33 @@ class TrackedTable:
                    d.get("charset"), d.get("origin", ""))
 
 
-def read_upstream(conn, schema: str, table: str) -> TrackedTable | None:
+def read_upstream(conn, schema: str, table: str, origin: str = "read from the upstream") -> TrackedTable | None:
     """``schema.table`` as the upstream's information_schema shows it now (None: no such table)."""
-    from dm_core.db import as_str
-
-    with conn.cursor() as cur:
-        cur.execute("SELECT c.CHARACTER_SET_NAME FROM information_schema.TABLES t "
-                    "LEFT JOIN information_schema.COLLATIONS c ON c.COLLATION_NAME = t.TABLE_COLLATION "
-                    "WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME = %s", (schema, table))
-        row = cur.fetchone()
-        if row is None:
-            return None
-        default = as_str(row[0]) if row[0] is not None else None
-        cur.execute("SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, EXTRA FROM information_schema.COLUMNS "
-                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (schema, table))
-        rows = cur.fetchall()
-    cols = []
-    for name, ctype, cs, extra in rows:
-        t = canonical_type(as_str(ctype))
-        extra = (as_str(extra) or "").upper()
-        cs = as_str(cs) if cs is not None else None
-        cols.append(TrackedColumn(as_str(name), t, string_charset(t, cs, None), "GENERATED" in extra,
-                                  "INVISIBLE" in extra))
-    return TrackedTable(tuple(cols), default, "read from the upstream")
+    return read_upstream_many(conn, [(schema, table)], origin).get((schema, table))
 
 
-def read_upstream_many(conn, tables: list[tuple[str, str]]) -> dict[tuple[str, str], TrackedTable]:
-    """Several tables as ``read_upstream`` reads one, a query per schema (a seed of thousands)."""
+def read_upstream_many(conn, tables: list[tuple[str, str]], origin: str = "read from the upstream"
+                       ) -> dict[tuple[str, str], TrackedTable]:
+    """Several tables as they are now: per schema, the named tables, or the whole schema when
+    many of its tables are wanted (a full phase's seed of thousands: one query, not thousands)."""
     from dm_core.db import as_str
 
     want = set(tables)
-    out: dict[tuple[str, str], list] = {}
+    cols: dict[tuple[str, str], list] = {}
     defaults: dict[tuple[str, str], str | None] = {}
     for schema in sorted({s for s, _ in want}):
+        names = sorted(t for s, t in want if s == schema)
+        only, args = ("", (schema,)) if len(names) > 50 else \
+            (f" AND TABLE_NAME IN ({', '.join(['%s'] * len(names))})", (schema, *names))
         with conn.cursor() as cur:
             cur.execute("SELECT t.TABLE_NAME, c.CHARACTER_SET_NAME FROM information_schema.TABLES t "
                         "LEFT JOIN information_schema.COLLATIONS c ON c.COLLATION_NAME = t.TABLE_COLLATION "
-                        "WHERE t.TABLE_SCHEMA = %s", (schema,))
+                        "WHERE t.TABLE_SCHEMA = %s" + only.replace("TABLE_NAME", "t.TABLE_NAME"), args)
             for name, cs in cur.fetchall():
                 defaults[(schema, as_str(name))] = as_str(cs) if cs is not None else None
             cur.execute("SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, EXTRA "
-                        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-                        "ORDER BY TABLE_NAME, ORDINAL_POSITION", (schema,))
+                        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s" + only +
+                        " ORDER BY TABLE_NAME, ORDINAL_POSITION", args)
             rows = cur.fetchall()
         for tname, name, ctype, cs, extra in rows:
             key = (schema, as_str(tname))
@@ -164,10 +149,9 @@ def read_upstream_many(conn, tables: list[tuple[str, str]]) -> dict[tuple[str, s
                 continue
             t = canonical_type(as_str(ctype))
             extra = (as_str(extra) or "").upper()
-            out.setdefault(key, []).append(TrackedColumn(as_str(name), t, string_charset(
+            cols.setdefault(key, []).append(TrackedColumn(as_str(name), t, string_charset(
                 t, as_str(cs) if cs is not None else None, None), "GENERATED" in extra, "INVISIBLE" in extra))
-    return {k: TrackedTable(tuple(cols), defaults.get(k), "read from the upstream at the full phase's start")
-            for k, cols in out.items()}
+    return {k: TrackedTable(tuple(c), defaults.get(k), origin) for k, c in cols.items()}
 
 
 def logs_column_names(conn) -> bool:

@@ -232,7 +232,6 @@ def seed_full_phase(store, task: str, source_id: str, conn, tables: list[tuple[s
         return 0
     file, pos, _ = master_position(conn)     # before the read: a DDL after it is met in the binlog
     key = Position(file, pos).key()
-    seeds = read_upstream_many(conn, todo)
-    _store.put(store, task, source_id, [(s, t, key, file, {**tt.to_dict(), "origin": FULL_PHASE_SEED})
-                                        for (s, t), tt in seeds.items()])
+    seeds = read_upstream_many(conn, todo, FULL_PHASE_SEED)
+    _store.put(store, task, source_id, [(s, t, key, file, tt.to_dict()) for (s, t), tt in seeds.items()])
     return len(seeds)
