@@ -65,11 +65,14 @@ def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = Tru
 
     init = _init_command(ep)
     try:
-        return pymysql.connect(
+        conn = pymysql.connect(
             host=ep.host, port=int(ep.port), user=ep.user, password=ep.password, database=database,
             charset="utf8mb4", autocommit=autocommit, connect_timeout=connect_timeout, read_timeout=read_timeout,
             write_timeout=read_timeout, init_command=init, local_infile=False, ssl=pymysql_ssl(ep.tls),
         )
+        if not downstream:
+            show_generated_primary_keys(conn)
+        return conn
     except pymysql.err.OperationalError as e:
         plain = _tidb_only(ep, e)
         if plain is not None:
@@ -205,6 +208,22 @@ def server_identity(conn) -> str:
     with conn.cursor() as cur:
         cur.execute("SELECT @@GLOBAL.server_id")
         return f"server_id={cur.fetchone()[0]}"
+
+
+def show_generated_primary_keys(conn) -> None:
+    """MySQL 8.0.30+ may add a generated invisible primary key (``my_row_id``) to a table
+    created without one (sql_generate_invisible_primary_key=ON). Its row events carry that
+    column, and a session with show_gipk_in_create_table_and_information_schema=OFF would hide
+    it from SHOW CREATE TABLE and information_schema: the target would lack it and the schema
+    tracker would count one column less than the rows. So every upstream session shows it.
+    Other servers have no such variable; nothing is sent to them."""
+    if is_mariadb(conn) or mysql_version(conn) < (8, 0, 30):
+        return
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION show_gipk_in_create_table_and_information_schema = ON")
+    except Exception:   # noqa: BLE001 - a server that lacks it (a fork) hides nothing
+        pass
 
 
 def is_mariadb(conn) -> bool:

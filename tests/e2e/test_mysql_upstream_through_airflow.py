@@ -4,7 +4,7 @@ against mysql-replication. `dmctl start-task` (task-mode incremental, `meta` by 
 or by GTID set) runs the precheck and the incremental DAG in Airflow; its sensor reads the
 stream with the product's reader into the real downstream. What lands must be exactly what
 the stream says: unsigned extremes, ENUM/SET, JSON, DECIMAL, text, across a DDL between rows
-and (8.0, 8.4) compressed transactions. 5.7 logs no column names at all and 8.0 logs the
+and (8.0, 8.4) compressed transactions and a table with a generated invisible primary key. 5.7 logs no column names at all and 8.0 logs the
 default MINIMAL: their rows are named by the schema tracker, which follows the stream's DDL;
 8.4 logs FULL names, checked against the tracker."""
 
@@ -31,6 +31,7 @@ UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 BEFORE = ["id INT UNSIGNED NOT NULL PRIMARY KEY", "big BIGINT UNSIGNED", "tiny TINYINT", "e ENUM('red','green','blue')",
           "s SET('a','b','c')", "price DECIMAL(30,10)", "name VARCHAR(32)", "doc JSON"]
 AFTER = BEFORE[:1] + ["note VARCHAR(16)"] + BEFORE[1:]      # ALTER TABLE t ADD COLUMN note ... AFTER id
+GIPK = ["my_row_id BIGINT UNSIGNED NOT NULL", "c VARCHAR(10)"]
 DOC = {"id": 18446744073709551615, "name": "caf\u00e9 \u2603", "n": -1.5e300, "list": [1, None, True, "x"],
        "nested": {"k": [{"deep": "v"}]}}
 
@@ -61,6 +62,12 @@ def _stream(flavour: str, metadata: str | None, gtid: bool, db: str):
     b.begin(db)
     b.insert(db, "t", BEFORE, _rows_before())
     b.commit()
+    if flavour >= "8.0":   # a table 8.0.30+ gave a generated invisible primary key, logged as MySQL logs it
+        b.ddl(db, f"CREATE TABLE {qi(db)}.`g` (`my_row_id` bigint unsigned NOT NULL AUTO_INCREMENT /*!80023 INVISIBLE */, "
+                  "`c` varchar(10) DEFAULT NULL, PRIMARY KEY (`my_row_id`))")
+        b.begin(db)
+        b.insert(db, "g", GIPK, [(1, "a"), (2, "b")])
+        b.commit()
     b.rotate()
     b.begin(db)
     before = _rows_before()[2]
@@ -119,7 +126,9 @@ def test_a_mysql_stream_lands_exactly_through_start_task_and_the_sensor(stack, a
     db, tdb, name, sid = f"my{uniq}", f"tmy{uniq}", f"my{uniq}", f"my-{uniq}"
     b, start = _stream(flavour, metadata, gtid, db)
     run_sql(stack["up1"], f"CREATE DATABASE {qi(db)}",     # what the master relays information_schema to
-            f"CREATE TABLE {qt(db, 't')} ({', '.join(c.replace('JSON', 'LONGTEXT') for c in AFTER)})")
+            f"CREATE TABLE {qt(db, 't')} ({', '.join(c.replace('JSON', 'LONGTEXT') for c in AFTER)})",
+            f"CREATE TABLE {qt(db, 'g')} (my_row_id bigint unsigned NOT NULL AUTO_INCREMENT INVISIBLE PRIMARY KEY, "
+            "c varchar(10))")
     installed = ROOT / "config" / "tasks" / f"{name}.yaml"
     with MysqlMaster(flavour, binlog=b, backing=stack["up1"], compression=flavour >= "8.0") as master:
         ep = master.endpoint()
@@ -143,6 +152,13 @@ def test_a_mysql_stream_lands_exactly_through_start_task_and_the_sensor(stack, a
             r = dmctl(stack, "query-status", name, "--wait-synced", "300", check=False)
             assert r.returncode == 0, r.stdout + r.stderr + "\nunanswered: " + repr(master.unanswered)
             assert _downstream(stack["down"], tdb) == _expected()
+            if flavour >= "8.0":   # the invisible key's values arrive, and every upstream session showed it
+                conn = connect(stack["down"])
+                with conn.cursor() as cur:
+                    cur.execute(f"SELECT my_row_id, c FROM {qt(tdb, 'g')} ORDER BY 1")
+                    assert cur.fetchall() == ((1, "a"), (2, "b"))
+                conn.close()
+                assert "show_gipk_in_create_table_and_information_schema=ON" in master.notes
             assert master.dumps, "the sensor read the stream from the master"
             assert not master.unanswered, master.unanswered
         finally:

@@ -26,6 +26,8 @@ server being MySQL:
 | SET @user_var = ... (@master_binlog_checksum,| OK; kept in the session (the dump reads them)              |
 |   @master_heartbeat_period, @slave_uuid ...) |                                                            |
 | SET NAMES cs [COLLATE utf8mb4_0900_*]        | relayed; MySQL 8 collations become utf8mb4_general_ci      |
+| SET SESSION show_gipk_in_create_table_and_  | 1193                | OK (noted)           | OK (noted)           |
+|   information_schema = ON                    |                     |                      |                      |
 | SET [SESSION] sql_mode = <int> / names       | bits read in MySQL's numbering, relayed as names; names    |
 |                                              | MariaDB lacks (TIME_TRUNCATE_FRACTIONAL) left out          |
 | SELECT @@[SESSION.]sql_mode                  | relayed; names the flavour lacks left out                  |
@@ -310,6 +312,15 @@ def set_session(sess, m):
     return [sess.ok_packet()]
 
 
+def set_show_gipk(sess, m):
+    """MySQL 8.0.30+'s session switch that shows generated invisible primary keys: OK there
+    (and remembered, for tests), unknown before; MariaDB has no such variable to relay it to."""
+    if sess.fl.v < (8, 0):
+        return sess.err(1193, "Unknown system variable 'show_gipk_in_create_table_and_information_schema'")
+    sess.master.notes.append("show_gipk_in_create_table_and_information_schema=ON")
+    return [sess.ok_packet()]
+
+
 def kill(sess, m):
     target = int(m[2])
     if not sess.master.kill(target, query_only=(m[1] or "").upper() == "QUERY"):
@@ -381,6 +392,8 @@ ANSWERS = [
     _rule(r"SHOW\s+BINLOG\s+EVENTS(.*)", show_binlog_events, "the master's own events"),
     _rule(r"SET\s+NAMES\s+(.*)", set_names, "MySQL 8 collations mapped"),
     _rule(r"SET\s+(@[^@].*)", set_user_vars, "replication user variables"),
+    _rule(r"SET\s+(?:SESSION\s+)?show_gipk_in_create_table_and_information_schema\s*=.*", set_show_gipk,
+          "8.0.30+: generated invisible primary keys shown"),
     _rule(r"SET\s+.*\bsql_mode\s*=.*", set_sql_mode, "sql_mode in MySQL's bit numbering"),
     _rule(r"SET\s+.*", set_session, "session settings (relayed)"),
     _rule(r"KILL\s+(?:(CONNECTION|QUERY)\s+)?(\d+)", kill, "the master's own sessions"),
