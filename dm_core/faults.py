@@ -19,6 +19,8 @@ so the caller's own retry and classification of that number run as against a rea
 Points: ``full.after_chunk_write`` (a chunk is committed downstream and recorded in the
 state store), ``full.before_chunk_merge`` (a chunk is staged downstream, not yet merged),
 ``full.after_chunk_merge`` (merged and committed downstream, not yet recorded in the store),
+``full.after_chunk_commit`` (an executor's LOAD DATA chunk and its marker are committed; with
+``errno:2013`` the client loses the connection before hearing so, spark_jobs/full_load.py),
 ``full.small_table`` (an executor of the small tables' pass is about to copy its next table,
 dm_core/full/small_tables.py), ``full.reread.after_empty`` (the full phase's ``finish`` emptied
 the targets of tables a rename harmed and has not read them again yet: dm_core/full/reread.py).

@@ -169,6 +169,7 @@ def _write_chunk(target_ep, meta, st, columns, verb, plan_id, chunk_id, task_nam
             if code in chunk_writer.RETRYABLE:  # the driver reads the chunk again
                 raise RuntimeError(f"{RETRY_MARK} {e}") from None
             raise
+        faults.hit("full.after_chunk_commit")   # committed; `errno:2013`: the client never heard so
     finally:
         conn.close()
     return vars(stats)
@@ -345,7 +346,7 @@ def _lander(spark, task, st, up_ep, target_ep, args):
         # whose LOAD DATA deadlocked with another shard's chunk (rolled back) is read again, and
         # one cut off by a server that went away once it is back (dm_core/full/reconnect.py).
         patience = reconnect.Patience()
-        attempt = 0
+        attempt, lost = 0, False
         while True:
             try:
                 shape = chunk_shape(task, st, up_ep, target_ep)
@@ -357,10 +358,15 @@ def _lander(spark, task, st, up_ep, target_ep, args):
                 log.warning("%s chunk %d: the upstream table is gone (dropped during the load); nothing to load",
                             st.name, chunk.chunk_id)
                 return 0
+            if lost:   # the server is back: did the chunk land before the connection went?
+                done = _marked_meanwhile(plan_id, chunk)
+                if done is not None:
+                    return done
             try:
                 return _land(plan_id, chunk, shape)
             except Exception as e:
                 if reconnect.marked(e) and patience.again(st.name, chunk.chunk_id, e):
+                    lost = True
                     continue
                 attempt += 1
                 if attempt < 4 and RETRY_MARK in str(e):
@@ -373,6 +379,27 @@ def _lander(spark, task, st, up_ep, target_ep, args):
                                 st.name, chunk.chunk_id)
                     continue
                 raise _concise(e) from None
+
+    def _marked_meanwhile(plan_id, chunk):
+        """A connection lost while the chunk's COMMIT was under way: the server may have committed
+        it (rows and marker) without the client hearing so. Its marker says; loading it again would
+        collide with that marker. None: not landed, or the server cannot say (then the load that
+        follows fails on the lost connection again and waits)."""
+        try:
+            conn = connect(target_ep, downstream=True)
+        except Exception:   # noqa: BLE001 - still away: the next try asks again
+            return None
+        try:
+            rows = chunk_writer.marked_chunks(conn, meta, plan_id).get(chunk.chunk_id)
+        except Exception:   # noqa: BLE001
+            return None
+        finally:
+            conn.close()
+        if rows is None:
+            return None
+        log.info("%s chunk %d: it had landed (%d rows) when the connection was lost: its marker says so",
+                 st.name, chunk.chunk_id, rows)
+        return rows
 
     checked = {}  # shape signature -> partition id check done (once per table definition)
     check_lock = threading.Lock()

@@ -363,15 +363,15 @@ class BinlogWindow:
                         ctas = uq.endswith(_CTAS)
                         if ctas:
                             q = q[:-len(_CTAS)].rstrip()
-                        if tracker is not None:
-                            # before any later TABLE_MAP is compiled: rows after it decode with its schema
-                            tracker.on_ddl(q, schema.decode() or None, pkey, file)
-                            tables.clear()
-                            table_bodies.clear()
                         st = _statement(buf, s, end, qphl, schema, q, charsets, file, pos, size, flags, txn_start, ts,
                                         gstate, cur)
                         if ctas and st.ddl.upper().endswith(_CTAS):   # re-read in the client's charset
                             st.ddl = st.ddl[:-len(_CTAS)].rstrip()
+                        if tracker is not None:
+                            # before any later TABLE_MAP is compiled: rows after it decode with its schema
+                            tracker.on_ddl(st.ddl, st.ddl_schema, pkey, file, st.sql_mode)
+                            tables.clear()
+                            table_bodies.clear()
                         yield st
                         txn = None
                 elif typ == T_ROTATE:

@@ -1,7 +1,9 @@
 """A chunk whose upstream or downstream went away is loaded again once the server is back.
 
 Why: a chunk lands in one transaction with its marker (chunk_writer.py), so a chunk cut off by a
-lost connection left nothing behind, and loading it again is safe. A restarted downstream (a
+lost connection left nothing behind, and loading it again is safe -- unless the connection went
+while the COMMIT was under way and the server committed it unheard: then its marker is there,
+and the chunk counts as landed instead of being loaded again (full_load's ``land``). A restarted downstream (a
 TiDB rolling restart, a failover, a killed process) used to fail the whole full phase, which
 then waited for someone to run `dmctl start-task`; DM's loader retries such errors itself.
 

@@ -88,8 +88,14 @@ class SchemaTracker:
         return out
 
     # ---- the binlog moves it forward ---------------------------------------------------------
-    def on_ddl(self, sql: str, schema: str | None, key: tuple, file: str) -> None:
-        """The DDL ending at ``key``: the tables it changes get a version there."""
+    def on_ddl(self, sql: str, schema: str | None, key: tuple, file: str, sql_mode: int | None = None) -> None:
+        """The DDL ending at ``key``: the tables it changes get a version there. ``sql_mode``: the
+        writing session's bitmap, for how its text reads (double-quoted names, literal backslashes)."""
+        reading = reading_modes(sql_mode)
+        if reading:
+            from dm_core.ddl.text import default_reading
+
+            sql = default_reading(sql, reading)
         view = _View(self, key)
         try:
             changes = evolve(sql, schema, view)
@@ -185,6 +191,20 @@ class SchemaTracker:
         n = _store.delete_table(self.store, self.task, self.source_id, schema, table)
         self._all().pop((schema, table), None)
         return n
+
+
+# The sql_mode bits that change how a statement's text reads; MySQL and MariaDB number them alike
+# (their numberings part only above bit 30). ANSI sets ANSI_QUOTES in the logged bitmap.
+_READING_BITS = ((1 << 2, "ANSI_QUOTES"), (1 << 21, "NO_BACKSLASH_ESCAPES"))
+
+
+def reading_modes(sql_mode: int | None) -> str:
+    """The names of the modes in a logged sql_mode bitmap that change how text reads.
+
+    >>> reading_modes(4 | 1 << 21 | 1), reading_modes(None)
+    ('ANSI_QUOTES,NO_BACKSLASH_ESCAPES', '')
+    """
+    return ",".join(n for bit, n in _READING_BITS if (sql_mode or 0) & bit)
 
 
 class _View:

@@ -14,8 +14,10 @@ in optimistic mode (double-source-optimistic.yaml):
   ``gtid-holder`` replaced as run.sh's sed does: source 1 by file and position, source 2 by
   GTID) started with ``--remove-meta``: 24 rows. DM pauses first with "Column count doesn't
   match" (its schema tracker starts from the downstream table, (a, b, c), for every shard)
-  until ``operate-schema set`` gives each shard the schema DM's HTTP API saved. shardflow
-  decodes rows by the binlog's column names, so every row lands; but its optimistic lock too
+  until ``operate-schema set`` gives each shard the schema DM's HTTP API saved. shardflow's
+  tracker starts source 2 (no column names logged) from the upstream's tb2 of now, (a, c), and
+  pauses with 50025 the same way; ``binlog-schema update`` with the saved schemas resumes it and
+  every row lands; but its optimistic lock too
   takes the merged table's schema for every shard at an incremental start, and without a way
   to set a shard's schema `b` stays downstream: xfail (``NO_SCHEMA_SET``) after the rows are
   checked;
@@ -46,6 +48,9 @@ sources and the merged table's columns), the relay of source 2 (no relay here).
 """
 
 from __future__ import annotations
+
+import os
+import tempfile
 
 import pytest
 import yaml
@@ -117,6 +122,8 @@ def dm_different_schema_incremental(sc):
     _different_shapes(sc)
     sc.start()
     assert sc.count() == 4
+    # what DM's HTTP API saves before the stop: each shard's schema, to set it again later
+    saved = {t: sc.s2(f"show create table shardddl1.{t}")[0][1] for t in ("tb1", "tb2")}
     f1, p1 = sc.s1("show master status")[0][:2]
     gtid2 = sc.s2("select @@gtid_binlog_pos")[0][0]
     rc, out, err = dmctl("pause-task", sc.files.name)
@@ -127,6 +134,21 @@ def dm_different_schema_incremental(sc):
     incr = sc.files.task("double-source-optimistic-incr.yaml", {"pos-holder": str(p1), "name-holder": f1,
                                                                 "gtid-holder": gtid2}, out="task.yaml")
     sc.task, sc.sync = start_task(incr, sc.store, remove_meta=True, settle=False)
+    sc.settle(paused_ok=True)
+    errs = sc.errors()
+    # As DM: source 2 logs no column names, and its tracker's first schema of tb2 (the upstream's table
+    # of now, (a, c)) does not fit the rows at `meta`, which still have b: it pauses ("Column count
+    # doesn't match" in DM) until each shard's schema is set as it was, then resumes.
+    assert list(errs) == [S2] and "50025" in errs[S2] and "`shardddl1`.`tb2`" in errs[S2], errs
+    with tempfile.TemporaryDirectory() as d:
+        for t, create in saved.items():
+            path = os.path.join(d, f"{t}.sql")
+            with open(path, "w") as f:
+                f.write(create)
+            rc, out, err = dmctl("binlog-schema", "update", sc.task.name, "shardddl1", t, path, "-s", S2)
+            assert rc == 0, out + err
+    rc, out, err = dmctl("resume-task", sc.task.name)
+    assert rc == 0, out + err
     sc.settle()
     assert sc.count() == 24 and sc.down_rows(["a", "c"]) == sc.union(["a", "c"])
     if "b" in sc.columns(None, "shardddl", "tb"):

@@ -82,6 +82,35 @@ def test_downstream_killed_mid_load_the_load_finishes_by_itself(stack, uniq, tmp
         db.stop()
 
 
+def test_a_chunk_committed_unheard_is_not_loaded_again(stack, uniq, tmp_path):
+    """The connection goes while a chunk's COMMIT is under way and the server commits it unheard
+    (fault point full.after_chunk_commit=errno:2013 after every chunk's commit): the load asks
+    the chunk's marker once the server answers, counts the chunk as landed, and finishes with
+    every row once (before, the retry's marker collided with the committed one: 1062)."""
+    schema, tdb, name, sid = f"fu{uniq}", f"fut{uniq}", f"fu{uniq}", f"fu-{uniq}"
+    up, down = stack["up1"], stack["down"]
+    execute(up, f"CREATE DATABASE {qi(schema)}",
+            f"CREATE TABLE {qt(schema, 't')} (id int PRIMARY KEY, v varchar(40), n bigint)",
+            f"INSERT INTO {qt(schema, 't')} SELECT seq, CONCAT('row-', seq), seq * 7 FROM {schema}.seq_1_to_6000")
+    text = task_yaml(name, down, [(sid, schema)], tdb)
+    store = StateStore()
+    try:
+        task = register(store, name, text, {sid: up})
+        prepare(task, store)
+        r = run_load(name, "--chunk-rows", "2000", env={"SHARDFLOW_FAULTS": "full.after_chunk_commit=errno:2013",
+                                                        "SHARDFLOW_FULL_RECONNECT_S": "60"})
+        assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
+        assert (r.stdout + r.stderr).count("it had landed") == 3, (r.stdout + r.stderr)[-3000:]
+        assert _landed(down, tdb) == 6000
+        diffs = compare_task(task, store)
+        assert diffs and all(d.equal for d in diffs), render(diffs)
+    finally:
+        cleanup(store, name, text)
+        store.close()
+        drop(up, schema)
+        drop(down, tdb)
+
+
 def _writer(ep_of, schema: str, stop: threading.Event, errors: list) -> threading.Thread:
     """Writes on the upstream until ``stop``, on a new connection after each one lost: inserts,
     updates and deletes (a statement cut off by a kill may or may not have committed; the
