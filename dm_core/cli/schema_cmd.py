@@ -151,12 +151,6 @@ def _update(a, store, tk, sid: str, tracker, db: str, table: str, path: str | No
     if not st or not st.get("binlog_file"):
         raise ErrorCode.CONFIG_INVALID.error(f"source {sid} of task {tk.name} has no checkpoint yet: nothing to set")
     at = Position(st["binlog_file"], int(st["binlog_pos"]))
-    versions = [r for r in _store.load(store, tk.name, sid) if r[:2] == (db, table) and r[2] > at.key()]
-    _store.ensure(store)
-    with store.tx() as cur:
-        for _s, _t, k, _f, _d in versions:   # followed again from the new version when read again
-            cur.execute(f"DELETE FROM {_store._schema.SCHEMA}.schema_tracker WHERE task = %s AND source_id = %s "
-                        "AND schema_name = %s AND table_name = %s AND file_no = %s AND pos = %s",
-                        (tk.name, sid, db, table, k[0], k[1]))
+    later = _store.delete_table(store, tk.name, sid, db, table, after=at.key())   # followed again from the new one
     tracker.set_table(db, table, new, at.key(), at.file)
-    return {"from": str(at), "table": new.to_dict(), "dropped_later_versions": len(versions)}
+    return {"from": str(at), "table": new.to_dict(), "dropped_later_versions": later}

@@ -69,12 +69,14 @@ def put(store, task: str, source_id: str, versions: list[tuple]) -> None:
                         (task, source_id, s, t, f, p, bf, None if d is None else json.dumps(d)))
 
 
-def delete_table(store, task: str, source_id: str, schema: str, table: str) -> int:
-    """``dmctl binlog-schema delete``: every version of one table (it is read again when needed)."""
+def delete_table(store, task: str, source_id: str, schema: str, table: str, after: tuple | None = None) -> int:
+    """Versions of one table: every one (``dmctl binlog-schema delete``: it is read again when
+    needed), or those after the position ``after`` (``update``: followed again from there)."""
     ensure(store)
+    later, args = ("", ()) if after is None else (" AND (file_no, pos) > (%s, %s)", tuple(after))
     with store.tx() as cur:
         cur.execute(f"DELETE FROM {_schema.SCHEMA}.schema_tracker WHERE task = %s AND source_id = %s "
-                    "AND schema_name = %s AND table_name = %s", (task, source_id, schema, table))
+                    "AND schema_name = %s AND table_name = %s" + later, (task, source_id, schema, table, *args))
         return cur.rowcount
 
 
