@@ -31,7 +31,9 @@ def register(sub, store_factory, load_task, task_name) -> None:
     s.add_argument("--from-source", action="store_true", help="update: the upstream's table as it is now")
     s.add_argument("--from-target", action="store_true", help="update: the downstream table it is routed to")
     s.add_argument("--flush", default=True, help="accepted for DM's dmctl: the version is always written at once")
-    s.add_argument("--sync", default=True, help="accepted for DM's dmctl")
+    s.add_argument("--sync", nargs="?", const="true", default="true",
+                   help="update, optimistic mode: tell the table's shard DDL lock its schema too (default true; "
+                        "--sync=false: only the tracker)")
     s.set_defaults(fn=lambda a: run(a, store_factory, load_task, task_name))
 
 
@@ -67,7 +69,7 @@ def run(a, store_factory, load_task, task_name) -> int:
     from dm_core.schema_tracker.tracker import SchemaTracker
 
     with store_factory() as store:
-        tk, _ = load_task(store, task, credentials=op == "update" and a.from_target)
+        tk, _ = load_task(store, task, credentials=op == "update" and (a.from_target or _syncs_lock(a, None)))
         known = {i.source_id for i in tk.mysql_instances}
         unknown = [s for s in sources if s not in known]
         if unknown:
@@ -153,4 +155,45 @@ def _update(a, store, tk, sid: str, tracker, db: str, table: str, path: str | No
     at = Position(st["binlog_file"], int(st["binlog_pos"]))
     later = _store.delete_table(store, tk.name, sid, db, table, after=at.key())   # followed again from the new one
     tracker.set_table(db, table, new, at.key(), at.file)
-    return {"from": str(at), "table": new.to_dict(), "dropped_later_versions": later}
+    out = {"from": str(at), "table": new.to_dict(), "dropped_later_versions": later}
+    if _syncs_lock(a, tk):
+        out["shard_ddl_lock"] = _sync_lock(store, tk, sid, db, table, sql if path is not None else
+                                           _show_create(ep, s, t))
+    return out
+
+
+def _syncs_lock(a, tk) -> bool:
+    """DM's ``--sync``: in optimistic mode the lock learns the schema too (``tk`` None: the
+    task is not loaded yet, so whether it will)."""
+    wanted = str(a.sync).strip().lower() not in ("false", "0", "no", "off")
+    return wanted and (tk is None or tk.shard_mode == "optimistic")
+
+
+def _show_create(ep, schema: str, table: str) -> str:
+    from dm_core.db import connect, qt
+
+    conn = connect(ep)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SHOW CREATE TABLE {qt(schema, table)}")
+            return cur.fetchone()[1]
+    finally:
+        conn.close()
+
+
+def _sync_lock(store, tk, sid: str, db: str, table: str, create_sql: str) -> str:
+    """The table's optimistic lock learns its schema (``OptimisticOps.set_schema``); what it said."""
+    from dm_core.db import connect
+    from dm_core.shardddl.ddl_norm import schema_from_create
+    from dm_core.shardddl.downstream import read_table_schema
+    from dm_core.shardddl.lock_ops import OPTIMISTIC
+    from dm_core.sources import target_endpoint
+
+    target = tk.rules_for(sid).router.route(db, table)
+    conn = connect(target_endpoint(tk))
+    try:
+        initial = read_table_schema(conn, *target)
+    finally:
+        conn.close()
+    return OPTIMISTIC.set_schema(store, tk.name, tuple(target), (sid, db, table), schema_from_create(create_sql),
+                                 initial)

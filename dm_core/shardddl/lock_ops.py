@@ -172,6 +172,25 @@ class OptimisticOps(LockOps):
         self._tx(store, lock_id_of(task, target), lambda lk: lk.seed(initial, members),
                  create={"task": task, "target_schema": target[0], "target_table": target[1]})
 
+    def set_schema(self, store, task: str, target: tuple[str, str], key: tuple[str, str, str], schema,
+                   initial) -> str:
+        """`binlog-schema update`'s ``--sync``: member ``key`` of the lock of ``target`` has
+        ``schema`` (``Lock.set_schema``). A new lock starts from ``initial``, the target's
+        schema downstream (None: no target table yet, nothing to tell a lock)."""
+        from dm_core.shardddl.common import lock_id_of
+
+        lock_id = lock_id_of(task, target)
+        if initial is None and lock_id not in pg.lock_ids(store, task, self.mode):
+            return f"no lock of `{target[0]}`.`{target[1]}`: the downstream has no such table yet"
+
+        def fn(lk):
+            if lk.initial is None:
+                lk.seed(initial, {})
+            return lk.set_schema(key, schema)
+
+        return self._tx(store, lock_id, fn, create={"task": task, "target_schema": target[0],
+                                                    "target_table": target[1]})
+
     def prune(self, store, task: str, by_target: Mapping[tuple[str, str], Mapping[str, Iterable]]) -> list:
         """Members whose table the task no longer replicates leave their locks (DM: a subtask
         started with another block-allow list puts its source tables again, and the master

@@ -16,11 +16,12 @@ in optimistic mode (double-source-optimistic.yaml):
   match" (its schema tracker starts from the downstream table, (a, b, c), for every shard)
   until ``operate-schema set`` gives each shard the schema DM's HTTP API saved. shardflow's
   tracker starts source 2 (no column names logged) from the upstream's tb2 of now, (a, c), and
-  pauses with 50025 the same way; ``binlog-schema update`` with the saved schemas resumes it and
-  every row lands; but its optimistic lock too
-  takes the merged table's schema for every shard at an incremental start, and without a way
-  to set a shard's schema `b` stays downstream: xfail (``NO_SCHEMA_SET``) after the rows are
-  checked;
+  pauses with 50025 the same way. The optimistic lock too starts every shard from the merged
+  table's schema at an incremental start: source 1 (names logged, not paused) runs its DDLs
+  against it. ``binlog-schema update`` (its ``--sync``, as DM's, tells the lock too) sets source
+  2's tables from the saved schemas and, after ``pause-task -s`` source 1, source 1's from the
+  upstream of now (``--from-source``); resume-task: every row lands and, once source 2's tb2
+  drops b, the merged table drops it (every shard and the target are (a, c));
 * RESTART_TASK_MASTER_WORKER: the DIFFERENT_SCHEMA rows and DDLs, with a restart after each DDL
   once it was handled: DM picks at random among DM-master, worker 1, worker 2 and the task
   (stop + start); here each of the four in turn (worker 1, worker 2, the task, DM-master);
@@ -49,6 +50,7 @@ sources and the merged table's columns), the relay of source 2 (no relay here).
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
@@ -140,28 +142,29 @@ def dm_different_schema_incremental(sc):
     # of now, (a, c)) does not fit the rows at `meta`, which still have b: it pauses ("Column count
     # doesn't match" in DM) until each shard's schema is set as it was, then resumes.
     assert list(errs) == [S2] and "50025" in errs[S2] and "`shardddl1`.`tb2`" in errs[S2], errs
+    # Source 1 logs names and went through its DDLs, which its lock members took from the merged
+    # table's (a, b, c): paused, its tables are set as the upstream has them now (--from-source).
+    # Source 2's are set from the saved schemas, as DM's operate-schema set does; both tell the lock
+    # too (DM's --sync, on by default), so once source 2's tb2 drops b no shard has it any more.
+    rc, out, err = dmctl("pause-task", sc.task.name, "-s", S1)
+    assert rc == 0, out + err
+    sc.steps(1)
+    for t in ("tb1", "tb2"):
+        rc, out, err = dmctl("binlog-schema", "update", sc.task.name, "shardddl1", t, "--from-source", "-s", S1)
+        assert rc == 0 and "shard_ddl_lock" in out, out + err
     with tempfile.TemporaryDirectory() as d:
         for t, create in saved.items():
             path = os.path.join(d, f"{t}.sql")
             with open(path, "w") as f:
                 f.write(create)
             rc, out, err = dmctl("binlog-schema", "update", sc.task.name, "shardddl1", t, path, "-s", S2)
-            assert rc == 0, out + err
+            assert rc == 0 and "the schema given" in json.loads(out)["sources"][S2]["shard_ddl_lock"], out + err
     rc, out, err = dmctl("resume-task", sc.task.name)
     assert rc == 0, out + err
     sc.settle()
     assert sc.count() == 24 and sc.down_rows(["a", "c"]) == sc.union(["a", "c"])
-    if "b" in sc.columns(None, "shardddl", "tb"):
-        pytest.xfail(NO_SCHEMA_SET)
     _all_shapes_equal(sc)
     _running(sc)
-
-
-NO_SCHEMA_SET = ("not built: setting a shard's tracked schema (DM's `operate-schema set` / `binlog-schema update`). An "
-                 "incremental start has no snapshot of each shard's own schema, so the optimistic lock takes the merged "
-                 "table's (a, b, c) for every shard, as DM's tracker does (DM pauses on 'Column count doesn't match' "
-                 "until the user sets each shard's schema); the rows all land, but `b`, which no shard has any more, "
-                 "stays in the merged table")
 
 
 def dm_restart_task_master_worker(sc):

@@ -678,3 +678,34 @@ def test_a_table_back_in_the_task_rejoins_with_the_schema_it_left_with(persist):
     h.finish("s1")
     op = h.report("s2", "t_1", "ALTER TABLE t_1 DROP COLUMN c")
     assert op.action == SKIP and not op.conflict, op
+
+
+def test_a_set_schema_lets_the_last_drop_run_and_forgets_a_waiting_ddl(persist):
+    """`binlog-schema update --sync` (DM's operate-schema set): an incremental start knows only the
+    target's schema for every shard; told a shard never had `name`, the lock drops it downstream
+    when the last shard that had it drops it. A DDL waiting on a conflict is forgotten: it is read
+    again after resume-task and judged against the new schema."""
+    h = Harness(["s1", "s2"], persist)
+    without = schema_from_create("CREATE TABLE x (id INT NOT NULL, qty INT NOT NULL DEFAULT 0, PRIMARY KEY (id))")
+    assert "joins" in h.call(lambda lk: lk.set_schema(("s2", "up", "t_1"), without))
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 DROP COLUMN name").action == EXEC
+    h.finish("s1")
+    assert all("`name`" not in c for c in h.joined())
+
+    h = Harness(["s1", "s2"], persist)
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN name INT").action == WAIT   # it has name already
+    assert h.lock.conflict
+    said = h.call(lambda lk: lk.set_schema(("s1", "up", "t_1"), without))
+    assert "read again after resume" in said and not h.lock.conflict
+    assert h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN name INT").action == WAIT   # now a type conflict
+    assert "`name`" in h.lock.conflict
+
+
+def test_a_set_schema_is_refused_while_the_members_ddl_runs_downstream(persist):
+    h = Harness(["s1", "s2"], persist)
+    h.report("s1", "t_1", "ALTER TABLE t_1 ADD COLUMN c INT")
+    op = h.op("s1")
+    assert op.action == EXEC
+    h.call(lambda lk: lk.mark_executing("s1", op.step, 0))
+    with pytest.raises(ShardDDLLockError, match="being carried out downstream"):
+        h.call(lambda lk: lk.set_schema(("s1", "up", "t_1"), BASE))

@@ -339,6 +339,31 @@ class Lock(LockBase):
         for k, sch in members.items():
             self.members.setdefault(tuple(k), Member(sch))
 
+    def set_schema(self, key: Key, schema: TableSchema) -> str:
+        """`dmctl binlog-schema update` (DM's ``--sync``, on by default): the operator says what
+        member ``key``'s table is (DM puts an info with that table before and after its DDL, and
+        ignores conflicts). A task started incrementally has nothing better than the target's
+        schema for a shard it has not heard from; told each shard's own, the join drops a column
+        once no shard has it. A DDL of the member not yet carried out is forgotten: the source
+        reads it again after resume-task and it is judged against the new schema. Returns what
+        changed, for the command's output."""
+        key = tuple(key)
+        m = self.members.get(key)
+        if m is not None and m.pending is not None and m.pending.op_step is not None:
+            raise ShardDDLLockError(
+                f"{label(key)}: its DDL `{'; '.join(m.pending.ddls)}` is being carried out downstream in lock "
+                f"{self.lock_id}; set its schema after that DDL finished (`dmctl shard-ddl-lock` shows it)")
+        self.departed.pop(key, None)
+        if m is None:
+            self.members[key] = Member(schema)
+            said = f"{label(key)} joins lock {self.lock_id} with the schema given"
+        else:
+            forgot = f"; its DDL `{'; '.join(m.pending.ddls)}` is read again after resume" if m.pending else ""
+            m.schema, m.pending = schema, None
+            said = f"{label(key)} has the schema given in lock {self.lock_id}{forgot}"
+        self.settle()
+        return said
+
     def remove_member(self, key: Key, *, remember: bool = False) -> bool:
         """A shard dropped upstream leaves the lock (DM's TryRemoveTable): its columns stop
         counting in the join, so a column only it still had leaves the merged table at the
