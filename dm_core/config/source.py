@@ -18,11 +18,11 @@ from pathlib import Path
 
 from dm_core.config import inventory
 from dm_core.config.decode import decode, load_yaml
-from dm_core.config.problems import ConfigProblem, Problems, SourceConfigError, join
+from dm_core.config.problems import ConfigProblem, Problems, SourceConfigError, closest, join
 from dm_core.config.units import DURATION, DBConfig, check_db
 from dm_core.db import Endpoint
 from dm_core.tls import TLS
-from dm_core.rules.binlog_filter import BinlogFilter, FilterRule
+from dm_core.rules.binlog_filter import EVENT_TYPES, BinlogFilter, FilterRule, normalize_event, usable_rules
 from dm_core.rules.patterns import RuleError
 
 MAX_SOURCE_ID_LENGTH = 32       # DM: source ids name relay directories and metrics labels
@@ -137,12 +137,7 @@ def parse_source(text: str, filename: str = "<source>") -> SourceConfig:
         problems.add("flavor", f"invalid value {raw.flavor!r}", "use mysql or mariadb, or remove it to detect it")
     if raw.server_id is not None and not 0 <= raw.server_id < 1 << 32:
         problems.add("server-id", f"out of range: {raw.server_id}", "use an integer in [1, 4294967295], or remove it")
-    for i, rule in enumerate(raw.filters):
-        try:
-            BinlogFilter([rule], raw.case_sensitive)
-        except RuleError as e:
-            problems.add(join(f"filters[{i}]", e.key) if e.key else f"filters[{i}]", e.reason,
-                         e.fix or "see DM's binlog event filter reference")
+    raw.filters = _usable_filters(raw.filters, raw.case_sensitive, problems)
     if raw.filters and not problems.items:
         try:
             BinlogFilter(raw.filters, raw.case_sensitive)
@@ -156,6 +151,24 @@ def parse_source(text: str, filename: str = "<source>") -> SourceConfig:
     return SourceConfig(raw.source_id, db.host, db.port, db.user, db.password, raw.enable_gtid, raw.enable_relay,
                         flavor, raw.server_id or None, data, raw.case_sensitive, raw.filters,
                         raw.relay_binlog_name, raw.relay_binlog_gtid, db.session, db.tls, problems.warnings)
+
+
+def _usable_filters(rules: list[FilterRule], case_sensitive: bool, problems: Problems) -> list[FilterRule]:
+    """The rules that compile; a rule naming an event type DM does not know is left out with a
+    warning, as DM leaves it out (and starts), every other fault is a problem."""
+    kept, left_out = usable_rules(rules)
+    for i, _, event in left_out:
+        problems.warn(f"filters[{i}]", f"unknown event type {event!r}: as in DM, a rule with an event type DM does not "
+                      "know is left out whole, so this rule filters nothing (none of its events)",
+                      closest(normalize_event(event), sorted(EVENT_TYPES - {""}), "an event type such as"))
+    for rule in kept:
+        try:
+            BinlogFilter([rule], case_sensitive)
+        except RuleError as e:
+            i = rules.index(rule)
+            problems.add(join(f"filters[{i}]", e.key) if e.key else f"filters[{i}]", e.reason,
+                         e.fix or "see DM's binlog event filter reference")
+    return kept
 
 
 def check_server_flavor(src: SourceConfig, server_version: str, filename: str = "<source>") -> None:

@@ -16,6 +16,7 @@ runtime surprise) and kept per instance: ``task.rules_for(source_id)``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -28,12 +29,14 @@ from dm_core.config.units import (DBConfig, LoaderConfig, MetaConfig, MydumperCo
                                   check_db, check_loader, check_mydumper, check_syncer, check_validator,
                                   check_validators_agree)
 from dm_core.errors import ErrorCode, Terminal
-from dm_core.rules.binlog_filter import BinlogFilter, FilterRule
+from dm_core.rules.binlog_filter import BinlogFilter, FilterRule, usable_rules
 from dm_core.rules.block_allow import BAListRule, BlockAllowList
 from dm_core.rules.column_mapping import ColumnMapper, ColumnMappingRule
 from dm_core.rules.expression_filter import ExpressionFilter, ExprFilterRule
 from dm_core.rules.patterns import RuleError
 from dm_core.rules.router import RouteRule, TableRouter
+
+log = logging.getLogger("shardflow.config")
 
 __all__ = ["ConfigProblem", "TaskConfigError", "DBConfig", "MetaConfig", "MydumperConfig", "LoaderConfig",
            "SyncerConfig", "ValidatorConfig", "InstanceConfig", "InstanceRules", "TaskConfig", "parse_task",
@@ -115,6 +118,11 @@ class TaskConfig:
         extra = [f if isinstance(f, FilterRule) else FilterRule(**{k.replace("-", "_"): v for k, v in f.items()})
                  for f in filters]
         extra = [f for f in extra if (f.schema_pattern, f.table_pattern) not in taken]
+        extra, left_out = usable_rules(extra)
+        for _, rule, event in left_out:     # as DM: logged and left out, the task goes on
+            log.warning("source %s: binlog filter rule (%r, %r) names event type %r, which DM does not know: "
+                        "the rule is left out, as DM leaves it out", source_id, rule.schema_pattern,
+                        rule.table_pattern, event)
         if not extra:
             return rules
         return dataclasses.replace(rules, binlog_filter=BinlogFilter(mine + extra, self.case_sensitive))
@@ -235,16 +243,16 @@ def _unknown_events(rule: FilterRule, path: str, problems: Problems) -> bool:
     """A binlog filter rule naming an event type DM does not know (``truncate`` for ``truncate
     table``): DM accepts the task, logs "invalid binlog event rule" and leaves the whole rule out,
     so the rule filters nothing there. The same here, said as a warning naming the event."""
-    from dm_core.rules.binlog_filter import EVENT_TYPES, normalize_event
+    from dm_core.rules.binlog_filter import EVENT_TYPES, normalize_event, unknown_events
 
-    unknown = [(i, e) for i, e in enumerate(rule.events) if normalize_event(e) not in EVENT_TYPES]
+    unknown = unknown_events(rule)
     if not unknown:
         return False
     i, e = unknown[0]
     problems.warn(join(path, f"events[{i}]"),
                   f"unknown event type {e!r}: as in DM, a rule with an event type DM does not know is left out "
                   f"whole, so this rule filters nothing (none of its events)",
-                  closest(normalize_event(e), sorted(EVENT_TYPES), "an event type such as"))
+                  closest(normalize_event(e), sorted(EVENT_TYPES - {""}), "an event type such as"))
     return True
 
 

@@ -2,7 +2,9 @@
 
 DM's binlog-filter semantics, kept exactly:
 
-* the rules matching the table are walked table level first, then schema level;
+* the rules matching the table are walked schema level first, then table level, each in
+  DM's selector order (``trie.py``): DM's ``Match`` lists them so, and the walk stops at the
+  first Ignore or Error, so a schema-level Error beats a table-level Ignore;
 * event types: a rule whose ``events`` contain the event (directly, or through ``all``,
   ``all dml``, ``all ddl``, ``incompatible ddl changes``; ``none*`` stop the search) and whose
   action is Ignore or Error decides at once; a Do rule that does *not* list the event
@@ -13,7 +15,13 @@ DM's binlog-filter semantics, kept exactly:
 
 So Ignore and Error always beat Do: a Do never overrides another rule's exclusion.
 An unknown event type (``""``, ``None``, or a DDL we could not classify) skips the event
-check and is judged by ``sql-pattern`` alone, as DM's null event is.
+check and is judged by ``sql-pattern`` alone, as DM's null event is. A rule may list ``""``
+among its events, as DM allows; it matches nothing.
+
+A rule naming an event DM does not know is left out whole by DM (``NewBinlogEvent`` logs
+"invalid binlog event rule" and starts the task); ``usable_rules`` does the same for every
+place that builds a filter from a file, which says so as a warning. The engine itself refuses
+such a rule (RuleError), so nothing reaches it unchecked.
 
     >>> f = BinlogFilter([FilterRule("test_*", "t_*", ["truncate table", "drop table"], action="Ignore"),
     ...                   FilterRule("test_*", "", ["all dml"], action="Do")])
@@ -31,7 +39,8 @@ import re
 from dataclasses import dataclass, field
 
 from dm_core.ddl.kind import ddl_event_type
-from dm_core.rules.patterns import RuleError, Selector, go_regex
+from dm_core.rules.patterns import RuleError, Selector
+from dm_core.rules.re2 import compile_go
 
 ALL = "all"
 ALL_DML = "all dml"
@@ -88,7 +97,8 @@ DDL_EVENTS = frozenset({
     SPLIT_TABLE_PARTITION}) | INCOMPATIBLE
 GROUPS = frozenset({ALL, ALL_DML, ALL_DDL, NONE, NONE_DDL, NONE_DML, INCOMPATIBLE_DDL_CHANGES})
 ALIASES = {"create schema": CREATE_DATABASE, "drop schema": DROP_DATABASE, "alter schema": ALTER_DATABASE}
-EVENT_TYPES = DML_EVENTS | DDL_EVENTS | GROUPS
+NULL_EVENT = ""             # DM's NullEvent: accepted in a rule, never matched
+EVENT_TYPES = DML_EVENTS | DDL_EVENTS | GROUPS | {NULL_EVENT}
 
 ACTIONS = {"do": "do", "ignore": "ignore", "error": "error"}
 
@@ -117,6 +127,29 @@ def normalize_event(name: str) -> str:
     return ALIASES.get(n, n)
 
 
+def unknown_events(rule: FilterRule) -> list[tuple[int, str]]:
+    """(index, name) of each event of ``rule`` DM does not know."""
+    return [(i, e) for i, e in enumerate(rule.events) if normalize_event(e) not in EVENT_TYPES]
+
+
+def usable_rules(rules: list[FilterRule]) -> tuple[list[FilterRule], list[tuple[int, FilterRule, str]]]:
+    """(the rules DM keeps, [(index, rule, first unknown event)] of those it leaves out).
+
+    >>> kept, out = usable_rules([FilterRule("s", "", ["truncate"], action="Ignore"),
+    ...                           FilterRule("s", "t", ["", "insert"], action="Ignore")])
+    >>> [r.table_pattern for r in kept], [(i, e) for i, _, e in out]
+    (['t'], [(0, 'truncate')])
+    """
+    kept, left_out = [], []
+    for i, rule in enumerate(rules):
+        bad = unknown_events(rule)
+        if bad:
+            left_out.append((i, rule, bad[0][1]))
+        else:
+            kept.append(rule)
+    return kept, left_out
+
+
 def _compile(rule: FilterRule) -> _Compiled:
     action = ACTIONS.get(str(rule.action).lower())
     if action is None:
@@ -129,11 +162,13 @@ def _compile(rule: FilterRule) -> _Compiled:
         order.append(n)
     sql = None
     if rule.sql_pattern:
-        text = "|".join(go_regex(p) for p in rule.sql_pattern)
+        text = "|".join(rule.sql_pattern)   # DM compiles them as one Go regular expression
         try:
-            sql = re.compile(text, re.IGNORECASE)
-        except re.error as e:
-            raise RuleError("sql-pattern", f"invalid regular expression {text!r}: {e}") from None
+            sql = compile_go(text, re.IGNORECASE)
+        except ValueError as e:
+            raise RuleError("sql-pattern", f"invalid regular expression {text!r}: {e}",
+                            "rewrite it in Go's syntax (RE2: no lookaround, backreferences, atomic groups "
+                            "or possessive quantifiers)") from None
     return _Compiled(frozenset(order), tuple(order), sql, action)
 
 
@@ -181,7 +216,7 @@ class BinlogFilter:
             return "do"
         event = normalize_event(event_type or "")
         kind = _kind(event)
-        for rule in tables + schemas:
+        for rule in schemas + tables:       # DM's order: schema level first
             if kind:
                 if _listed(kind, event, rule.order):
                     if rule.action != "do":

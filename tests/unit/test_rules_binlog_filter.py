@@ -42,8 +42,8 @@ CASES = [
     ("zzz_1", "abc_1", "insert", None, "ignore"),
     ("err_1", "", "drop database", "DROP DATABASE err_1", "error"),
     ("err_1", "t", "truncate table", None, "error"),
-    ("err_1", "keep_1", "truncate table", None, "ignore"),            # table level is asked first
-    ("err_1", "keep_1", "drop database", None, "error"),              # then schema level
+    ("err_1", "keep_1", "truncate table", None, "error"),             # DM asks schema level first: its Error wins
+    ("err_1", "keep_1", "drop database", None, "error"),
     ("sch_1", "t_1", "insert", None, "ignore"),                       # a Do never overrides an Ignore
     ("sch_1", "t_1", "create table", None, "do"),
     ("sch_1", "other", "delete", None, "ignore"),
