@@ -284,21 +284,14 @@ def stop_task(name: str) -> str:
 def sync_process(task_file, source_id: str, tmp_path, *, faults: str | None = None, timeout: float = 60) -> int:
     """One source's sync in a process of its own until settled (what a sensor's process runs),
     with ``faults`` (dm_core/faults.py) switched on: its exit code (97: it died at a fault point)."""
-    import os
-    import subprocess
-    import sys
+    from tests.integration.shard_helpers import start_runner
 
-    env = {k: v for k, v in os.environ.items() if k != "SHARDFLOW_FAULTS"}
-    if faults:
-        env["SHARDFLOW_FAULTS"] = faults
-    root = HERE.parents[1]
-    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     log = Path(tmp_path) / f"sync-{source_id}-{(faults or 'plain').replace('=', '-')}.log"
-    with open(log, "w") as f:
-        p = subprocess.run([sys.executable, "-m", "tests.integration.shard_helpers", "run", str(task_file), source_id,
-                            "--mode", "settle", "--timeout", str(timeout)], cwd=root, env=env, stdout=f,
-                           stderr=subprocess.STDOUT, timeout=timeout + 60)
-    return p.returncode
+    p = start_runner(["run", str(task_file), source_id, "--mode", "settle", "--timeout", str(timeout)], faults, log)
+    try:
+        return p.wait(timeout + 60)
+    finally:
+        p.kill()
 
 
 # ---- a source's sync killed at a named fault point -------------------------------------------
@@ -309,20 +302,14 @@ def spawn(files: DMFiles, sid: str, faults: str, tmp_path: Path, *, mode: str = 
     """One source syncing in its own process, as its sensor would (the runner of
     tests/integration/shard_helpers.py: ``settle`` ends when it caught up with no active lock
     (0), paused on an error (3) or after ``timeout`` (4); ``forever`` runs until killed), with
-    ``faults`` as ``SHARDFLOW_FAULTS``. Returns (Popen, path of its output)."""
-    import os
-    import subprocess
-    import sys
+    ``faults`` as ``SHARDFLOW_FAULTS``. Returns (the process, path of its output)."""
     import time
 
-    root = HERE.parents[1]
-    env = dict(os.environ, SHARDFLOW_FAULTS=faults,
-               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    from tests.integration.shard_helpers import start_runner
+
     path = tmp_path / f"sync-{sid}-{time.monotonic_ns()}.log"
-    with open(path, "w") as log:
-        p = subprocess.Popen([sys.executable, "-m", "tests.integration.shard_helpers", "run", str(files.task_file), sid,
-                              "--mode", mode, "--timeout", str(timeout), "--budget-events", "400"],
-                             cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    p = start_runner(["run", str(files.task_file), sid, "--mode", mode, "--timeout", str(timeout),
+                      "--budget-events", "400"], faults, path)
     return p, path
 
 

@@ -266,18 +266,72 @@ class Proc:
 
 def spawn(setup: ShardSetup, sid: str, tmp_path, *, mode: str = "settle", faults: str | None = None,
           timeout: float = 60, budget_events: int = 400, tag: str = "") -> Proc:
-    env = dict(os.environ)
-    env.pop("SHARDFLOW_FAULTS", None)
-    if faults:
-        env["SHARDFLOW_FAULTS"] = faults
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     base = Path(tmp_path) / f"{sid}-{tag or mode}-{time.monotonic_ns()}"
     out, err = base.with_suffix(".out"), base.with_suffix(".err")
-    cmd = [sys.executable, "-m", "tests.integration.shard_helpers", "run", str(setup.task_file), sid,
-           "--mode", mode, "--timeout", str(timeout), "--budget-events", str(budget_events)]
-    with open(out, "w") as fo, open(err, "w") as fe:
-        p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fo, stderr=fe)
-    return Proc(sid, p, out, err)
+    argv = ["run", str(setup.task_file), sid, "--mode", mode, "--timeout", str(timeout),
+            "--budget-events", str(budget_events)]
+    return Proc(sid, start_runner(argv, faults, out, err), out, err)
+
+
+# The runner's processes are forked from a server that imported the sync code once (the
+# fault-injection tests start hundreds; a fresh interpreter each cost a second of CPU apiece).
+# A forked child is a process of its own as a sensor's is: its own connections, killed by SIGKILL,
+# ended by os._exit at a fault point.
+_PRELOAD = ["tests.integration.shard_helpers", "dm_core.sync.syncer", "dm_core.shardddl.lock_ops",
+            "dm_core.config.task", "dm_core.state"]
+
+
+class Runner:
+    """A forked runner, with the part of subprocess.Popen the tests use (poll, wait, kill,
+    returncode: the exit code, or minus the signal that ended it)."""
+
+    def __init__(self, process):
+        self.process = process
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.exitcode
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        if self.process.exitcode is None:
+            self.process.kill()
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.process.join(timeout)
+        if self.process.exitcode is None:
+            raise subprocess.TimeoutExpired("shard_helpers runner", timeout)
+        return self.process.exitcode
+
+
+def start_runner(argv: list[str], faults: str | None, out: Path, err: Path | None = None) -> Runner:
+    """``python -m tests.integration.shard_helpers ARGV`` with ``faults`` as SHARDFLOW_FAULTS,
+    stdout to ``out`` and stderr to ``err`` (None: to ``out`` too), forked from the server."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    env = {k: v for k, v in os.environ.items() if k != "SHARDFLOW_FAULTS"}
+    if faults:
+        env["SHARDFLOW_FAULTS"] = faults
+    proc = ctx.Process(target=_forked_main, args=(argv, env, str(out), str(err or out)), daemon=False)
+    proc.start()
+    return Runner(proc)
+
+
+def _forked_main(argv: list[str], env: dict, out: str, err: str) -> None:
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(ROOT)
+    fo = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fe = fo if err == out else os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fo, 1)
+    os.dup2(fe, 2)
+    sys.exit(_main(argv))
 
 
 def run_sources(setup: ShardSetup, tmp_path, *, faults: str | None = None, sources=None,
@@ -330,7 +384,7 @@ def _main(argv=None) -> int:
     from dm_core.config.task import parse_task
     from dm_core.state import StateStore
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s", force=True)
     task = parse_task(Path(a.task_file).read_text(), a.task_file)
     store = StateStore()
     if a.cmd == "resolve":
