@@ -9,10 +9,13 @@ expressions in a registry (``EXPRESSIONS``):
   4 bits of instance id, 7 bits of schema suffix, 8 bits of table suffix, 44 bits of the
   original id. The suffix is what follows ``prefix + separator`` (separator "" by default)
   in the name, as an integer; a name equal to the prefix gives 0. An empty argument drops its
-  field *and its bits*: the fields after it move up and the id below them gets the freed
-  bits (``id_bits`` = 63 minus the bits of the fields kept; 44 with all three). An id outside
-  ``[0, 2**id_bits)`` would spill into the fields, so it is an error, never a silent
-  collision. Integers stay integers, integer strings stay strings, NULL stays NULL.
+  field *and its bits*: the fields after it move up (``["1", "", "t_"]`` puts the table
+  suffix at bit 51), while the id keeps its 44 bits: DM checks every id against 2**44
+  whatever was dropped (its ``maxOriginID``), so an id outside ``[0, 2**44)`` is an error,
+  never a silent collision. The id is read from ``source-column``; DM reads the target
+  column whatever ``source-column`` says, so an empty ``source-column`` reads ``target-column``
+  (check-task warns when the two name different columns). Integers stay integers, integer
+  strings stay strings, NULL stays NULL.
 * ``add prefix`` / ``add suffix`` -- one argument, concatenated to the target column's
   string value.
 
@@ -28,11 +31,11 @@ holds the first two to the same answers.
     ('id', 0, True, 44)
     >>> plan.map_row([123, "x"]) == [1 << 59 | 2 << 52 | 3 << 44 | 123, "x"]
     True
-    >>> dropped = ColumnMappingRule("schema_*", "table_*", "id", "id", "partition id", ["1", "", "table_"])
+    >>> dropped = ColumnMappingRule("schema_*", "table_*", "", "id", "partition id", ["1", "", "table_"])
     >>> ColumnMapper([dropped]).plan("schema_2", "table_3", ["id"]).map_row([123]) == [1 << 59 | 3 << 51 | 123]
     True
     >>> ColumnMapper([dropped]).plan("schema_2", "table_3", ["id"]).transforms[0].id_bits
-    51
+    44
     >>> ColumnMapper([rule]).plan("schema_2", "table_3", ["id"]).map_row([1 << 44])
     Traceback (most recent call last):
     ...
@@ -52,6 +55,7 @@ from dm_core.rules.patterns import RuleError, Selector
 PARTITION_ID, ADD_PREFIX, ADD_SUFFIX = "partition id", "add prefix", "add suffix"
 
 SIGN_BITS, INSTANCE_BITS, SCHEMA_BITS, TABLE_BITS = 1, 4, 7, 8
+ID_BITS = 64 - SIGN_BITS - INSTANCE_BITS - SCHEMA_BITS - TABLE_BITS   # 44, also when a field is dropped
 
 
 @dataclass(frozen=True)
@@ -215,27 +219,16 @@ def _validate(rule: ColumnMappingRule) -> None:
     if rule.expression == PARTITION_ID:
         if len(rule.arguments) not in (3, 4):
             raise RuleError("arguments", "partition id takes [instance id, schema prefix, table prefix, separator?]")
-        if not rule.source_column:
-            raise RuleError("source-column", "partition id needs the column to read the id from")
         if rule.arguments[0]:
             _instance_id(rule.arguments[0])
     elif len(rule.arguments) != 1:
         raise RuleError("arguments", f"{rule.expression} takes exactly one argument")
 
 
-def id_bits(args: list[str]) -> int:
-    """Bits left to the original id once the kept fields are placed.
-
-    >>> id_bits(["1", "s_", "t_"]), id_bits(["1", "", "t_"]), id_bits(["", "", ""])
-    (44, 51, 63)
-    """
-    widths = (INSTANCE_BITS, SCHEMA_BITS, TABLE_BITS)
-    return 64 - SIGN_BITS - sum(w for a, w in zip(args[:3], widths) if a)
-
-
 def _partition_id(rule, schema, table, cols, cs) -> PartitionId:
+    source = rule.source_column or rule.target_column
     return PartitionId(rule.target_column, cols[rule.target_column.lower()], partition_or_value(rule.arguments, schema, table, cs),
-                       id_bits(rule.arguments), rule.source_column, cols[rule.source_column.lower()])
+                       ID_BITS, source, cols[source.lower()])
 
 
 EXPRESSIONS: dict[str, Callable[..., ColumnTransform]] = {

@@ -12,8 +12,10 @@ DM's semantics (``expression-filter`` in the task file, ``dm/syncer/expr_filter_
 * a NULL result is not true: the row is kept.
 
 Expressions are parsed once when the task is loaded (syntax errors are config problems) and
-bound to a table's columns once per table schema (``compile``); an unknown column is an error
-naming the rule. As in DM, the rules filter binlog rows only: the full phase copies every row
+bound to a table's columns once per table schema (``compile``). An expression naming a column
+the table does not have is constant false, as in DM (its ``getSimpleExprOfTable`` swaps in a
+zero and logs a warning): it skips no row; the table's ``unknown_columns`` names the filter and
+the column, for the log and for check-task. As in DM, the rules filter binlog rows only: the full phase copies every row
 (check-task warns for an ``insert-value-expr`` in a task with a full phase); the validation
 counts what they explain as filtered (dm_core/validate/filters.py).
 
@@ -28,6 +30,7 @@ counts what they explain as filtered (dm_core/validate/filters.py).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -35,6 +38,8 @@ from sqlglot import exp
 from dm_core.errors import ErrorCode
 from dm_core.rules.patterns import RuleError
 from dm_core.rules.sql_eval import Fn, UnsupportedExpression, columns_of, compile_expr, parse_condition, truthy
+
+log = logging.getLogger("shardflow.rules")
 
 KEYS = ("insert-value-expr", "update-old-value-expr", "update-new-value-expr", "delete-value-expr")
 
@@ -81,6 +86,7 @@ class TableExprFilter:
     inserts: list[tuple[str, Fn]] = field(default_factory=list)
     updates: list[tuple[str, Fn | None, Fn | None]] = field(default_factory=list)
     deletes: list[tuple[str, Fn]] = field(default_factory=list)
+    unknown_columns: list[tuple[str, str, str]] = field(default_factory=list)   # (filter, key, column)
 
     def skip_insert(self, row: dict) -> bool:
         return any(truthy(f(row)) for _, f in self.inserts)
@@ -118,7 +124,7 @@ class ExpressionFilter:
         real = {c.lower(): c for c in reversed(columns)}
         out = TableExprFilter(schema, table)
         for rule, parsed in mine:
-            fns = {k: self._bind(rule, k, node, schema, table, real) for k, node in parsed.items()}
+            fns = {k: self._bind(rule, k, node, real, out) for k, node in parsed.items()}
             if KEYS[0] in fns:
                 out.inserts.append((rule.name, fns[KEYS[0]]))
             if KEYS[1] in fns or KEYS[2] in fns:
@@ -128,14 +134,19 @@ class ExpressionFilter:
         return out
 
     @staticmethod
-    def _bind(rule, key, node, schema, table, real) -> Fn:
+    def _bind(rule, key, node, real, out: TableExprFilter) -> Fn:
         missing = [c for c in columns_of(node) if c.lower() not in real]
         if missing:
-            raise ErrorCode.CONFIG_INVALID.error(
-                f"expression-filter {rule.name!r}: {key} uses column `{missing[0]}`, which `{schema}`.`{table}` "
-                f"does not have (it has {', '.join(real.values())})",
-                workaround="Fix the expression (or the rule's schema/table), then restart the task.")
+            out.unknown_columns.append((rule.name, key, missing[0]))
+            log.warning("expression-filter %r: %s uses column `%s`, which `%s`.`%s` does not have (it has %s): "
+                        "the expression is false, as in DM, and skips no row", rule.name, key, missing[0],
+                        out.schema, out.table, ", ".join(real.values()))
+            return _never
         try:
             return compile_expr(node, lambda c: real[c.lower()])
         except UnsupportedExpression as e:
             raise ErrorCode.CONFIG_INVALID.error(f"expression-filter {rule.name!r}: {key}: {e}") from None
+
+
+def _never(row) -> bool:
+    return False

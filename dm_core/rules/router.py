@@ -27,7 +27,8 @@ import re
 from dataclasses import dataclass
 
 from dm_core.errors import ErrorCode
-from dm_core.rules.patterns import RuleError, Selector, go_regex
+from dm_core.rules.patterns import RuleError, Selector
+from dm_core.rules.re2 import compile_go
 
 # YAML key of each extractor -> (key of its regular expression, what it reads)
 EXTRACTORS = {"extract-table": ("table-regexp", "table"), "extract-schema": ("schema-regexp", "schema"),
@@ -66,9 +67,10 @@ def _extractors(rule: RouteRule) -> list[_Extract]:
         if not spec.get(rkey) or not spec.get("target-column"):
             raise RuleError(key, f"needs both {rkey} and target-column")
         try:
-            rx = re.compile(go_regex(spec[rkey]))
-        except re.error as e:
-            raise RuleError(f"{key}.{rkey}", f"invalid regular expression {spec[rkey]!r}: {e}") from None
+            rx = compile_go(spec[rkey])
+        except ValueError as e:
+            raise RuleError(f"{key}.{rkey}", f"invalid regular expression {spec[rkey]!r}: {e}",
+                            "rewrite it in Go's syntax (RE2), as DM compiles it") from None
         out.append(_Extract(spec["target-column"], reads, rx))
     return out
 

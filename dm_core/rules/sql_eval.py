@@ -28,8 +28,8 @@ from typing import Any, Callable
 from sqlglot import exp
 
 from dm_core.rules.sql_funcs import FUNCTIONS, Compile, binary_op, unary_op
-from dm_core.rules.sql_values import (MASK64, Fn, UnsupportedExpression, arith, bits, compare, div, intdiv, mod, num,
-                                      text, truth, truthy)
+from dm_core.rules.sql_values import (MASK64, Fn, HexLiteral, UnsupportedExpression, arith, bits, compare, div, intdiv,
+                                      mod, num, text, truth, truthy)
 
 __all__ = ["parse_condition", "columns_of", "compile_expr", "truthy", "UnsupportedExpression", "Fn"]
 
@@ -236,6 +236,10 @@ def _literal(n, c):
     return lambda row: v
 
 
+def _hex(digits: str) -> HexLiteral:
+    return HexLiteral(bytes.fromhex(digits if len(digits) % 2 == 0 else "0" + digits))
+
+
 def _const(v):
     return lambda n, c: (lambda row: v)
 
@@ -245,7 +249,7 @@ _BUILDERS: dict[type, Callable[[Any, Compile], Fn]] = {
     exp.Literal: _literal,
     exp.Boolean: lambda n, c: (lambda row, v=bool(n.this): v),
     exp.Null: _const(None),
-    exp.HexString: lambda n, c: (lambda row, v=int(n.this, 16): v),
+    exp.HexString: lambda n, c: (lambda row, v=_hex(n.this): v),
     exp.BitString: lambda n, c: (lambda row, v=int(n.this, 2): v),
     exp.And: _and,
     exp.Or: _or,

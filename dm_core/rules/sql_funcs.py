@@ -262,7 +262,43 @@ def _json_extract(n, c):
     return get
 
 
+def _find_in_set(needle, haystack):
+    """MySQL's FIND_IN_SET: the 1-based place of ``needle`` in a comma-separated list, 0 when
+    absent (or when it holds a comma). A SET column's value comes as a set of members, whose
+    order the binlog does not keep: they count in sorted order (still 0 exactly when absent).
+
+    >>> _find_in_set("b", "a,b,c"), _find_in_set("c", {"d", "c"}), _find_in_set("x", "a,b"), _find_in_set("a", None)
+    (2, 1, 0, None)
+    """
+    if needle is None or haystack is None:
+        return None
+    n = text(needle)
+    items = sorted(haystack) if isinstance(haystack, (set, frozenset)) else text(haystack).split(",")
+    if "," in n or items == [""]:
+        return 0
+    return items.index(n) + 1 if n in items else 0
+
+
+# functions sqlglot leaves as Anonymous, by upper-case name: (builder of the argument values, arity)
+_NAMED: dict[str, tuple[Callable, int]] = {
+    "FIND_IN_SET": (_find_in_set, 2),
+}
+
+
+def _named(n, c):
+    name = str(n.name).upper()
+    got = _NAMED.get(name)
+    if got is None:
+        raise UnsupportedExpression(f"unsupported SQL {n.name!r} in {n.sql('mysql')!r}")
+    fn, arity = got
+    if len(n.expressions) != arity:
+        raise UnsupportedExpression(f"{name} takes {arity} arguments: {n.sql('mysql')!r}")
+    args = [c(e) for e in n.expressions]
+    return lambda row: fn(*[a(row) for a in args])
+
+
 FUNCTIONS: dict[type, Callable[[Any, Compile], Fn]] = {
+    exp.Anonymous: _named,
     exp.JSONExtract: _json_extract,
     exp.JSONExtractScalar: _json_extract,
     exp.Length: lambda n, c: unary_op(lambda v: None if v is None else

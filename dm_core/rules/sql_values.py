@@ -26,6 +26,22 @@ class UnsupportedExpression(ValueError):
     """The expression uses SQL this evaluator does not implement."""
 
 
+class HexLiteral(bytes):
+    """``x'1234'`` / ``0x1234``: a binary string, which MySQL reads as a number only in a numeric
+    context. Against a string or binary column it compares byte for byte (``blob = x'1234'``),
+    against a number as the number (``int_col = x'41'`` is ``int_col = 65``).
+
+    >>> compare(b"\\x124", HexLiteral(b"\\x124")), compare(4660, HexLiteral(b"\\x124")), compare("A", HexLiteral(b"A"))
+    (0, 0, 0)
+    """
+
+    __slots__ = ()
+
+    @property
+    def number(self) -> int:
+        return int.from_bytes(self, "big")
+
+
 _NUM_PREFIX = re.compile(r"\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)")
 
 
@@ -55,7 +71,7 @@ def num(v: Any) -> Any:
     """A value in a numeric context: strings by their numeric prefix ('12abc' -> 12, 'x' -> 0)."""
     if v is None or isinstance(v, (int, float, Decimal)):
         return v
-    if isinstance(v, Bits):  # a BIT column: its number, as b'1111' = 15
+    if isinstance(v, (Bits, HexLiteral)):  # a BIT column: its number, as b'1111' = 15; x'41' = 65
         return v.number
     if isinstance(v, (bytes, bytearray, str)):
         m = _NUM_PREFIX.match(text(v))
@@ -117,6 +133,12 @@ def compare(a: Any, b: Any) -> int | None:
         x, y = duration(a), duration(b)
         if x is not None and y is not None:
             return (x > y) - (x < y)
+    if isinstance(a, HexLiteral) or isinstance(b, HexLiteral):
+        got = _compare_hex(a, b)
+        if got is None:             # against a number (or a date): the literal's number
+            x, y = num(a), num(b)
+            got = (x > y) - (x < y)
+        return got
     if isinstance(a, (bytes, bytearray, dict, list)):  # a whole JSON document compares as its text,
         a = text(a)                                      # as MariaDB's JSON (text) does
     if isinstance(b, (bytes, bytearray, dict, list)):
@@ -129,6 +151,18 @@ def compare(a: Any, b: Any) -> int | None:
             x, y = text(a), text(b)
         return (x > y) - (x < y)
     x, y = num(a), num(b)
+    return (x > y) - (x < y)
+
+
+def _compare_hex(a: Any, b: Any) -> int | None:
+    """A hex literal against a string or binary value: byte for byte; None: compare otherwise."""
+    def raw(v):
+        if isinstance(v, str):
+            return v.encode("utf-8")
+        return bytes(v) if isinstance(v, (bytes, bytearray)) else None
+    x, y = raw(a), raw(b)
+    if x is None or y is None:
+        return None
     return (x > y) - (x < y)
 
 

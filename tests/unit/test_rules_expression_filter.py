@@ -5,7 +5,6 @@ import datetime as dt
 import pytest
 
 from dm_core.binlog.decode import json_value
-from dm_core.errors import ShardflowError
 from dm_core.jsondoc import json_text
 from dm_core.rules.expression_filter import ExpressionFilter, ExprFilterRule
 from dm_core.rules.patterns import RuleError
@@ -118,12 +117,15 @@ def test_case_sensitive_names():
     assert ef.compile("DB", "t", ["c"]) is not None
 
 
-def test_unknown_column_names_rule_and_column():
+def test_unknown_column_is_false_and_named(caplog):
+    """DM's getSimpleExprOfTable: an unknown column makes the expression constant false (a warning
+    in its log), so no row is skipped; the task goes on."""
     ef = ExpressionFilter([ExprFilterRule("even_c", "db", "tbl", insert_value_expr="missing_col % 2 = 0")])
-    with pytest.raises(ShardflowError) as e:
-        ef.compile("db", "tbl", COLUMNS)
-    assert "expression-filter 'even_c'" in str(e.value)
-    assert "`missing_col`" in str(e.value)
+    with caplog.at_level("WARNING"):
+        f = ef.compile("db", "tbl", COLUMNS)
+    assert f.skip_insert(ROW) is False
+    assert f.unknown_columns == [("even_c", "insert-value-expr", "missing_col")]
+    assert "expression-filter 'even_c'" in caplog.text and "`missing_col`" in caplog.text
 
 
 @pytest.mark.parametrize("rule,key", [
