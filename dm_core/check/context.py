@@ -187,6 +187,8 @@ def _apply_rules(rules, t: TableInfo) -> None:
         t.extract_columns = list(rules.router.extract_columns(t.schema, t.table) or ())
         plan = rules.column_mapper.plan(t.schema, t.table, [c.name for c in t.columns])
         t.mapped_columns = mapped_columns(plan)
+        bound = rules.expr_filter.compile(t.schema, t.table, [c.name for c in t.columns])
+        t.expr_unknown = list(bound.unknown_columns) if bound is not None else []
     except Exception as e:  # noqa: BLE001 - e.g. a column mapping naming a missing column
         t.rule_error = getattr(e, "message", None) or str(e)
 

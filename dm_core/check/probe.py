@@ -68,6 +68,7 @@ class TableInfo:
     extract_columns: list[str] = field(default_factory=list)
     mapped_columns: set[str] = field(default_factory=set)
     rule_error: str = ""                                      # the task's rules do not fit this table
+    expr_unknown: list[tuple[str, str, str]] = field(default_factory=list)  # (filter, key, column it lacks)
 
     @property
     def name(self) -> str:

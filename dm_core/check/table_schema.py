@@ -6,7 +6,8 @@ one, every row event is applied by comparing all columns (slow, and duplicate ro
 be told apart). Tables or columns in a character set the target may not know (anything
 but utf8/utf8mb4/latin1/ascii/binary) are flagged too. Both are warnings, one per table.
 A route or column-mapping rule that cannot apply to a table (a mapping naming a column
-the table lacks) fails: the full phase would stop on it.
+the table lacks) fails: the full phase would stop on it. An expression filter naming a column
+the table lacks is a warning: as in DM, that expression is false and filters no row.
 
 A target table that a route's extract-table / extract-schema / extract-source writes into and that
 the user created beforehand must have those extend columns (DM: "does not exist in downstream
@@ -47,6 +48,11 @@ def table_schema(ctx, src: ServerFacts):
         if t.rule_error:
             out.append(failed(f"the task's rules do not fit table {t.name}: {t.rule_error}",
                               "fix the route / column-mapping rules matching this table", table=t.name))
+        for name, key, col in t.expr_unknown:
+            out.append(warned(f"expression-filter {name!r}: {key} uses column `{col}`, which table {t.name} does "
+                              "not have: as in DM, the expression is false there and skips no row",
+                              f"fix the expression, or the filter's schema/table, or add column `{col}`",
+                              table=t.name))
         if not t.key:
             out.append(warned(f"table {t.name} has no primary key and no NOT NULL unique key: rows are "
                               "matched on every column, which is slow and cannot tell duplicate rows apart",

@@ -19,6 +19,7 @@ from pathlib import Path
 from dm_core.config import inventory
 from dm_core.config.decode import decode, load_yaml
 from dm_core.config.problems import ConfigProblem, Problems, SourceConfigError, closest, join
+from dm_core.config.rule_notes import literal_tilde
 from dm_core.config.units import DURATION, DBConfig, check_db
 from dm_core.db import Endpoint
 from dm_core.tls import TLS
@@ -162,6 +163,7 @@ def _usable_filters(rules: list[FilterRule], case_sensitive: bool, problems: Pro
                       "know is left out whole, so this rule filters nothing (none of its events)",
                       closest(normalize_event(event), sorted(EVENT_TYPES - {""}), "an event type such as"))
     for rule in kept:
+        literal_tilde(f"filters[{rules.index(rule)}]", rule, "binlog filter", problems)
         try:
             BinlogFilter([rule], case_sensitive)
         except RuleError as e:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from dm_core.config import checks, inventory
+from dm_core.config import checks, inventory, rule_notes
 from dm_core.config.decode import decode, load_yaml
 from dm_core.config.instances import InstanceConfig, _RawInstance, build_instances
 from dm_core.config.problems import ConfigProblem, Problems, TaskConfigError, closest, join
@@ -338,6 +338,7 @@ def _build(raw: _RawTask, data: dict, problems: Problems, filename: str, expand_
     maps, broken = {}, {}
     for key in _MAPS:
         maps[key], broken[key] = _decode_map(key, data.get(key), problems, cs)
+    rule_notes.review(maps, cs, problems)
     legacy = (maps["black-white-list"] or broken["black-white-list"]) and not (maps["block-allow-list"] or broken["block-allow-list"])
     ba_key = "black-white-list" if legacy else "block-allow-list"
     if maps["block-allow-list"] and maps["black-white-list"]:
