@@ -157,6 +157,8 @@ def compare(a: Any, b: Any) -> int | None:
 def _compare_hex(a: Any, b: Any) -> int | None:
     """A hex literal against a string or binary value: byte for byte; None: compare otherwise."""
     def raw(v):
+        if isinstance(v, Bits):         # a BIT column compares as its number
+            return None
         if isinstance(v, str):
             return v.encode("utf-8")
         return bytes(v) if isinstance(v, (bytes, bytearray)) else None
