@@ -12,7 +12,9 @@ module                 engine              query
 ``expression_filter``  ExpressionFilter    ``compile(schema, table, columns).skip_*(...)``
 =====================  ==================  ===========================================
 
-``patterns`` (wildcards, ``~regexp``, the shared schema/table selector), ``dm_core.ddl.kind``
+``patterns`` (wildcards, ``~regexp``, the shared schema/table selector), ``trie`` (what a DM
+wildcard means, byte for byte, and the order DM's selector lists rules in), ``re2`` (Go's
+regular expressions: what DM refuses, read by Python), ``dm_core.ddl.kind``
 (DDL -> event type) and ``sql_*`` (MySQL expressions evaluated in Python) support them. Pure Python:
 sqlglot and the standard library only.
 """
