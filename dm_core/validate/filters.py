@@ -101,8 +101,8 @@ def _true(fn, row: dict) -> bool:
 
 
 def expr_flags(rules, case_sensitive: bool, schema: str, table: str, columns: list[str], side: str):
-    """An ExprFlags for the table, or None when no expression filter names it (checked eagerly
-    so that a rule using a column the table lacks fails here, naming the rule)."""
+    """An ExprFlags for the table, or None when no expression filter names it (compiled eagerly:
+    a rule using a column the table lacks is constant false, as in DM, and warned of here)."""
     from dm_core.rules.expression_filter import ExpressionFilter
 
     mine = [r for r in rules if _same(r.schema, schema, case_sensitive) and _same(r.table, table, case_sensitive)]
