@@ -5,7 +5,8 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(ROOT)
 export SPARK_HOME := $(ROOT)/.venv/lib/python3.11/site-packages/pyspark
 
-.PHONY: setup stack-up stack-down stack-status airflow-up airflow-down lint test test-unit demo bench
+.PHONY: setup stack-up stack-down stack-status airflow-up airflow-down lint test test-unit demo bench \
+	fleet-up fleet-down
 
 setup:          ## install apt packages and the venv (idempotent)
 	scripts/setup.sh
@@ -24,6 +25,12 @@ airflow-up:     ## airflow standalone on the stack's Postgres, with dags/ and pl
 
 airflow-down:
 	scripts/airflow.sh down
+
+fleet-up:       ## N upstream MariaDB servers (default 16) on 127.0.0.1:21000.. for the fleet test: scripts/fleet.sh
+	scripts/fleet.sh up $(or $(N),16)
+
+fleet-down:
+	scripts/fleet.sh down
 
 lint:           ## pyflakes' rules (ruff) over the product and the tests: zero findings
 	$(VENV)/bin/ruff check .
