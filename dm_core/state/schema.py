@@ -118,6 +118,33 @@ ALTER TABLE {s}.full_chunk ADD COLUMN IF NOT EXISTS read_by_pos bigint;
 -- follows the file Airflow reads; dm_core/state/restart_check.py)
 ALTER TABLE {s}.task ADD COLUMN IF NOT EXISTS started_text text;
 UPDATE {s}.task SET started_text = config_text WHERE started_text IS NULL;
+-- Prometheus metrics (dm_core/metrics): aggregates the syncer adds with the writes it makes anyway
+-- (the checkpoint, the end of a window), so /metrics reads every source's from here, whichever
+-- worker runs it. Counters of applied jobs by kind (DM's finished_jobs_total):
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS applied_inserts bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS applied_updates bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS applied_deletes bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS applied_ddls bigint NOT NULL DEFAULT 0;
+-- histograms: {{sum, count of bucket 1, ..., count of bucket n, count above the last}} (not
+-- cumulative; the buckets are dm_core/metrics/observe.py's), added up by hist_add below
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS lag_hist double precision[];
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS txn_hist double precision[];
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS ddl_hist double precision[];
+-- times a source stopped on an error: paused (not resumable), retried (transient), a full-phase error
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS exits_paused bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS exits_retried bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS exits_load bigint NOT NULL DEFAULT 0;
+-- at the end of each window: the upstream's binlog end it read towards, the estimated time to
+-- reach it, the host the syncer ran on
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS upstream_file text;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS upstream_pos bigint;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS remaining_seconds double precision;
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS worker text;
+CREATE OR REPLACE FUNCTION {s}.hist_add(a double precision[], b double precision[]) RETURNS double precision[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN a IS NULL OR cardinality(a) <> cardinality(b) THEN b
+                ELSE ARRAY(SELECT x + y FROM unnest(a, b) WITH ORDINALITY AS t(x, y, i) ORDER BY i) END
+$$;
 """
 
 
@@ -144,7 +171,7 @@ def apply_schema(cur, ddl: str, lock_key: int, *, newest: tuple[str, str]) -> No
 def migrate_state(cur) -> None:
     """The state store's own tables (``StateStore.migrate``); shard DDL, the full phase's
     plans and online DDL add theirs through ``apply_schema`` under their own lock keys."""
-    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("task", "started_text"))
+    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("source_state", "worker"))
 
 
 @contextmanager

@@ -59,6 +59,29 @@ def _scrub_dsn(text: str) -> str:
     return re.sub(r"(postgres(?:ql)?://[^:/@]+:)[^@]*@", r"\1***@", text)
 
 
+# what update_source_state may set, and what it may add to
+_FIELDS = {
+    "stage", "binlog_file", "binlog_pos", "binlog_gtid", "safe_exit_file", "safe_exit_pos",
+    "low_file", "low_pos", "low_gtid", "high_file", "high_pos", "high_gtid", "applied_rows",
+    "applied_events", "last_event_ts", "lag_seconds", "rows_per_second", "error", "error_code",
+    "error_stmt", "error_pos", "shard_groups", "binlog_server", "start_time",
+    "keyless_exact_file", "keyless_exact_pos", "keyless_exact_server", "keyless_handoff",
+    "upstream_file", "upstream_pos", "remaining_seconds", "worker",
+}
+_ADDED = {"applied_rows", "applied_events", "applied_inserts", "applied_updates", "applied_deletes", "applied_ddls",
+          "lag_hist", "txn_hist", "ddl_hist"}
+
+
+def _exit_counter(fields: dict) -> str:
+    """Which exit counter a write recording an error moves (DM's ``exit_with_error_count`` of the
+    unit, ``resumable_err``): a full-phase error (its code's class is ``load`` or ``full``), a source paused
+    on an error (a person must act: not resumable), else a transient error the sensor retries."""
+    code = next((c for c in ErrorCode if c.number == fields.get("error_code")), None)
+    if code is not None and code.klass in ("load", "full"):
+        return "exits_load"
+    return "exits_paused" if fields.get("stage") == "paused" else "exits_retried"
+
+
 class StateStore:
     """All reads and transitions of shardflow state; each public method is one transaction."""
 
@@ -321,40 +344,44 @@ class StateStore:
                         "WHERE task = %s AND source_id = %s AND stage <> 'paused' AND error IS NOT NULL",
                         (task, source_id))
 
-    def update_source_state(self, task: str, source_id: str, **fields: Any) -> None:
-        if not fields:
-            return
-        allowed = {
-            "stage", "binlog_file", "binlog_pos", "binlog_gtid", "safe_exit_file", "safe_exit_pos",
-            "low_file", "low_pos", "low_gtid", "high_file", "high_pos", "high_gtid", "applied_rows",
-            "applied_events", "last_event_ts", "lag_seconds", "rows_per_second", "error", "error_code",
-            "error_stmt", "error_pos", "shard_groups", "binlog_server", "start_time",
-            "keyless_exact_file", "keyless_exact_pos", "keyless_exact_server", "keyless_handoff",
-        }
-        unknown = set(fields) - allowed
+    def update_source_state(self, task: str, source_id: str, *, added: dict | None = None, **fields: Any) -> None:
+        """Set ``fields`` of the source's row; ``added``: amounts to add to its counters and
+        histograms (``ADDED``; dm_core/metrics/observe.py), in the same statement. A write that
+        records an error also counts it as one of the source's exits (``_exit_counter``)."""
+        unknown = set(fields) - _FIELDS
         if unknown:
             raise ValueError(f"unknown source_state fields: {sorted(unknown)}")
+        added = {k: v for k, v in (added or {}).items() if v}
+        unknown = set(added) - _ADDED
+        if unknown:
+            raise ValueError(f"unknown source_state counters: {sorted(unknown)}")
+        if not fields and not added:
+            return
         names = sorted(fields)
-        sets = ", ".join(f"{n} = %s" for n in names)
+        sets = [f"{n} = %s" for n in names]
+        args = [fields[n] for n in names]
+        if fields.get("error"):
+            counter = _exit_counter(fields)
+            sets.append(f"{counter} = {counter} + 1")
+        for n in sorted(added):
+            sets.append(f"{n} = {SCHEMA}.hist_add({n}, %s::double precision[])" if n.endswith("_hist")
+                        else f"{n} = {n} + %s")
+            args.append(added[n])
         with self.tx() as cur:
             cur.execute(
                 f"INSERT INTO {SCHEMA}.source_state (task, source_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                 (task, source_id),
             )
             cur.execute(
-                f"UPDATE {SCHEMA}.source_state SET {sets}, updated_at = now() WHERE task = %s AND source_id = %s",
-                [fields[n] for n in names] + [task, source_id],
+                f"UPDATE {SCHEMA}.source_state SET {', '.join(sets)}, updated_at = now() WHERE task = %s AND source_id = %s",
+                args + [task, source_id],
             )
 
-    def add_applied(self, task: str, source_id: str, rows: int, events: int, **fields: Any) -> None:
+    def add_applied(self, task: str, source_id: str, rows: int, events: int, *, added: dict | None = None,
+                    **fields: Any) -> None:
         """Advance counters and the checkpoint in one transaction."""
-        self.update_source_state(task, source_id, **fields)
-        with self.tx() as cur:
-            cur.execute(
-                f"UPDATE {SCHEMA}.source_state SET applied_rows = applied_rows + %s, applied_events = applied_events + %s "
-                "WHERE task = %s AND source_id = %s",
-                (rows, events, task, source_id),
-            )
+        self.update_source_state(task, source_id, added={**(added or {}), "applied_rows": rows,
+                                                         "applied_events": events}, **fields)
 
     # ---- full-load chunks ---------------------------------------------------------------
     def done_chunks(self, task: str, source_id: str, schema: str, table: str) -> set[int]:

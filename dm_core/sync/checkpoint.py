@@ -225,9 +225,10 @@ class SourcePositions:
             self.exit_point = settle
 
     # ---- the checkpoint ---------------------------------------------------------------
-    def write(self, pos: Position, rows: int, txns: int, last_ts, store) -> None:
+    def write(self, pos: Position, rows: int, txns: int, last_ts, store, added: dict | None = None) -> None:
         """After the batches up to ``pos`` committed: the checkpoint, with the rows and
-        transactions applied since the last one (the UI's counters)."""
+        transactions applied since the last one (the UI's counters) and ``added``, what the
+        syncer measured since (dm_core/metrics/observe.py), in the same write."""
         fields = dict(binlog_file=pos.file, binlog_pos=pos.pos, stage="sync")
         if pos.gtid:
             fields["binlog_gtid"] = pos.gtid
@@ -235,7 +236,7 @@ class SourcePositions:
             fields["binlog_server"] = self.server
         if last_ts:
             fields["last_event_ts"] = datetime.datetime.fromtimestamp(last_ts, datetime.timezone.utc)
-        store.add_applied(self.task.name, self.source_id, rows, txns, **fields)
+        store.add_applied(self.task.name, self.source_id, rows, txns, added=added, **fields)
 
     def rewind(self, pos: Position) -> None:
         """Move the checkpoint back (a pessimistic shard DDL lock replays the rows it held)."""

@@ -31,6 +31,7 @@ from dm_core import faults
 from dm_core.classify import ddl_error
 from dm_core.db import connect, connect_native, database_errors, master_position, qi, server_identity
 from dm_core.errors import ErrorCode, ShardflowError, Terminal
+from dm_core.metrics import observe
 from dm_core.position import Position
 from dm_core.secrets.redact import redact_sql
 from dm_core.sources import foreign_key_checks, replica_server_id, source_endpoint, source_rules, target_endpoint
@@ -123,6 +124,7 @@ class _Window:
     held: Position | None = None   # paused there on an error: go on only where an operation says what to do
     resumed_at: Position | None = None  # the event an operation let the source go on from (operator_step)
     pending: Batch | None = None
+    start: Position | None = None       # where the window began reading
     checkpoint: Position | None = None  # the last position handed to the applier (durable after barrier())
     # keys the per-transaction checks compare with, dropped once passed (transactions come in order)
     safe_until: tuple | None = None     # the safe-mode exit point's key
@@ -190,6 +192,7 @@ class Syncer:
         self.tracker = SchemaTracker(task.name, source_id, store)
         # the downstream session checks foreign keys: parents and children in order (workers.py, target.py)
         self._fk_checks = foreign_key_checks(task.target_database.session)
+        self.observed = observe.Observations()   # for the metrics: added to the source's row by its next write
 
     # ---- entry points -----------------------------------------------------------------
     def run_until(self, deadline: float, *, max_windows: int | None = None, on_window=None,
@@ -312,7 +315,7 @@ class Syncer:
             raise
         high = Position(st["high_file"], int(st["high_pos"])) if st.get("high_file") else None
         return _Window(st, res, until, binlog, dconn, applier, [dconn, *closers],
-                       ops=ops, held=held, pending=Batch(start), checkpoint=start,
+                       ops=ops, held=held, pending=Batch(start), start=start, checkpoint=start,
                        unrecorded=not st["binlog_file"],
                        safe_until=safe_exit.key() if safe_exit is not None else None,
                        catch_up_until=high.key() if high is not None else None)
@@ -358,6 +361,7 @@ class Syncer:
         def committed(b: Batch) -> None:
             if b.jobs:
                 faults.hit("sync.after_batch_apply")
+            self.observed.committed(b.jobs, b.last_ts)
             unsaved["rows"] += b.rows
             unsaved["txns"] += b.txns
             res.rows += b.rows
@@ -365,7 +369,8 @@ class Syncer:
             self._last_ts = b.last_ts or self._last_ts
             now = time.monotonic()
             if b.force or now - unsaved["at"] >= interval:
-                self.positions.write(b.upto, unsaved["rows"], unsaved["txns"], self._last_ts, store)
+                self.positions.write(b.upto, unsaved["rows"], unsaved["txns"], self._last_ts, store,
+                                     added=self.observed.take())
                 unsaved.update(rows=0, txns=0, at=now)
             if b.force:  # the reader waits on it (settle): nothing past it was sent
                 self.positions.settle_exit_point(st, b.upto, store)
@@ -373,7 +378,9 @@ class Syncer:
 
         def apply(b: Batch) -> None:
             try:
+                t = time.monotonic()
                 pool.apply(b.jobs)
+                self.observed.observe("txn", time.monotonic() - t)
             except ShardflowError as e:
                 if e.code is not ErrorCode.DML_REJECTED:
                     raise
@@ -471,6 +478,7 @@ class Syncer:
         faults.hit("sync.ddl.before_settle")
         w.settle(txn.start or w.checkpoint)
         self.shard.committed(w.checkpoint)
+        ran, t = len(w.res.ddls), time.monotonic()
         try:
             step = (self._handle_ddl(txn, w.dconn, w.res, replay=safe) if op is None
                     else operator_step.on_ddl(self, w, txn, op))
@@ -478,6 +486,8 @@ class Syncer:
             if not isinstance(e, Terminal):
                 raise
             step = e
+        if len(w.res.ddls) > ran:   # ran downstream (DM's query_duration_time, finished ddl jobs)
+            self.observed.ddl(time.monotonic() - t, len(w.res.ddls) - ran)
         if isinstance(step, ShardStep):
             if step.action == REWIND:
                 # durable before the groups say the round is resolved (source_group)
@@ -517,8 +527,10 @@ class Syncer:
         res.seconds = time.monotonic() - t0
         res.lag_seconds = lag_seconds(w.checkpoint, w.until, self._last_ts)
         rate = res.rows / res.seconds if res.seconds > 0 else None
+        self.observed.observe("lag", res.lag_seconds)
         self.store.update_source_state(self.task.name, self.source_id, lag_seconds=res.lag_seconds,
-                                       rows_per_second=rate)
+                                       rows_per_second=rate, added=self.observed.take(),
+                                       **observe.window_end(w.start, w.checkpoint, w.until, res.seconds, self._upstream))
         if res.paused:
             res.state = "paused"
         return res

@@ -1,9 +1,10 @@
 """The Migrations page: a FastAPI app mounted in Airflow's API server at ``/shardflow``.
 
 Routes: ``GET /`` the page (HTML, rendered on the server, refreshes itself), ``GET /api/tasks``
-the same data as JSON, ``POST /api/actions`` trigger one of a task's actions.
+the same data as JSON, ``POST /api/actions`` trigger one of a task's actions, ``GET /metrics``
+every task's metrics in Prometheus' text format (dm_core/metrics), read from the state store.
 
-Auth: every route needs a logged-in Airflow user -- the same JWT the Airflow UI keeps in its
+Auth: every route but /metrics needs a logged-in Airflow user -- the same JWT the Airflow UI keeps in its
 ``_token`` cookie (or a bearer token), checked by Airflow's own ``get_user``; a page request
 without one is sent to Airflow's login page and comes back after. Reading needs DAG read
 access; an action is carried out by calling Airflow's REST API *with the user's own token*,
@@ -12,6 +13,10 @@ offers for the task (dm_core/overview.py) are accepted.
 
 Data: the state store (dm_core/overview.py) and the newest run of each of the task's DAGs
 from Airflow's REST API. No password is read or shown.
+
+/metrics is for Prometheus, which cannot log in to Airflow: open, as DM's /metrics are, unless
+SHARDFLOW_METRICS_TOKEN is set; then it needs ``Authorization: Bearer <that token>``. It
+shows task and source names, positions and counts, never server addresses or statements.
 """
 
 from __future__ import annotations
@@ -141,6 +146,22 @@ def create_app():
 
         return JSONResponse(jsonable_encoder({"tasks": overview(request, _token(request))}),
                             headers={"Cache-Control": "no-store"})
+
+    @app.get("/metrics")
+    def metrics(request: Request):
+        import hmac
+        import os
+
+        from fastapi.responses import Response
+
+        from dm_core.metrics.collector import exposition
+        from shardflow_airflow import runtime
+
+        want = os.environ.get("SHARDFLOW_METRICS_TOKEN", "")
+        if want and not hmac.compare_digest(request.headers.get("authorization", ""), f"Bearer {want}"):
+            raise HTTPException(401, "/metrics needs Authorization: Bearer $SHARDFLOW_METRICS_TOKEN")
+        body, content_type = exposition(runtime.open_store)
+        return Response(body, media_type=content_type, headers={"Cache-Control": "no-store"})
 
     @app.post("/api/actions")
     async def act(request: Request, user=Depends(user_or_none)):
