@@ -6,7 +6,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 APT_PKGS=(mariadb-server mariadb-client postgresql openjdk-17-jre-headless libmariadb-java mydumper
           default-libmysqlclient-dev pkg-config build-essential python3-venv python3-dev
-          docker-compose curl chromium percona-toolkit)
+          docker-compose curl chromium percona-toolkit prometheus)  # prometheus: promtool tests DM's alert rules
 
 missing=()
 for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
