@@ -4,6 +4,7 @@ write it; promtool accepts the exposition."""
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +169,72 @@ def test_a_token_guards_metrics_when_set(monkeypatch):
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert client.get("/metrics", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_loopback_prometheus_scrapes_it_as_docs_say(plain, stack, tmp_path):
+    """Debian's Prometheus scrapes the plugin's app (served by uvicorn, as Airflow's API server
+    does) with the scrape job docs/operations.md gives (job dm_master, honor_labels) and loads
+    DM's rules: the source's series arrive under its own instance, DM's dashboard queries answer."""
+    import json
+    import threading
+    import time
+    import urllib.parse
+    import urllib.request
+
+    import uvicorn
+    import yaml
+
+    from shardflow_airflow.ui.migrations_app import create_app
+
+    prometheus = shutil.which("prometheus")
+    assert prometheus, "prometheus is missing: `make setup` installs Debian's prometheus package"
+    task, store, sid, db, tdb, sess = plain
+    run(stack["up1"], f"INSERT INTO {qt(db, 't')} VALUES (1, 'a'), (2, 'b')")
+    steps(sess, "caught_up")
+    app_port, prom_port = _free_port(), _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=app_port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(root / "config" / "prometheus" / "dm_worker.rules.yml")],
+        "scrape_configs": [{"job_name": "dm_master", "honor_labels": True, "metrics_path": "/metrics",
+                            "static_configs": [{"targets": [f"127.0.0.1:{app_port}"]}]}]}))
+    proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def query(q: str) -> list:
+        url = f"http://127.0.0.1:{prom_port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return json.load(r)["data"]["result"]
+
+    try:
+        rate = f'sum by (task, source_id) (rate(dm_syncer_finished_transaction_total{{source_id="{sid}"}}[10s]))'
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if query('up{job="dm_master"} == 1') and len(query(rate)) == 1:   # two scrapes at least
+                    break
+            except OSError:
+                pass   # not listening yet
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.3)
+        state = query(f'dm_worker_task_state{{source_id="{sid}"}}')
+        assert [(s["metric"]["instance"], s["metric"]["job"], s["value"][1]) for s in state] == [(sid, "dm_master", "2")]
+        lag = query(f'histogram_quantile(0.90, sum(rate(dm_syncer_replication_lag_bucket{{source_id="{sid}"}}[10s])) '
+                    'by (le, task, source_id))')
+        assert len(lag) == 1, lag
+        assert not query('ALERTS{alertname=~"DM_.*"}')   # nothing is wrong
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        server.should_exit = True
