@@ -1,8 +1,9 @@
-"""One target table, from the two sides' bucket tallies to its result -- shared by both engines.
+"""One target table, from its candidate differences to its result.
 
-The engine (compare.py in process, spark_jobs/validate.py on Spark) reads the rows and builds
-the tallies; it also supplies ``sample(buckets, limit)``: the records of the differing buckets,
-both sides. Everything after that is here: key-level diff, filters, the caps of DM's
+The checksum engine (compare.py, drill.py) hands over the differing rows it drilled down to
+(:func:`conclude`); the row-reading fallback (readrows.py) its bucket tallies and
+``sample(buckets, limit)``, the records of the differing buckets (:func:`check_table`).
+Everything after that is here: key-level diff, filters, the caps of DM's
 ``max-pending-row-count`` / ``max-pending-row-size``, the re-check (recheck.py) and the
 TableResult.
 """
@@ -44,14 +45,22 @@ def check_table(plan, up: Tally, down: Tally, sample: Callable, ctx: RecheckCont
         up_recs, down_recs = sample(buckets, limit)
         first_seen = time.monotonic()
         diffs, res.filtered = split_explained(key_diff(up_recs, down_recs))
-        kept, res.more_differences = _cap(diffs, settings.max_pending_row_count, settings.max_pending_row_size)
-        if kept:
-            out = recheck(plan, kept, ctx.up_conns, ctx.down_conn, ctx.waiter, settings.recheck, first_seen)
-            res.resolved = out.resolved
-            res.differences = [row_diff(plan, d) for d in out.confirmed]
-            res.pending = [row_diff(plan, d, reason) for d, reason in out.pending]
+        conclude(plan, res, diffs, ctx, settings, first_seen)
     res.seconds = round(time.monotonic() - started, 3)
     return res
+
+
+def conclude(plan, res: TableResult, diffs: list[Diff], ctx: RecheckContext, settings, first_seen: float) -> None:
+    """The candidate differences of one table (filters already applied) → ``res``: capped by
+    DM's max-pending-row-count / -size, re-checked against replication in flight (recheck.py)
+    from ``first_seen`` (monotonic) on."""
+    kept, more = _cap(diffs, settings.max_pending_row_count, settings.max_pending_row_size)
+    res.more_differences += more
+    if kept:
+        out = recheck(plan, kept, ctx.up_conns, ctx.down_conn, ctx.waiter, settings.recheck, first_seen)
+        res.resolved += out.resolved
+        res.differences += [row_diff(plan, d) for d in out.confirmed]
+        res.pending += [row_diff(plan, d, reason) for d, reason in out.pending]
 
 
 def _cap(diffs: list[Diff], count: int, size: int) -> tuple[list[Diff], int]:

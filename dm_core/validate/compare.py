@@ -1,74 +1,85 @@
-"""The in-process engine of validation (``dmctl validate``): the same comparison as the
-scheduled Spark job (spark_jobs/validate.py), on one core, streaming.
+"""Validation of one task, run by ``dmctl validate`` in process and by the scheduled job
+(spark_jobs/validate.py, the same call): the servers checksum their own rows, Python only
+compares sums and looks at the few rows where they differ. Stages, in order
+(:func:`validate_task`):
 
-Per target table (plan.py): pass 1 streams every shard and the downstream table through
-server-side cursors and keeps only the per-bucket tallies (diff.py), so memory does not grow
-with the table; only when some bucket differs, pass 2 streams them again keeping the records
-of those buckets, and check.py names, filters and re-checks the differing rows.
+=================  ===============================================================  ============
+stage              what                                                             module
+=================  ===============================================================  ============
+plan               per target table its shards, route, mapping, filters, key        plan.py
+image              per side the row as SQL bytes: the shard's transformation via     image.py
+                   the rule engines' ``mysql_sql``, exact renderings
+chunks             key ranges of the target, each with every side's predicate        chunks.py
+first pass         COUNT + SUM(CRC32(image)) per chunk and side, all tables' chunks  checksum.py
+                   in flight over a few connections per server
+chunk re-check     while sync runs: differing chunks asked again upstream, then      (here)
+                   downstream once every checkpoint passed that point
+drill down         a differing chunk split by key hash in one GROUP BY per side,     drill.py
+                   the rows of differing buckets fetched from both sides
+rows               key-level diff, filters, caps, row re-check, result               check.py
+=================  ===============================================================  ============
+
+A table whose row image cannot be SQL (image.Unexpressible) or whose checksum query fails
+is compared by reading its rows (readrows.py); its result says so (``fallback``).
+
+Only rows of differing chunks reach Python, so the cost is one server-side pass over each
+side plus, per differing chunk, one more over that chunk: the speed of a table scan.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import os
 import time
-from typing import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 
-import pymysql
-
-from dm_core.db import connect, qi, qt
+from dm_core.db import connect, is_mariadb
 from dm_core.sources import source_endpoint, target_endpoint
-from dm_core.validate.check import RecheckContext, check_table
-from dm_core.validate.diff import Tally
-from dm_core.validate.plan import plan_task
+from dm_core.validate.check import RecheckContext, conclude
+from dm_core.validate.checksum import DOWN, ZERO, Servers, Sums, chunk_sums
+from dm_core.validate.chunks import plan_chunks
+from dm_core.validate.diff import key_diff, split_explained
+from dm_core.validate.drill import drill
+from dm_core.validate.image import TableImages, Unexpressible, column_infos, images
+from dm_core.validate.plan import TablePlan, plan_task
+from dm_core.validate.readrows import compare_rows
 from dm_core.validate.recheck import SyncWaiter
 from dm_core.validate.result import TableResult, ValidationResult
 from dm_core.validate.result import render as _render
-from dm_core.validate.rows import Record
 from dm_core.validate.settings import settings_for
 
-BUCKETS = 4096
-FETCH = 5_000
+log = logging.getLogger("shardflow.validate")
+
+BUCKETS = 4096          # key-hash buckets of the row-reading fallback
+CHUNK_ROWS = 20_000     # rows per key chunk (SHARDFLOW_VALIDATE_CHUNK_ROWS)
+LEAF_ROWS = 256         # a differing chunk is split until its buckets hold about this many rows
+_MASK = (1 << 64) - 1
 
 
-def _stream(conn, schema: str, table: str, columns: list[str], maker) -> Iterator[Record]:
-    cur = conn.cursor(pymysql.cursors.SSCursor)
-    try:
-        cur.execute(f"SELECT {', '.join(qi(c) for c in columns)} FROM {qt(schema, table)}")
-        while True:
-            chunk = cur.fetchmany(FETCH)
-            if not chunk:
-                break
-            for raw in chunk:
-                yield maker.record(raw)
-    finally:
-        cur.close()
+class UnknownTables(ValueError):
+    """``tables`` named a table the task does not have."""
 
 
-def _sides(plan, up_conns, down):
-    """(upstream reads, downstream reads): callables yielding the records of each reader."""
-    ups = [lambda s=s: _stream(up_conns[s.table.source_id], s.table.schema, s.table.table, s.table.columns, s.maker)
-           for s in plan.shards]
-    downs = [lambda: _stream(down, plan.schema, plan.table, plan.columns, plan.down_maker)] if plan.down else []
-    return ups, downs
+@dataclass
+class TableJob:
+    """One target table on its way through the stages."""
 
+    plan: TablePlan
+    started: float
+    images: TableImages | None = None
+    fallback: str | None = None         # why its rows are read instead (None: checksums)
+    shape: str = ""                     # how it was chunked (chunks.py)
+    chunks: list = field(default_factory=list)
+    server_of: dict = field(default_factory=dict)   # origin → source id
+    up: dict = field(default_factory=dict)          # chunk index → Sums
+    down: dict = field(default_factory=dict)
+    queries: int = 0
+    differing: list = field(default_factory=list)   # chunk indices still differing after the re-check
 
-def _tally(reads) -> Tally:
-    t = Tally()
-    for read in reads:
-        for r in read():
-            t.add(r)
-    return t
-
-
-def _keep(reads, buckets: set[int], limit: int) -> list[Record]:
-    out: list[Record] = []
-    for read in reads:
-        for r in read():
-            if r.bucket in buckets:
-                out.append(r)
-                if len(out) >= limit:
-                    return out
-    return out
+    def differs(self, i: int) -> bool:
+        return self.up.get(i, ZERO) != self.down.get(i, ZERO)
 
 
 def checkpoints(store, task_name: str) -> dict:
@@ -92,33 +103,198 @@ def render(result) -> str:
 
 
 def validate_task(task, store, *, mode: str | None = None, settings=None, run_id: str = "",
-                  buckets: int = BUCKETS) -> ValidationResult:
-    """Validate ``task`` in this process. ``settings``: a ValidationSettings (default: the task
-    file's validators); ``mode`` overrides its mode (full | fast)."""
+                  buckets: int = BUCKETS, engine: str = "in-process", tables: list[str] | None = None,
+                  chunk_rows: int | None = None, result: ValidationResult | None = None,
+                  on_table=None) -> ValidationResult:
+    """Validate ``task`` (module docstring). ``settings``: a ValidationSettings (default: the
+    task file's validators); ``mode`` overrides its mode (full | fast); ``tables``: only these
+    target tables (schema.table); ``result``: fill this ValidationResult (the caller keeps it
+    when this raises); ``on_table(result)``: called after each finished table."""
     settings = settings or settings_for(task)
     mode = mode or settings.mode
-    res = ValidationResult(task.name, run_id, mode, "in-process", dt.datetime.now(dt.timezone.utc).isoformat(),
-                           checkpoints=checkpoints(store, task.name))
-    up_conns: dict = {}
-    down = None
+    chunk_rows = chunk_rows or int(os.environ.get("SHARDFLOW_VALIDATE_CHUNK_ROWS", CHUNK_ROWS))
+    res = result or ValidationResult(task.name, run_id, mode, engine, dt.datetime.now(dt.timezone.utc).isoformat(),
+                                     checkpoints=checkpoints(store, task.name))
+    eps = {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances}
+    eps[DOWN] = target_endpoint(task)
+    conns: dict = {}
     try:
-        for inst in task.mysql_instances:
-            up_conns[inst.source_id] = connect(source_endpoint(store, inst.source_id))
-        down = connect(target_endpoint(task), downstream=True)
-        ctx = RecheckContext(up_conns, down, SyncWaiter(task, store, up_conns))
-        for plan in plan_task(task, up_conns, down, mode=mode, buckets=buckets):
-            t0 = time.monotonic()
-            ups, downs = _sides(plan, up_conns, down)
-            up, dn = _tally(ups), _tally(downs)
-            res.tables.append(check_table(
-                plan, up, dn, lambda b, limit: (_keep(ups, b, limit), _keep(downs, b, limit)), ctx, settings,
-                chunks=len(ups) + len(downs), started=t0))
+        conns = {name: connect(ep, downstream=name == DOWN) for name, ep in eps.items()}
+        up_conns = {n: c for n, c in conns.items() if n != DOWN}
+        jobs = _plan(task, up_conns, conns[DOWN], mode, tables, chunk_rows, buckets)
+        with Servers(eps, threads=max(2, settings.worker_count // 2)) as servers:
+            _first_pass(servers, jobs)
+            _recheck_chunks(servers, jobs, SyncWaiter(task, store, up_conns), settings)
+            for t in _finish(servers, jobs, task, store, settings):
+                res.tables.append(t)
+                if on_table is not None:
+                    on_table(res)
+        res.tables.sort(key=lambda t: t.target)
     except Exception as e:
-        res.error = str(e)
+        res.error = f"{type(e).__name__}: {e}"
         raise
     finally:
         res.finished_at = dt.datetime.now(dt.timezone.utc).isoformat()
-        for c in [*up_conns.values(), down]:
-            if c is not None:
-                c.close()
+        for c in conns.values():
+            c.close()
     return res
+
+
+# ---- plan, image, chunks ---------------------------------------------------------------------
+def _plan(task, up_conns: dict, down, mode: str, tables, chunk_rows: int, buckets: int) -> list[TableJob]:
+    plans = plan_task(task, up_conns, down, mode=mode, buckets=buckets)
+    if tables:
+        unknown = sorted(set(tables) - {p.name for p in plans})
+        if unknown:
+            raise UnknownTables(f"{', '.join(unknown)} not a target table of task {task.name}")
+        plans = [p for p in plans if p.name in tables]
+    flavour = {name: is_mariadb(c) for name, c in up_conns.items()}
+    flavour[DOWN] = is_mariadb(down)
+    jobs = []
+    for p in plans:
+        job = TableJob(p, time.monotonic(), server_of={s.origin: s.table.source_id for s in p.shards})
+        jobs.append(job)
+        if p.down is None:
+            continue   # readrows reports the missing table, with the upstream's rows counted
+        try:
+            down_infos = column_infos(down, p.schema, p.table)
+            shard_infos = {s.origin: column_infos(up_conns[s.table.source_id], s.table.schema, s.table.table)
+                           for s in p.shards}
+            flavours = {"": flavour[DOWN], **{s.origin: flavour[s.table.source_id] for s in p.shards}}
+            job.images = images(p, down_infos, shard_infos, flavours)
+            job.shape, job.chunks = plan_chunks(p, up_conns, down, down_infos, shard_infos, chunk_rows)
+        except Unexpressible as e:
+            job.fallback = str(e)
+    return jobs
+
+
+# ---- first pass and chunk re-check -------------------------------------------------------------
+def _ask(servers, job: TableJob, indices, *, up: bool = True, down: bool = True) -> list:
+    """Submit the checksum queries of chunks ``indices``; collect them with :func:`_collect`."""
+    out = []
+    for i in indices:
+        ch = job.chunks[i]
+        ups = [servers.submit(job.server_of[o], chunk_sums, job.images.shards[o], w) for o, w in ch.ups.items()] \
+            if up else None
+        dn = servers.submit(DOWN, chunk_sums, job.images.down, ch.down) if down else None
+        out.append((i, ups, dn))
+    return out
+
+
+def _collect(asked: list) -> tuple[dict, dict]:
+    up, down = {}, {}
+    for i, ups, dn in asked:
+        if ups is not None:
+            total = ZERO
+            for f in ups:
+                total = total + f.result()
+            up[i] = total
+        if dn is not None:
+            down[i] = dn.result()
+    return up, down
+
+
+def _active(jobs):
+    return [j for j in jobs if j.images is not None and j.fallback is None]
+
+
+def _first_pass(servers, jobs: list[TableJob]) -> None:
+    asked = {id(j): _ask(servers, j, range(len(j.chunks))) for j in _active(jobs)}
+    for j in _active(jobs):
+        a = asked[id(j)]
+        j.queries = sum(len(ups) + 1 for _, ups, _ in a)
+        try:
+            j.up, j.down = _collect(a)
+        except Exception as e:  # noqa: BLE001 - an SQL form this server refuses: read the rows instead
+            log.warning("validate %s: a checksum query failed, reading its rows instead: %s", j.plan.name, e)
+            j.fallback = f"the checksum query failed ({type(e).__name__}: {e})"
+
+
+def _recheck_chunks(servers, jobs: list[TableJob], waiter: SyncWaiter, settings) -> None:
+    """While sync runs, a chunk may differ only because its rows are in flight: ask its
+    upstream sums again (U1), wait until every source's checkpoint passed the upstream's
+    position after U1, ask the downstream (D). Chunks with U1 == D are settled; the others
+    are drilled (and their rows re-checked the same way, row by row: recheck.py)."""
+    for j in _active(jobs):
+        j.differing = [i for i in range(len(j.chunks)) if j.differs(i)]
+    todo = [j for j in _active(jobs) if j.differing]
+    if not todo or waiter.replicating() is not None:
+        return
+    deadline = time.monotonic() + settings.recheck.row_error_delay
+    u1 = {id(j): _ask(servers, j, j.differing, down=False) for j in todo}
+    for j in todo:
+        j.up.update(_collect(u1[id(j)])[0])
+    behind = waiter.catch_up(deadline)
+    if behind is not None:
+        log.info("validate: chunks not re-checked: %s", behind)
+    d = {id(j): _ask(servers, j, j.differing, up=False) for j in todo}
+    for j in todo:
+        j.down.update(_collect(d[id(j)])[1])
+        j.differing = [i for i in j.differing if j.differs(i)]
+
+
+# ---- drill down and rows -----------------------------------------------------------------------
+def _finish(servers, jobs: list[TableJob], task, store, settings):
+    """The TableResult of every job, as each is done; tables with nothing to look at first."""
+    busy = [j for j in jobs if j.fallback is not None or j.images is None or j.differing]
+    for j in jobs:
+        if j not in busy:
+            yield _result(j)
+    if not busy:
+        return
+    with ThreadPoolExecutor(max_workers=max(1, settings.worker_count), thread_name_prefix="validate-table") as ex:
+        futs = {ex.submit(_look, servers, j, task, store.dsn, settings): j for j in busy}
+        for f in as_completed(futs):
+            j = futs[f]
+            try:
+                yield f.result()
+            except Exception as e:  # noqa: BLE001 - one table's failure is its result; the others go on
+                log.exception("validating %s failed", j.plan.name)
+                yield TableResult(j.plan.name, [s.origin for s in j.plan.shards], error=f"{type(e).__name__}: {e}")
+
+
+def _result(j: TableJob) -> TableResult:
+    up = sum(j.up.values(), ZERO)
+    down = sum(j.down.values(), ZERO)
+    res = TableResult(j.plan.name, [s.origin for s in j.plan.shards], up.rows, down.rows, j.queries, len(j.chunks),
+                      differing_buckets=len(j.differing), upstream_checksum=f"{up.total & _MASK:016x}",
+                      downstream_checksum=f"{down.total & _MASK:016x}")
+    if j.plan.missing_columns:
+        res.error = (f"the downstream table lacks column(s) {', '.join(j.plan.missing_columns)} of the upstream "
+                     "(the other columns were compared)")
+    res.seconds = round(time.monotonic() - j.started, 3)
+    return res
+
+
+def _look(servers, j: TableJob, task, dsn: str, settings) -> TableResult:
+    """Drill into one table's differing chunks (or read its rows) on this thread's connections."""
+    from dm_core.state.store import StateStore
+
+    with StateStore(dsn) as store:
+        eps = {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances}
+        ups = {sid: connect(ep) for sid, ep in eps.items()}
+        down = connect(target_endpoint(task), downstream=True)
+        try:
+            ctx = RecheckContext(ups, down, SyncWaiter(task, store, ups))
+            if j.fallback is not None or j.images is None:
+                res = compare_rows(j.plan, ctx, settings)
+                res.fallback = j.fallback
+                return res
+            res = _result(j)
+            first_seen = time.monotonic()
+            diffs, keep = [], max(1, settings.max_pending_row_count)
+            for _, up_recs, down_recs in drill(servers, j, j.differing, LEAF_ROWS):
+                found, filtered = split_explained(key_diff(up_recs, down_recs))
+                res.filtered += filtered
+                room = max(0, keep - len(diffs))
+                diffs += found[:room]
+                res.more_differences += len(found) - len(found[:room])   # memory stays bounded
+            conclude(j.plan, res, diffs, ctx, settings, first_seen)
+            res.seconds = round(time.monotonic() - j.started, 3)
+            return res
+        finally:
+            for c in [*ups.values(), down]:
+                c.close()
+
+
+__all__ = ["validate_task", "compare_task", "render", "checkpoints", "UnknownTables", "Sums"]

@@ -2,7 +2,7 @@
 ``shardflow_<task>_validation``, the state store, the Migrations page), text (task log,
 ``dmctl validate``) and DM's ``validation status`` response.
 
-Per target table: rows compared on each side, chunks read, buckets compared, the rows that
+Per target table: rows compared on each side, checksum queries, key chunks compared, the rows that
 differ (kind + key + the values of each side), the rows a task filter explains (counted,
 not reported), the rows that could not be confirmed before ``row-error-delay`` (pending),
 and the time taken.
@@ -35,9 +35,9 @@ class TableResult:
     shards: list[str] = field(default_factory=list)
     upstream_rows: int = 0
     downstream_rows: int = 0
-    chunks: int = 0              # key-range chunks read (both sides)
-    buckets: int = 0             # key-hash buckets whose checksums were compared
-    differing_buckets: int = 0
+    chunks: int = 0              # checksum queries of the first pass (every side's chunks; rows read: readers)
+    buckets: int = 0             # key chunks compared (rows read: key-hash buckets)
+    differing_buckets: int = 0   # of those, differing (while sync runs: still after the re-check)
     upstream_checksum: str = ""
     downstream_checksum: str = ""
     differences: list[RowDiff] = field(default_factory=list)
@@ -47,6 +47,7 @@ class TableResult:
     pending: list[RowDiff] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
+    fallback: str | None = None  # why this table's rows were read and compared in Python (None: server checksums)
 
     @property
     def equal(self) -> bool:
@@ -132,14 +133,16 @@ def summary_line(r: ValidationResult) -> str:
 
 def render(r: ValidationResult) -> str:
     """Plain text for task logs and dmctl."""
-    lines = [f"{'target table':<32} {'upstream rows':>13} {'downstream rows':>15} {'chunks':>6} {'buckets':>9} "
+    lines = [f"{'target table':<32} {'upstream rows':>13} {'downstream rows':>15} {'queries':>7} {'chunks':>9} "
              f"{'differ':>6} {'filtered':>8} {'seconds':>7}  result"]
     for t in r.tables:
-        lines.append(f"{t.target:<32} {t.upstream_rows:>13} {t.downstream_rows:>15} {t.chunks:>6} "
+        lines.append(f"{t.target:<32} {t.upstream_rows:>13} {t.downstream_rows:>15} {t.chunks:>7} "
                      f"{t.differing_buckets:>4}/{t.buckets:<4} {t.differing_rows():>6} {t.filtered:>8} "
                      f"{t.seconds:>7.1f}  {t.status.upper()}")
         if t.error:
             lines.append(f"    error: {t.error}")
+        if t.fallback:
+            lines.append(f"    rows read and compared in Python, not checksummed by the servers: {t.fallback}")
         for kind, label in (("missing", "missing downstream"), ("extra", "extra downstream"), ("changed", "changed")):
             rows = [d for d in t.differences if d.kind == kind]
             for d in rows[:SHOWN]:
