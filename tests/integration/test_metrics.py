@@ -182,7 +182,8 @@ def _free_port() -> int:
 def test_a_loopback_prometheus_scrapes_it_as_docs_say(plain, stack, tmp_path):
     """Debian's Prometheus scrapes the plugin's app (served by uvicorn, as Airflow's API server
     does) with the scrape job docs/operations.md gives (job dm_master, honor_labels) and loads
-    DM's rules: the source's series arrive under its own instance, DM's dashboard queries answer."""
+    DM's rules: the source's series arrive under its own instance, DM's dashboard queries answer,
+    and so does every query of docs/grafana/shardflow.json."""
     import json
     import threading
     import time
@@ -234,6 +235,11 @@ def test_a_loopback_prometheus_scrapes_it_as_docs_say(plain, stack, tmp_path):
                     'by (le, task, source_id))')
         assert len(lag) == 1, lag
         assert not query('ALERTS{alertname=~"DM_.*"}')   # nothing is wrong
+        dash = json.loads((root / "docs" / "grafana" / "shardflow.json").read_text())
+        for p in dash["panels"]:   # Prometheus takes every query of shardflow's dashboard (a 400 raises)
+            for t in p.get("targets", []):
+                query(t["expr"].replace("$task", ".*").replace("$source", ".*"))
+        assert query(f'time() - shardflow_source_updated_timestamp_seconds{{source_id="{sid}"}} < 60')
     finally:
         proc.terminate()
         proc.wait(timeout=30)
