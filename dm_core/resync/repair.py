@@ -27,7 +27,7 @@ from types import SimpleNamespace
 from dm_core.db import qi, qt
 from dm_core.errors import ErrorCode
 from dm_core.validate.recheck import key_predicate, select_by_key, source_key
-from dm_core.validate.rows import norm
+from dm_core.validate.rows import norm, types_of
 
 _BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "bit"}
 
@@ -77,7 +77,8 @@ def expected_rows(plan, keys: list[tuple], up_conns: dict, batch: int = 100) -> 
         st, shaper = shard.table, shard.maker.shaper
         keep = shaper.supplied()
         names = tuple(plan.columns[i] for i in keep)
-        for raw in select_by_key(up_conns[st.source_id], st.schema, st.table, st.columns, list(cols), values, batch):
+        for raw in select_by_key(up_conns[st.source_id], st.schema, st.table, st.columns, list(cols), values, batch,
+                                 types_of(st)):
             if shard.maker.record(raw).key not in wanted:
                 continue
             shaped = shaper.shape(raw)

@@ -19,7 +19,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, NamedTuple
 
-from dm_core.db import connect, qi, qt
+from dm_core.db import connect, qt
 
 DOWN = ""   # the downstream's server name in ``Servers``
 
@@ -93,11 +93,11 @@ def bucket_sums(conn, image, where: str, buckets: int) -> dict[int, Sums]:
 
 
 def rows_of(conn, image, where: str, buckets: int = 0, wanted=()) -> list[tuple]:
-    """The raw rows (``image.select``) of ``where``, only of key-hash buckets ``wanted``
+    """The rows (read as ``image.select``) of ``where``, only of key-hash buckets ``wanted``
     (of ``buckets``) when given."""
     cond = where
     if buckets and wanted:
         cond = f"({where}) AND CRC32({image.key}) % {int(buckets)} IN ({', '.join(str(int(b)) for b in sorted(wanted))})"
     with conn.cursor() as cur:
-        cur.execute(f"SELECT {', '.join(qi(c) for c in image.select)} FROM {qt(image.schema, image.table)} WHERE {cond}")
+        cur.execute(f"SELECT {image.select} FROM {qt(image.schema, image.table)} WHERE {cond}")
         return [tuple(r) for r in cur.fetchall()]

@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dm_core.db import as_str, is_mariadb, qi, qt
+from dm_core.validate.rows import select_list
 
 SEP = "X'2C' COLLATE 'binary'"
 INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -110,14 +111,15 @@ class Source:
 @dataclass
 class Image:
     """One reader's SQL: ``row`` is hashed per row, ``key`` buckets rows by key (drill.py);
-    ``fields`` the rendered compared columns, ``select`` the raw columns a row fetch reads."""
+    ``fields`` the rendered compared columns, ``select`` the SELECT list of a row fetch (the
+    reader's raw columns, read exactly: rows.select_list)."""
 
     schema: str
     table: str
     row: str
     key: str
     fields: list[str] = field(default_factory=list)
-    select: list[str] = field(default_factory=list)
+    select: str = ""
 
     def sum_sql(self, where: str) -> str:
         return (f"SELECT COUNT(*), COALESCE(SUM(CRC32({self.row})), 0) FROM {qt(self.schema, self.table)} "
@@ -270,7 +272,9 @@ def images(plan, down_infos: dict, shard_infos: dict[str, dict], flavours: dict[
         key = f"CONCAT_WS({SEP}, {', '.join(rendered[i] for i in key_idx)})"
         if origin:
             st = plan.shard(origin).table
-            out[origin] = Image(st.schema, st.table, row, key, fields, list(st.columns))
+            types = {c: i.data_type for c, i in shard_infos[origin].items()}
+            out[origin] = Image(st.schema, st.table, row, key, fields, select_list(st.columns, types))
         else:
-            down = Image(plan.schema, plan.table, row, key, fields, list(plan.columns))
+            types = {c: i.data_type for c, i in down_infos.items()}
+            down = Image(plan.schema, plan.table, row, key, fields, select_list(plan.columns, types))
     return TableImages(down, out)

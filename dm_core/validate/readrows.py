@@ -14,18 +14,18 @@ from typing import Iterator
 
 import pymysql
 
-from dm_core.db import qi, qt
+from dm_core.db import qt
 from dm_core.validate.check import check_table
 from dm_core.validate.diff import Tally
-from dm_core.validate.rows import Record
+from dm_core.validate.rows import Record, select_list, types_of
 
 FETCH = 5_000
 
 
-def _stream(conn, schema: str, table: str, columns: list[str], maker) -> Iterator[Record]:
+def _stream(conn, schema: str, table: str, columns: list[str], maker, types: dict) -> Iterator[Record]:
     cur = conn.cursor(pymysql.cursors.SSCursor)
     try:
-        cur.execute(f"SELECT {', '.join(qi(c) for c in columns)} FROM {qt(schema, table)}")
+        cur.execute(f"SELECT {select_list(columns, types)} FROM {qt(schema, table)}")
         while True:
             chunk = cur.fetchmany(FETCH)
             if not chunk:
@@ -38,9 +38,10 @@ def _stream(conn, schema: str, table: str, columns: list[str], maker) -> Iterato
 
 def _sides(plan, up_conns, down):
     """(upstream reads, downstream reads): callables yielding the records of each reader."""
-    ups = [lambda s=s: _stream(up_conns[s.table.source_id], s.table.schema, s.table.table, s.table.columns, s.maker)
-           for s in plan.shards]
-    downs = [lambda: _stream(down, plan.schema, plan.table, plan.columns, plan.down_maker)] if plan.down else []
+    ups = [lambda s=s: _stream(up_conns[s.table.source_id], s.table.schema, s.table.table, s.table.columns, s.maker,
+                               types_of(s.table)) for s in plan.shards]
+    downs = [lambda: _stream(down, plan.schema, plan.table, plan.columns, plan.down_maker, types_of(plan.down))] \
+        if plan.down else []
     return ups, downs
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from dm_core.db import qi, qt
 from dm_core.validate.diff import Diff, key_diff, split_explained
-from dm_core.validate.rows import Record, norm
+from dm_core.validate.rows import Record, norm, select_list, types_of
 
 
 @dataclass
@@ -141,13 +141,14 @@ def key_predicate(cols: list[str], values: list[tuple]) -> tuple[str, list]:
 
 
 def select_by_key(conn, schema: str, table: str, columns: list[str], cols: list[str], values: list[tuple],
-            batch: int) -> list[tuple]:
+                  batch: int, types: dict | None = None) -> list[tuple]:
+    """Rows whose ``cols`` equal one of ``values``, ``columns`` read exactly (rows.select_list)."""
     out = []
     uniq = list(dict.fromkeys(values))
     for i in range(0, len(uniq), max(1, batch)):
         where, params = key_predicate(cols, uniq[i:i + batch])
         with conn.cursor() as cur:
-            cur.execute(f"SELECT {', '.join(qi(c) for c in columns)} FROM {qt(schema, table)} WHERE {where}", params)
+            cur.execute(f"SELECT {select_list(columns, types)} FROM {qt(schema, table)} WHERE {where}", params)
             out += list(cur.fetchall())
     return out
 
@@ -157,7 +158,7 @@ def read_downstream(plan, diffs: list[Diff], conn, batch: int) -> dict[tuple, li
         return {}
     values = [(d.up or d.down).raw_key for d in diffs]
     out: dict[tuple, list[Record]] = {}
-    for raw in select_by_key(conn, plan.schema, plan.table, plan.columns, plan.key, values, batch):
+    for raw in select_by_key(conn, plan.schema, plan.table, plan.columns, plan.key, values, batch, types_of(plan.down)):
         r = plan.down_maker.record(raw)
         out.setdefault(r.key, []).append(r)
     return out
@@ -181,7 +182,8 @@ def read_upstream(plan, diffs: list[Diff], up_conns: dict, batch: int) -> dict[t
             continue
         cols, values = wanted[shard.origin]
         st = shard.table
-        for raw in select_by_key(up_conns[st.source_id], st.schema, st.table, st.columns, cols, values, batch):
+        for raw in select_by_key(up_conns[st.source_id], st.schema, st.table, st.columns, cols, values, batch,
+                                 types_of(st)):
             r = shard.maker.record(raw)
             out.setdefault(r.key, []).append(r)
     return out

@@ -48,6 +48,25 @@ def norm(v):
     return str(v)
 
 
+def select_list(columns: list[str], types: dict | None = None) -> str:
+    """The SELECT list reading ``columns`` exactly (``types``: column → DATA_TYPE): a FLOAT is
+    widened to DOUBLE on the server, which prints FLOAT with 6 digits, so two FLOATs that differ
+    past them would read as one value.
+
+    >>> select_list(["id", "f"], {"f": "float"})
+    '`id`, CAST(`f` AS DOUBLE)'
+    """
+    from dm_core.db import qi
+
+    types = types or {}
+    return ", ".join(f"CAST({qi(c)} AS DOUBLE)" if types.get(c) == "float" else qi(c) for c in columns)
+
+
+def types_of(table) -> dict:
+    """column → DATA_TYPE of a discover.SourceTable (empty when unknown)."""
+    return dict(zip(table.columns, table.column_types or [])) if table is not None else {}
+
+
 def digest(values: tuple) -> int:
     """64-bit digest of a tuple of normalized values."""
     return int.from_bytes(hashlib.blake2b(repr(values).encode(), digest_size=8).digest(), "big")
