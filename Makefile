@@ -6,7 +6,7 @@ export PYTHONPATH := $(ROOT)
 export SPARK_HOME := $(ROOT)/.venv/lib/python3.11/site-packages/pyspark
 
 .PHONY: setup stack-up stack-down stack-status airflow-up airflow-down lint test test-unit demo bench \
-	fleet-up fleet-down
+	fleet-up fleet-down airflow-celery-up airflow-celery-down
 
 setup:          ## install apt packages and the venv (idempotent)
 	scripts/setup.sh
@@ -25,6 +25,12 @@ airflow-up:     ## airflow standalone on the stack's Postgres, with dags/ and pl
 
 airflow-down:
 	scripts/airflow.sh down
+
+airflow-celery-up:  ## Airflow with the CeleryExecutor instead: scheduler, api-server, dag-processor, triggerer, 2 Celery workers (Redis broker)
+	scripts/airflow_celery.sh up
+
+airflow-celery-down:
+	scripts/airflow_celery.sh down
 
 fleet-up:       ## N upstream MariaDB servers (default 16) on 127.0.0.1:21000.. for the fleet test: scripts/fleet.sh
 	scripts/fleet.sh up $(or $(N),16)

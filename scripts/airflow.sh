@@ -3,36 +3,9 @@
 #   scripts/airflow.sh up|down|status
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-eval "$("$ROOT/scripts/stack.sh" env)"
-export AIRFLOW_HOME=${AIRFLOW_HOME:-$SHARDFLOW_AIRFLOW_HOME}
-PORT=$SHARDFLOW_AIRFLOW_PORT
+. "$ROOT/scripts/airflow_env.sh"
 PIDF=$AIRFLOW_HOME/standalone.pid
 LOG=$AIRFLOW_HOME/standalone.log
-
-export PATH="$ROOT/.venv/bin:$PATH"
-export PYTHONPATH="$ROOT:$ROOT/plugins${PYTHONPATH:+:$PYTHONPATH}"
-export SPARK_HOME=$("$ROOT/.venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
-export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://postgres@127.0.0.1:$SHARDFLOW_PG_PORT/airflow"
-export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
-export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
-export AIRFLOW__CORE__LOAD_EXAMPLES=False
-export AIRFLOW__CORE__PARALLELISM=${AIRFLOW__CORE__PARALLELISM:-16}
-export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin"
-export AIRFLOW__API__PORT=$PORT
-export AIRFLOW__API__HOST=127.0.0.1
-export AIRFLOW__API__BASE_URL="http://127.0.0.1:$PORT"
-export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$PORT/execution/"
-export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=5
-export AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL=5
-export AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT=1200
-# a SIGKILLed task is noticed and retried within a minute, not five
-export AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=60
-# after a restart, tasks the dead scheduler had queued are reset within a minute, not five
-export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL=${AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL:-60}
-# on a loaded 2-core machine the API server answers a task's first call in more than the
-# default 5 s, and the task fails before it starts
-export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-30}
-export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
 
 alive() { [ -f "$PIDF" ] && kill -0 "$(cat "$PIDF")" 2>/dev/null; }
 
@@ -41,6 +14,9 @@ case "${1:-}" in
     mkdir -p "$AIRFLOW_HOME"
     if alive; then echo "[airflow] already running on $AIRFLOW__API__BASE_URL"; exit 0; fi
     "$ROOT/scripts/stack.sh" status >/dev/null || { echo "[airflow] the stack is down: run make stack-up first"; exit 1; }
+    if [ -f "$AIRFLOW_HOME/celery/scheduler.pid" ] && kill -0 "$(cat "$AIRFLOW_HOME/celery/scheduler.pid")" 2>/dev/null; then
+      echo "[airflow] the Celery Airflow runs on this stack (make airflow-celery-up): make airflow-celery-down first"; exit 1
+    fi
     airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -20 "$AIRFLOW_HOME/migrate.log"; exit 1; }
     setsid airflow standalone >"$LOG" 2>&1 </dev/null &
     echo $! >"$PIDF"

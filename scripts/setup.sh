@@ -6,7 +6,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 APT_PKGS=(mariadb-server mariadb-client postgresql openjdk-17-jre-headless libmariadb-java mydumper
           default-libmysqlclient-dev pkg-config build-essential python3-venv python3-dev
-          docker-compose curl chromium percona-toolkit prometheus)  # prometheus: promtool tests DM's alert rules
+          docker-compose curl chromium percona-toolkit prometheus
+          redis-server)  # prometheus: promtool tests DM's alert rules; redis-server: the Celery broker (make airflow-celery-up)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -105,7 +105,10 @@ def build_dags(task_file: Path) -> dict:
         dags[ids["full"]] = d
 
     if task.task_mode in ("incremental", "all"):
-        with DAG(ids["incremental"], description=f"binlog replication of DM task {task.name}", **common) as d:
+        # every source's sensor and the coordinator run at once, for as long as the task syncs:
+        # Airflow's default cap of 16 running tasks per DAG would leave the 16th source unsynced
+        with DAG(ids["incremental"], description=f"binlog replication of DM task {task.name}",
+                 max_active_tasks=len(task.mysql_instances) + 1, **common) as d:
             for inst in task.mysql_instances:
                 SourceSyncSensor(
                     task_id=sensor_task_id(inst.source_id), task_file=path, source_id=inst.source_id,

@@ -1,0 +1,30 @@
+# Sourced by scripts/airflow.sh (`airflow standalone`) and scripts/airflow_celery.sh (the
+# CeleryExecutor): the environment every Airflow process of the local stack runs with. Needs ROOT.
+eval "$("$ROOT/scripts/stack.sh" env)"
+export AIRFLOW_HOME=${AIRFLOW_HOME:-$SHARDFLOW_AIRFLOW_HOME}
+PORT=$SHARDFLOW_AIRFLOW_PORT
+
+export PATH="$ROOT/.venv/bin:$PATH"
+export PYTHONPATH="$ROOT:$ROOT/plugins${PYTHONPATH:+:$PYTHONPATH}"
+export SPARK_HOME=$("$ROOT/.venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://postgres@127.0.0.1:$SHARDFLOW_PG_PORT/airflow"
+export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
+export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__PARALLELISM=${AIRFLOW__CORE__PARALLELISM:-16}
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin"
+export AIRFLOW__API__PORT=$PORT
+export AIRFLOW__API__HOST=127.0.0.1
+export AIRFLOW__API__BASE_URL="http://127.0.0.1:$PORT"
+export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$PORT/execution/"
+export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=5
+export AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL=5
+export AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT=1200
+# a SIGKILLed task is noticed and retried within a minute, not five
+export AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=${AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT:-60}
+# after a restart, tasks the dead scheduler had queued are reset within a minute, not five
+export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL=${AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL:-60}
+# on a loaded 2-core machine the API server answers a task's first call in more than the
+# default 5 s, and the task fails before it starts
+export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-30}
+export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
