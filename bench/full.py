@@ -341,6 +341,16 @@ def task_yaml(stack: Stack, name: str = TASK_NAME, merged: bool = True) -> str:
     return yaml.safe_dump(task, sort_keys=False)
 
 
+def full_load_cmd(name: str, env: dict) -> list[str]:
+    """spark-submit of the full phase of task ``name`` as the full DAG runs it (report in work_dir)."""
+    return [str(VENV_BIN / "spark-submit"), "--master", os.environ.get("SHARDFLOW_BENCH_MASTER", "local[2]"),
+            "--jars", JDBC_JAR, "--conf", "spark.ui.enabled=false",
+            "--conf", f"spark.driver.extraJavaOptions={driver_java_options()}",
+            "--conf", f"spark.pyspark.python={env['PYSPARK_PYTHON']}",
+            "--conf", f"spark.pyspark.driver.python={env['PYSPARK_DRIVER_PYTHON']}",
+            str(ROOT / "spark_jobs" / "full_load.py"), "--task", name, "--report", str(work_dir() / "full-report.json")]
+
+
 def run_shardflow(stack: Stack, rows: int, nbytes: int, *, merged: bool = True, timeout: float = 3600) -> dict:
     parse_task = _parse_task()
     from dm_core.full.phase import finish as finish_phase, prepare
@@ -354,11 +364,7 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, merged: bool = True, 
     logf = work_dir() / "spark-full.log"
     logf.unlink(missing_ok=True)
     env = python_env()
-    cmd = [str(VENV_BIN / "spark-submit"), "--master", os.environ.get("SHARDFLOW_BENCH_MASTER", "local[2]"), "--jars", JDBC_JAR,
-           "--conf", "spark.ui.enabled=false", "--conf", f"spark.driver.extraJavaOptions={driver_java_options()}",
-           "--conf", f"spark.pyspark.python={env['PYSPARK_PYTHON']}",
-           "--conf", f"spark.pyspark.driver.python={env['PYSPARK_DRIVER_PYTHON']}",
-           str(ROOT / "spark_jobs" / "full_load.py"), "--task", name, "--report", str(work_dir() / "full-report.json")]
+    cmd = full_load_cmd(name, env)
     with StateStore(stack.state_dsn) as store:
         register(store, {sid: ep for (sid, _), ep in zip(SOURCES, stack.ups)}, name, text)
         with TreeRSS() as rss, _servers(stack) as servers:

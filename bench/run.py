@@ -1,12 +1,14 @@
-"""`make bench`: run the benchmarks, print a table, write bench/results/{rules,full,small_tables,incremental,airflow_lag}.json.
+"""`make bench`: run the benchmarks, print a table, write
+bench/results/{rules,full,validate,small_tables,incremental,airflow_lag}.json.
 
     python -m bench.run [--rule-rows N] [--full-rows N] [--small-tables N] [--inc-events N]
-                        [--only rules|full|small|incremental|lag]
+                        [--only rules|full|validate|small|incremental|lag]
 
 The rules part (bench/rules.py: the syncer's routing + filtering + mapping on one core vs
-just iterating the rows) runs first, in this process, and needs no server. The full and
-incremental parts need the local stack (`make stack-up`); ports and credentials come from
-the environment or `scripts/stack.sh env`. Figures are raw; performance is judged by the
+just iterating the rows) runs first, in this process, and needs no server. The full,
+validate (bench/validate.py: validation while sync runs vs a raw checksum scan, on the full
+part's data set) and incremental parts need the local stack (`make stack-up`); ports and
+credentials come from the environment or `scripts/stack.sh env`. Figures are raw; performance is judged by the
 ratios (shardflow ÷ baseline, measured in this run on the same data), never by pass/fail
 thresholds. A baseline that cannot run is reported as null with its reason. The lag part
 (bench/airflow_lag.py) runs last and goes through `airflow standalone`.
@@ -19,7 +21,7 @@ import logging
 import sys
 import time
 
-from bench import airflow_lag, full, incremental, rules, small_tables
+from bench import airflow_lag, full, incremental, rules, small_tables, validate
 from bench.common import fmt, machine, stack_from_env, table, write_json
 
 log = logging.getLogger("bench")
@@ -35,7 +37,8 @@ def _parse_arguments(argv=None):
                    help="tables of the many-small-tables copy, 200 rows each, over 2 sources (default 500)")
     p.add_argument("--inc-events", type=int, default=50_000,
                    help="single-row transactions of the incremental workload (default 50,000)")
-    p.add_argument("--only", choices=("rules", "full", "small", "incremental", "lag"), help="run one part only")
+    p.add_argument("--only", choices=("rules", "full", "validate", "small", "incremental", "lag"),
+                   help="run one part only")
     return p.parse_args(argv)
 
 
@@ -93,6 +96,32 @@ def render_full(out: dict) -> str:
     return (f"FULL COPY: {d['rows']:,} rows ({d['layout']}), {d['bytes'] / 1e6:.1f} MB as text\n"
             + table(["engine", "s", "rows/s", "MB/s", "peak RSS MB", "note"], rows) + extra
             + "\n" + _ratios(out["ratios"]))
+
+
+def render_validate(out: dict) -> str:
+    d = out["data"]
+    cols = ["seconds", "rows_per_s", "note"]
+    names = {"full_copy": "full copy (the bar: shardflow's full phase)",
+             "raw_scan": "raw scan (sync-diff's CRC32 checksum, 9 tables at once)",
+             "shardflow": "shardflow validation, while sync runs (in process)",
+             "shardflow_spark_job": "shardflow validation, the DAG's spark-submit job",
+             "shardflow_corrupted": "shardflow validation, 100 rows corrupted"}
+    rows = []
+    for k, name in names.items():
+        r = out["results"].get(k) or {"error": "not run"}
+        row = _row(name, r, cols)
+        row[2] = fmt(row[2], 0)
+        if not r.get("error") and k.startswith("shardflow"):
+            row[-1] = " ".join(filter(None, [row[-1], r.get("summary", "")]))
+        if k == "shardflow_corrupted" and not r.get("error"):
+            row[-1] += (f"; named {r['named_expected']}/{r['corrupted']} corrupted, {r['named_unexpected']} other, "
+                        f"{r['pending']} pending")
+        rows.append(row)
+    live = out["results"].get("live") or {}
+    errors = "; ERRORS: " + "; ".join(live["errors"]) if live.get("errors") else ""
+    return (f"VALIDATE: {d['rows']:,} rows ({d['layout']}), sync running, {d['writer_rows_per_s']} row changes/s "
+            f"upstream ({live.get('row_changes_written', 0):,} written{errors})\n"
+            + table(["engine", "s", "rows/s", "note"], rows) + "\n" + _ratios(out["ratios"]))
 
 
 def render_small(out: dict) -> str:
@@ -160,11 +189,15 @@ def main(argv=None) -> int:
         out = {"meta": {**machine(), "rule_rows": args.rule_rows}, **rules.run(args.rule_rows)}
         path = write_json("rules.json", out)
         reports.append(render_rules(out) + f"\n→ {path}")
-    stack = stack_from_env() if args.only in (None, "full", "small", "incremental", "lag") else None
+    stack = stack_from_env() if args.only in (None, "full", "validate", "small", "incremental", "lag") else None
     if args.only in (None, "full"):
         out = {"meta": {**machine(), "full_rows": args.full_rows}, **full.run(stack, args.full_rows)}
         path = write_json("full.json", out)
         reports.append(render_full(out) + f"\n→ {path}")
+    if args.only in (None, "validate"):
+        out = {"meta": {**machine(), "full_rows": args.full_rows}, **validate.run(stack, args.full_rows)}
+        path = write_json("validate.json", out)
+        reports.append(render_validate(out) + f"\n→ {path}")
     if args.only in (None, "small"):
         out = {"meta": {**machine(), "small_tables": args.small_tables},
                **small_tables.run(stack, args.small_tables, 200)}

@@ -42,12 +42,20 @@ _TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "binar
 @dataclass
 class Chunk:
     """One key range: ``down`` selects its downstream rows, ``ups`` origin → its shard rows
-    (shards absent from ``ups`` cannot hold keys of the range)."""
+    (shards absent from ``ups`` cannot hold keys of the range).
+
+    An integer range closed on both sides on every side also says how to cut it further
+    (drill.py): target keys [``base``, ``base + width``) of the downstream column ``key``,
+    each shard's key being its column plus an offset (``offsets``: origin → (column, offset))."""
 
     index: int
     down: str
     ups: dict[str, str] = field(default_factory=dict)
     label: str = ""             # the range, for messages
+    key: str = ""
+    base: int | None = None
+    width: int = 0
+    offsets: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -140,9 +148,18 @@ def integer_chunks(plan, maps: dict[str, KeyMap], bounds: dict[str, tuple[int, i
             if where is not None:
                 ups[o] = where
         down = between([plan.key[0]], None if lo is None else [str(lo)], None if hi is None else [str(hi)])
-        out.append(Chunk(len(out), down, ups, f"{k} in [{'-inf' if lo is None else lo}, "
-                                               f"{'+inf' if hi is None else hi})"))
+        ch = Chunk(len(out), down, ups, f"{k} in [{'-inf' if lo is None else lo}, {'+inf' if hi is None else hi})")
+        if lo is not None and hi is not None and all(_closed(maps[o], lo, hi) for o in ups):
+            ch.key, ch.base, ch.width = plan.key[0], lo, hi - lo
+            ch.offsets = {o: (maps[o].column, maps[o].or_value if maps[o].kind == "pid" else 0) for o in ups}
+        out.append(ch)
     return out
+
+
+def _closed(m: KeyMap, lo: int, hi: int) -> bool:
+    """The shard's predicate of [lo, hi) bounds its column on both sides (a partition-id
+    slice's first and last chunks are left open: see ``_shard_range``)."""
+    return m.kind == "same" or (lo != m.or_value and hi != m.or_value + (1 << m.id_bits))
 
 
 def _shard_range(m: KeyMap, lo: int | None, hi: int | None) -> str | None:

@@ -12,10 +12,11 @@ image              per side the row as SQL bytes: the shard's transformation via
 chunks             key ranges of the target, each with every side's predicate        chunks.py
 first pass         COUNT + SUM(CRC32(image)) per chunk and side, all tables' chunks  checksum.py
                    in flight over a few connections per server
-chunk re-check     while sync runs: differing chunks asked again upstream, then      (here)
-                   downstream once every checkpoint passed that point
-drill down         a differing chunk split by key hash in one GROUP BY per side,     drill.py
-                   the rows of differing buckets fetched from both sides
+split              a differing chunk cut into leaves (key ranges or key hashes) in one   drill.py
+                   GROUP BY per side; leaves whose sums agree are done
+re-check           while sync runs: differing leaves asked again upstream, then       drill.py
+                   downstream once every checkpoint passed that point, then upstream
+fetch              the rows of the leaves still differing, from every side            drill.py
 rows               key-level diff, filters, caps, row re-check, result               check.py
 =================  ===============================================================  ============
 
@@ -41,7 +42,7 @@ from dm_core.validate.check import RecheckContext, conclude
 from dm_core.validate.checksum import DOWN, ZERO, Servers, Sums, chunk_sums
 from dm_core.validate.chunks import plan_chunks
 from dm_core.validate.diff import key_diff, split_explained
-from dm_core.validate.drill import drill
+from dm_core.validate import drill
 from dm_core.validate.image import TableImages, Unexpressible, column_infos, images
 from dm_core.validate.plan import TablePlan, plan_task
 from dm_core.validate.readrows import compare_rows
@@ -54,7 +55,8 @@ log = logging.getLogger("shardflow.validate")
 
 BUCKETS = 4096          # key-hash buckets of the row-reading fallback
 CHUNK_ROWS = 20_000     # rows per key chunk (SHARDFLOW_VALIDATE_CHUNK_ROWS)
-LEAF_ROWS = 256         # a differing chunk is split until its buckets hold about this many rows
+LEAF_ROWS = 100         # a differing chunk is cut into leaves of about this many rows
+POLL = 0.25             # seconds between looks at the checkpoints while waiting for sync to catch up
 _MASK = (1 << 64) - 1
 
 
@@ -76,7 +78,8 @@ class TableJob:
     up: dict = field(default_factory=dict)          # chunk index → Sums
     down: dict = field(default_factory=dict)
     queries: int = 0
-    differing: list = field(default_factory=list)   # chunk indices still differing after the re-check
+    differing: list = field(default_factory=list)   # chunk indices whose sums differ in the first pass
+    leaves: list = field(default_factory=list)      # drill.Leaf: the pieces of them still differing
 
     def differs(self, i: int) -> bool:
         return self.up.get(i, ZERO) != self.down.get(i, ZERO)
@@ -118,18 +121,27 @@ def validate_task(task, store, *, mode: str | None = None, settings=None, run_id
     eps = {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances}
     eps[DOWN] = target_endpoint(task)
     conns: dict = {}
+    clock = _Stages()
     try:
         conns = {name: connect(ep, downstream=name == DOWN) for name, ep in eps.items()}
         up_conns = {n: c for n, c in conns.items() if n != DOWN}
         jobs = _plan(task, up_conns, conns[DOWN], mode, tables, chunk_rows, buckets)
+        clock.lap("plan", f"{len(jobs)} table(s), {sum(len(j.chunks) for j in jobs)} chunk(s)")
         with Servers(eps, threads=max(2, settings.worker_count // 2)) as servers:
             _first_pass(servers, jobs)
-            _recheck_chunks(servers, jobs, SyncWaiter(task, store, up_conns), settings)
+            clock.lap("first pass", f"{sum(j.queries for j in jobs)} queries")
+            _split(servers, jobs)
+            clock.lap("split", f"{sum(len(j.differing) for j in jobs)} chunk(s) differ, "
+                               f"{sum(len(j.leaves) for j in jobs)} leaves")
+            _recheck_leaves(servers, jobs, SyncWaiter(task, store, up_conns, poll=POLL), settings)
+            clock.lap("re-check", f"{sum(len(j.leaves) for j in jobs)} leaves still differ")
             for t in _finish(servers, jobs, task, store, settings):
                 res.tables.append(t)
                 if on_table is not None:
                     on_table(res)
+            clock.lap("rows")
         res.tables.sort(key=lambda t: t.target)
+        log.info("validation of %s: %s", task.name, clock)
     except Exception as e:
         res.error = f"{type(e).__name__}: {e}"
         raise
@@ -138,6 +150,21 @@ def validate_task(task, store, *, mode: str | None = None, settings=None, run_id
         for c in conns.values():
             c.close()
     return res
+
+
+class _Stages:
+    """Seconds per stage, for the log."""
+
+    def __init__(self):
+        self._t, self._laps = time.monotonic(), []
+
+    def lap(self, name: str, note: str = "") -> None:
+        now = time.monotonic()
+        self._laps.append(f"{name} {now - self._t:.2f}s" + (f" ({note})" if note else ""))
+        self._t = now
+
+    def __str__(self) -> str:
+        return ", ".join(self._laps)
 
 
 # ---- plan, image, chunks ---------------------------------------------------------------------
@@ -168,7 +195,7 @@ def _plan(task, up_conns: dict, down, mode: str, tables, chunk_rows: int, bucket
     return jobs
 
 
-# ---- first pass and chunk re-check -------------------------------------------------------------
+# ---- first pass, split, re-check -------------------------------------------------------------------
 def _ask(servers, job: TableJob, indices, *, up: bool = True, down: bool = True) -> list:
     """Submit the checksum queries of chunks ``indices``; collect them with :func:`_collect`."""
     out = []
@@ -210,33 +237,48 @@ def _first_pass(servers, jobs: list[TableJob]) -> None:
             j.fallback = f"the checksum query failed ({type(e).__name__}: {e})"
 
 
-def _recheck_chunks(servers, jobs: list[TableJob], waiter: SyncWaiter, settings) -> None:
-    """While sync runs, a chunk may differ only because its rows are in flight: ask its
-    upstream sums again (U1), wait until every source's checkpoint passed the upstream's
-    position after U1, ask the downstream (D). Chunks with U1 == D are settled; the others
-    are drilled (and their rows re-checked the same way, row by row: recheck.py)."""
+def _split(servers, jobs: list[TableJob]) -> None:
+    """Each differing chunk cut into leaves in one GROUP BY per side; the differing leaves kept."""
     for j in _active(jobs):
         j.differing = [i for i in range(len(j.chunks)) if j.differs(i)]
-    todo = [j for j in _active(jobs) if j.differing]
+    asked = {id(j): drill.split(servers, j, j.differing, LEAF_ROWS) for j in _active(jobs) if j.differing}
+    for j in _active(jobs):
+        if id(j) in asked:
+            try:
+                j.leaves = drill.leaves(j, asked[id(j)])
+            except Exception as e:  # noqa: BLE001 - an SQL form this server refuses: read the rows instead
+                log.warning("validate %s: splitting a chunk failed, reading its rows instead: %s", j.plan.name, e)
+                j.fallback = f"splitting a differing chunk failed ({type(e).__name__}: {e})"
+
+
+def _recheck_leaves(servers, jobs: list[TableJob], waiter: SyncWaiter, settings) -> None:
+    """While sync runs, a leaf may differ only because its rows are in flight: ask its
+    upstream sums again (U1), wait until every source's checkpoint passed the upstream's
+    position after U1, ask the downstream (D), then the upstream (U2). A leaf whose D equals
+    U1 or U2 is settled (both sides held the same rows at one moment); the others -- rows
+    damaged, or rows still changing -- are fetched, and their rows re-checked the same way,
+    row by row (recheck.py), so a row in flight is never reported."""
+    todo = [j for j in _active(jobs) if j.leaves]
     if not todo or waiter.replicating() is not None:
         return
     deadline = time.monotonic() + settings.recheck.row_error_delay
-    u1 = {id(j): _ask(servers, j, j.differing, down=False) for j in todo}
-    for j in todo:
-        j.up.update(_collect(u1[id(j)])[0])
+    u1 = {id(j): drill.take(a, up=True) for j, a in [(j, drill.ask(servers, j, j.leaves, up=True)) for j in todo]}
     behind = waiter.catch_up(deadline)
     if behind is not None:
-        log.info("validate: chunks not re-checked: %s", behind)
-    d = {id(j): _ask(servers, j, j.differing, up=False) for j in todo}
-    for j in todo:
-        j.down.update(_collect(d[id(j)])[1])
-        j.differing = [i for i in j.differing if j.differs(i)]
+        log.info("validate: leaves not re-checked: %s", behind)
+    asked = [(j, drill.ask(servers, j, j.leaves, up=False)) for j in todo]
+    for j, a in asked:
+        drill.take(a, up=False)
+    asked = [(j, drill.ask(servers, j, j.leaves, up=True)) for j in todo]
+    for j, a in asked:
+        drill.take(a, up=True)
+        j.leaves = [leaf for leaf in j.leaves if leaf.dn not in (u1[id(j)][id(leaf)], leaf.up)]
 
 
-# ---- drill down and rows -----------------------------------------------------------------------
+# ---- fetch and rows ------------------------------------------------------------------------------
 def _finish(servers, jobs: list[TableJob], task, store, settings):
     """The TableResult of every job, as each is done; tables with nothing to look at first."""
-    busy = [j for j in jobs if j.fallback is not None or j.images is None or j.differing]
+    busy = [j for j in jobs if j.fallback is not None or j.images is None or j.leaves]
     for j in jobs:
         if j not in busy:
             yield _result(j)
@@ -257,7 +299,7 @@ def _result(j: TableJob) -> TableResult:
     up = sum(j.up.values(), ZERO)
     down = sum(j.down.values(), ZERO)
     res = TableResult(j.plan.name, [s.origin for s in j.plan.shards], up.rows, down.rows, j.queries, len(j.chunks),
-                      differing_buckets=len(j.differing), upstream_checksum=f"{up.total & _MASK:016x}",
+                      differing_buckets=len({leaf.chunk for leaf in j.leaves}), upstream_checksum=f"{up.total & _MASK:016x}",
                       downstream_checksum=f"{down.total & _MASK:016x}")
     if j.plan.missing_columns:
         res.error = (f"the downstream table lacks column(s) {', '.join(j.plan.missing_columns)} of the upstream "
@@ -275,7 +317,7 @@ def _look(servers, j: TableJob, task, dsn: str, settings) -> TableResult:
         ups = {sid: connect(ep) for sid, ep in eps.items()}
         down = connect(target_endpoint(task), downstream=True)
         try:
-            ctx = RecheckContext(ups, down, SyncWaiter(task, store, ups))
+            ctx = RecheckContext(ups, down, SyncWaiter(task, store, ups, poll=POLL))
             if j.fallback is not None or j.images is None:
                 res = compare_rows(j.plan, ctx, settings)
                 res.fallback = j.fallback
@@ -283,7 +325,7 @@ def _look(servers, j: TableJob, task, dsn: str, settings) -> TableResult:
             res = _result(j)
             first_seen = time.monotonic()
             diffs, keep = [], max(1, settings.max_pending_row_count)
-            for _, up_recs, down_recs in drill(servers, j, j.differing, LEAF_ROWS):
+            for _, up_recs, down_recs in drill.fetch(servers, j, j.leaves):
                 found, filtered = split_explained(key_diff(up_recs, down_recs))
                 res.filtered += filtered
                 room = max(0, keep - len(diffs))

@@ -14,7 +14,8 @@ them per key chunk (checksum.py). What the bytes of one image are:
   the columns' collations (no "illegal mix of collations", no comparison by collation: ``'a'``
   and ``'A'`` or ``'a'`` and ``'a '`` in a ``_ci`` column are different bytes);
 * ``<null bitmap>``: ``CONCAT(ISNULL(f1), ISNULL(f2), ...)`` over every column that may be NULL
-  on some side (CONCAT_WS skips NULLs: NULL and '' would otherwise look alike);
+  on some side (CONCAT_WS skips NULLs: NULL and '' would otherwise look alike; a fixed number
+  of digits, so it reads back one way);
 * ``<lengths>``: ``LENGTH(f)`` of every text-like field but the last one: a separator inside
   a string cannot shift a boundary (numbers, decimals and temporal values hold no comma, so
   with the lengths the fields read back one way only);
@@ -106,6 +107,7 @@ class Source:
     sql: str
     info: ColumnInfo | None = None
     text: bool = False
+    nullable: bool = True           # mapped / const: may be NULL (a column says so in ``info``)
 
 
 @dataclass
@@ -156,7 +158,7 @@ def common(sources: list[Source]) -> Common:
     infos = [s.info for s in sources if s.info is not None]
     decimals = [i.scale or 0 for i in infos if i.data_type in ("decimal", "numeric")]
     fsps = [i.fsp or 0 for i in infos if i.data_type in _DATETIME | {"time"}]
-    nullable = any(i.nullable for i in infos) or any(s.kind != "column" for s in sources)
+    nullable = any(i.nullable for i in infos) or any(s.kind != "column" and s.nullable for s in sources)
     text = any(i.data_type in TEXT_TYPES | BYTE_TYPES or i.json for i in infos) or \
         any(s.kind == "const" or (s.kind == "mapped" and s.text) for s in sources)
     return Common(max(decimals) if decimals else None, max(fsps) if fsps else None, any(i.json for i in infos),
@@ -201,11 +203,12 @@ def row_sql(fields: list[str], commons: list[Common]) -> str:
     """The image of one row from its fields (module docstring).
 
     >>> row_sql(["`id`", "`a`", "`b`"], [Common(), Common(nullable=True, text=True), Common(text=True)])
-    "CONCAT_WS(X'2C' COLLATE 'binary', CONCAT(ISNULL(`a`)), LENGTH(`a`), `id`, `a`, `b`)"
+    "CONCAT_WS(X'2C' COLLATE 'binary', ISNULL(`a`), LENGTH(`a`), `id`, `a`, `b`)"
     """
     bits = [f"ISNULL({f})" for f, c in zip(fields, commons) if c.nullable]
     texts = [f for f, c in zip(fields, commons) if c.text]
-    head = ([f"CONCAT({', '.join(bits)})"] if bits else []) + [f"LENGTH({f})" for f in texts[:-1]]
+    head = ([f"CONCAT({', '.join(bits)})" if len(bits) > 1 else bits[0]] if bits else []) + \
+        [f"LENGTH({f})" for f in texts[:-1]]
     return f"CONCAT_WS({SEP}, {', '.join(head + list(fields))})"
 
 
@@ -222,16 +225,19 @@ def shard_sources(plan, shard, infos: dict[str, ColumnInfo]) -> list[Source]:
             fn = getattr(t, "mysql_sql", None)
             if fn is None:
                 raise Unexpressible(f"the column mapping of {st.schema}.{st.table}.{c} has no SQL form")
-            out.append(Source("mapped", fn(qi(t.reads), hex_literal), text=bool(getattr(t, "yields_text", False))))
+            read = infos.get(t.reads)
+            # a mapping of a NOT NULL column gives NULL only for a value it refuses (the sync pauses on it)
+            out.append(Source("mapped", fn(qi(t.reads), hex_literal), text=bool(getattr(t, "yields_text", False)),
+                              nullable=read is None or read.nullable))
         elif c in st.columns:
             info = infos.get(c)
             if info is None:
                 raise Unexpressible(f"column {c} of {st.schema}.{st.table} changed while it was planned")
             out.append(Source("column", qi(c), info))
         elif c in st.extract:
-            out.append(Source("const", hex_literal(st.extract[c])))
+            out.append(Source("const", hex_literal(st.extract[c]), nullable=st.extract[c] is None))
         else:
-            out.append(Source("const", hex_literal(shaper.defaults.get(c))))
+            out.append(Source("const", hex_literal(shaper.defaults.get(c)), nullable=shaper.defaults.get(c) is None))
     return out
 
 
