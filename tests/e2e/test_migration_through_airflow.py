@@ -48,6 +48,21 @@ def _count(ep, tdb, name) -> int:
     return n
 
 
+def _metric(stack, name: str, **labels) -> float | None:
+    """One series of /shardflow/metrics on the Airflow API server (what Prometheus scrapes)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(stack["env"]["SHARDFLOW_AIRFLOW_URL"] + "/shardflow/metrics", timeout=30) as r:
+        text = r.read().decode()
+    want = {k: str(v) for k, v in labels.items()}
+    found = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+             if s.name == name and want.items() <= s.labels.items()]
+    assert len(found) <= 1, (name, labels, found)
+    return found[0] if found else None
+
+
 def _columns(ep, tdb) -> list[str]:
     conn = connect(ep)
     with conn.cursor() as cur:
@@ -199,6 +214,12 @@ def test_full_then_incremental_merge_equals_union_of_shards(stack, airflow, uniq
         assert "EQUALS" in v.stdout
         status = dmctl(stack, "query-status", name).stdout
         assert '"stage": "sync"' in status and stack["down"].password not in status
+        for sid in sources:   # the metrics of the running migration, as Prometheus reads them
+            me = {"task": name, "source_id": sid}
+            assert _metric(stack, "dm_worker_task_state", **me) == 2
+            assert _metric(stack, "dm_loader_progress", **me) == 1
+            assert _metric(stack, "lightning_chunks", state="finished", **me) == \
+                _metric(stack, "lightning_chunks", state="estimated", **me) > 0
 
         # shard DDL (pessimistic): the same ALTER on every shard of both sources, rows between
         shards = [(stack["up1"], s, t) for s in schemas for t in ("t_1", "t_2")] + \
@@ -214,6 +235,11 @@ def test_full_then_incremental_merge_equals_union_of_shards(stack, airflow, uniq
         assert r.returncode == 0, r.stdout + r.stderr
         assert "note" in _columns(stack["down"], tdb), "the shard DDL reached the downstream"
         assert _count(stack["down"], tdb, "after-ddl") == len(shards)
+        for sid, ep in sources.items():   # two rows per shard came through the binlog; the owner ran the DDL
+            n = sum(1 for x in shards if x[0] is ep)
+            assert _metric(stack, "dm_syncer_finished_jobs_total", type="insert", task=name, source_id=sid) >= 2 * n
+        assert sum(_metric(stack, "dm_syncer_finished_jobs_total", type="ddl", task=name, source_id=sid)
+                   for sid in sources) >= 1
         v = dmctl(stack, "validate", name, check=False)
         assert v.returncode == 0, v.stdout + v.stderr
 
@@ -245,6 +271,8 @@ def test_full_then_incremental_merge_equals_union_of_shards(stack, airflow, uniq
                                        if lk["waiting_for"] == [e2] and "late_col" in " ".join(lk["ddls"])), None),
                          300, "a lock waiting for the second source")
         assert lock["owner"] == e1 and lock["reported"] == [e1] and lock["waiting_since"]
+        assert _metric(stack, "dm_master_ddl_state_number", task=name, type="Un-synced") == 1
+        assert _metric(stack, "dm_syncer_shard_lock_resolving", task=name, source_id=e1) == 1
         api = _api(stack)
         mirrored = _wait_for(lambda: lock["lock_id"] in (api.variable(f"shardflow_{name}_ddl_locks") or ""), 120,
                              "the coordinator's Variable to show the lock")
@@ -277,6 +305,7 @@ def test_full_then_incremental_merge_equals_union_of_shards(stack, airflow, uniq
         conn.close()
         time.sleep(10)
         assert _count(stack["down"], tdb, "while-paused") == 0
+        assert _metric(stack, "dm_worker_task_state", task=name, source_id=e1) == 3   # DM's Paused
         dmctl(stack, "resume-task", name)
         r = dmctl(stack, "query-status", name, "--wait-synced", "300", check=False)
         assert r.returncode == 0, r.stdout + r.stderr
