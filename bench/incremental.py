@@ -425,7 +425,7 @@ def run_replica(rep: PrivateReplica, up: Endpoint, w: dict, nbytes: int | None, 
 
 
 # ---- shardflow --------------------------------------------------------------------------------
-# The syncer settings shardflow is measured with (README: "Tuning the syncer"); the run with
+# The syncer settings shardflow is measured with (docs/operations.md: "Tuning the syncer"); the run with
 # DM's defaults (worker-count 16, batch 100, no compact / multiple-rows) is reported beside it.
 TUNED = {"worker-count": 8, "batch": 1000, "compact": True, "multiple-rows": True}
 

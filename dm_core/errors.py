@@ -51,7 +51,7 @@ class ErrorCode(enum.Enum):
     SOURCE_UNKNOWN = (10003, "config", True, "Register it first: `dmctl operate-source create SOURCE.yaml`.")
     TASK_UNKNOWN = (10004, "config", True, "Start it first: `dmctl start-task TASK.yaml`.")
     SECRET_KEY_INVALID = (10005, "config", True, "Point SHARDFLOW_SECRET_KEY_PATH at a readable file holding a hex AES-256 key (64 characters), as DM-master's secret-key-path, or unset it.")
-    STATE_KEY_INVALID = (10006, "config", True, "Point SHARDFLOW_STATE_KEY_FILE at the key file the state store's secrets were sealed with (one Fernet key per line, newest first); see README \"Secrets\".")
+    STATE_KEY_INVALID = (10006, "config", True, "Point SHARDFLOW_STATE_KEY_FILE at the key file the state store's secrets were sealed with (one Fernet key per line, newest first); see docs/operations.md, \"Secrets\".")
     PRECHECK_FAILED = (20001, "precheck", True, "Fix the items marked error (each names its fix), or list them in `ignore-checking-items` if you accept the risk.")
     UPSTREAM_UNREACHABLE = (30001, "database", False, "Check that the server is up and the source's host/port/user/password are right (`dmctl operate-source show`).")
     DOWNSTREAM_UNREACHABLE = (30002, "database", False, "Check that the target database is up and `target-database` in the task file is right.")

@@ -52,7 +52,7 @@ def _deprecated(fix: str = "remove it") -> Key:
 _NO_DUMP_FILES = "there are no dump files: the full load copies tables straight into the target on Spark"
 _PHYSICAL = "applies to physical import (TiDB Lightning's local backend), which shardflow does not run: it loads through SQL"
 _RELAY = "shardflow has no relay log: each task's sensor reads the upstream binlog directly"
-_RETRY = ("a source retries transient errors itself, with backoff, 8 times, then pauses (README: permanent and "
+_RETRY = ("a source retries transient errors itself, with backoff, 8 times, then pauses (docs/operations.md: permanent and "
           "transient errors); DM's checker settings are not used")
 
 
@@ -133,7 +133,7 @@ KEYS: dict[tuple[str, str], Key] = {
         **{k: _deprecated() for k in ("meta-file", "max-retry", "auto-fix-gtid", "disable-detect")},
         "enable-gtid": _deprecated("set enable-gtid in the source file"),
     }.items()},
-    # the settings of the scheduled validation DAG dm_<task>_validate (README: "Scheduled validation")
+    # the settings of the scheduled validation DAG dm_<task>_validate (docs/operations.md: "Scheduled validation")
     **{("ValidatorConfig", k): Key(WORKS) for k in (
         "mode", "worker-count", "check-interval", "row-error-delay", "meta-flush-interval", "batch-query-size",
         "max-pending-row-size", "max-pending-row-count", "start-time", "schedule", "repair")},

@@ -244,7 +244,7 @@ class SyncerConfig:
 @dataclass
 class ValidatorConfig:
     """Validator (``validators.NAME``): DM's continuous-validator keys, which shardflow reads
-    as the settings of the scheduled validation DAG ``dm_<task>_validate`` (README:
+    as the settings of the scheduled validation DAG ``dm_<task>_validate`` (docs/operations.md:
     "Scheduled validation"), plus ``schedule`` (ours): when that DAG runs."""
 
     mode: str = "none"                      # none | full | fast

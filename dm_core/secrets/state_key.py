@@ -65,7 +65,7 @@ def _create(path: Path) -> None:
     except FileExistsError:
         return          # another process made it first: use theirs
     with os.fdopen(fd, "w") as f:
-        f.write("# shardflow state store key (Fernet); newest first. See README, \"Secrets\".\n")
+        f.write("# shardflow state store key (Fernet); newest first. See docs/operations.md, \"Secrets\".\n")
         f.write(generate_key() + "\n")
     log.warning("created a new state store key file %s (set %s to use another)", path, KEY_FILE_ENV)
 

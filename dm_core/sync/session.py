@@ -6,7 +6,7 @@ process and calls ``step`` on every poke; tests and the bench call it the same w
 that dies loses nothing: every window commits its checkpoint, and the fence (a Postgres session
 lock) is released when the process's connection closes (dm_core/state/lifecycle.py, 4).
 
-Time bounds of one source (each a parameter, documented in the README's operations guide):
+Time bounds of one source (each a parameter, documented in docs/architecture.md, "The sync"):
 
 - ``step_seconds``: the longest one ``step`` syncs before it returns (windows keep going as long as
   the source is behind, up to this bound); the caller checks in with Airflow between steps.

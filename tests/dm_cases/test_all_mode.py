@@ -381,7 +381,7 @@ def test_dm_all_mode(case, stack):
         pytest.xfail(f"DM runs the downstream session at the task's timezone (+04:00), so a DATETIME column the "
                      f"user added downstream with DEFAULT CURRENT_TIMESTAMP gets +04:00 wall-clock time and equals "
                      f"its TIMESTAMP read at +04:00 (DM: 3, then 4 rows); shardflow's sessions run at +00:00 by "
-                     f"design (README: time zones), so they differ by the offset (got {wall_clock})")
+                     f"design (docs/compatibility.md: time zones), so they differ by the offset (got {wall_clock})")
 
 
 # ---- 7 ---------------------------------------------------------------------------------------

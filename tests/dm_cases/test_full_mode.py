@@ -5,8 +5,8 @@ runs as DM's user `dm_full`: every privilege but REPLICATION SLAVE, REPLICATION 
 
 1. (DM: fail_acquire_global_lock) dm_full without RELOAD either, `ignore-checking-items:
    ["dump_privilege"]`: DM's dump needs FLUSH TABLES WITH READ LOCK or LOCK TABLES and pauses with
-   "Access denied"; shardflow's snapshot takes no lock (README: lock-free handoff), so the load
-   finishes: the tables downstream equal upstream's;
+   "Access denied"; shardflow's snapshot takes no lock (docs/architecture.md: the handoff from full
+   to incremental), so the load finishes: the tables downstream equal upstream's;
 2. (escape_schema) a database `full/mode` with a table `tb/1`: loaded, names and rows intact;
 3. (empty_data) tables without rows: the task finishes, query-status says finished with 0 rows
    loaded;

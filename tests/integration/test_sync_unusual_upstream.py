@@ -360,8 +360,8 @@ def test_a_mariadb_sequence_does_not_stop_the_rows_that_use_it(plain, stack):
 
 @pytest.mark.xfail(strict=True, reason="a checkpoint moved back by hand past what the keyless ledger keeps: "
                                        "identical rows of a keyless table cannot be told apart by safe mode "
-                                       "(README; DM documents the same limit). Replays after a failure are exact: "
-                                       "test_sync_keyless_replay.py")
+                                       "(docs/architecture.md, tables without a key; DM documents the same limit). "
+                                       "Replays after a failure are exact: test_sync_keyless_replay.py")
 def test_a_replay_over_identical_rows_of_a_keyless_table(plain, stack):
     task, store, sid, db, tdb, sess = plain
     up, down = stack["up1"], stack["down"]
