@@ -24,7 +24,7 @@ class ValidationSettings:
     schedule: str | None = None         # cron / preset of dm_<task>_validate
     start: dt.datetime | None = None    # no scheduled run before this
     repair: bool = False                # differences found trigger dm_<task>_resync (dm_core/resync)
-    worker_count: int = 4               # tables at once
+    worker_count: int = 4               # tables looked into at once; worker_count // 2 (>= 2) queries per server
     meta_flush_interval: float = 300.0  # seconds between partial results written to the store
     max_pending_row_count: int = 10000
     max_pending_row_size: int = 500 << 20
