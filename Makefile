@@ -6,7 +6,7 @@ export PYTHONPATH := $(ROOT)
 export SPARK_HOME := $(ROOT)/.venv/lib/python3.11/site-packages/pyspark
 
 .PHONY: setup stack-up stack-down stack-status airflow-up airflow-down lint test test-unit demo bench \
-	fleet-up fleet-down airflow-celery-up airflow-celery-down
+	fleet-up fleet-down airflow-celery-up airflow-celery-down test-fleet
 
 setup:          ## install apt packages and the venv (idempotent)
 	scripts/setup.sh
@@ -37,6 +37,9 @@ fleet-up:       ## N upstream MariaDB servers (default 16) on 127.0.0.1:21000.. 
 
 fleet-down:
 	scripts/fleet.sh down
+
+test-fleet:     ## (not in make test, ~15 min) 16 upstreams + Celery Airflow, 2 workers, one killed: lag p99, RSS per source
+	scripts/test_fleet.sh
 
 lint:           ## pyflakes' rules (ruff) over the product and the tests: zero findings
 	$(VENV)/bin/ruff check .

@@ -28,7 +28,7 @@ export AIRFLOW__CORE__PARALLELISM=${AIRFLOW__CORE__PARALLELISM:-$((WORKERS * CON
 # a task whose worker died is failed (and retried elsewhere) after this long without a heartbeat
 # (tasks heartbeat every [workers] min_heartbeat_interval, 5 s); standalone keeps 60 s
 export AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=${AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT:-20}
-export AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL=${AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL:-5}
+export AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL=${AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL:-2}
 . "$ROOT/scripts/airflow_env.sh"
 export AIRFLOW__CORE__EXECUTOR=CeleryExecutor
 export AIRFLOW__CELERY__RESULT_BACKEND="db+postgresql://postgres@127.0.0.1:$SHARDFLOW_PG_PORT/airflow"
@@ -38,6 +38,15 @@ export AIRFLOW__CELERY__WORKER_PREFETCH_MULTIPLIER=1
 # sending a task to Redis from a loaded 2-core machine takes more than the default second
 export AIRFLOW__CELERY__OPERATION_TIMEOUT=${AIRFLOW__CELERY__OPERATION_TIMEOUT:-10}
 export AIRFLOW__CELERY__SYNC_PARALLELISM=1
+# each worker imports the task runner, the DAG factory and the sync code once, before it forks its
+# pool: a sensor then starts in seconds, not half a minute (plugins/shardflow_airflow/celery_config.py)
+export AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS=shardflow_airflow.celery_config.CELERY_CONFIG
+# a sensor runs for as long as its source syncs (days): Redis must never hand its message to
+# another worker while it runs (the default, 24 h, would); a dead worker's sensors are retried
+# through Airflow's heartbeat check instead
+export AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT=${AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT:-315360000}
+# a sensor whose process died is retried after 3 s, not 10 (plugins/shardflow_airflow/runtime.py)
+export SHARDFLOW_SENSOR_RETRY_DELAY_S=${SHARDFLOW_SENSOR_RETRY_DELAY_S:-3}
 OFF=$((STACK_WORKER * 100))
 # the database of the shared Redis: one per Airflow port (8080 → 0, 8180 → 1, ... of stacks 0-9)
 REDIS_DB=$(( (PORT / 100) % 16 ))

@@ -114,7 +114,7 @@ def build_dags(task_file: Path) -> dict:
                     task_id=sensor_task_id(inst.source_id), task_file=path, source_id=inst.source_id,
                     # poke mode: one process per source for as long as it syncs (sensors.py says why)
                     mode="poke", poke_interval=POKE_INTERVAL, timeout=datetime.timedelta(days=3650).total_seconds(),
-                    retries=1000, retry_delay=datetime.timedelta(seconds=10),
+                    retries=1000, retry_delay=datetime.timedelta(seconds=runtime.sensor_retry_delay()),
                 )
             if task.shard_mode:
                 ShardDDLCoordinatorSensor(

@@ -40,6 +40,14 @@ def load_task(task_file: str):
     return task
 
 
+def sensor_retry_delay() -> float:
+    """Seconds before Airflow retries a source's sensor whose process died or failed:
+    SHARDFLOW_SENSOR_RETRY_DELAY_S, default 10. The Celery target sets 3, so that the sources of a
+    dead worker resume on another within a minute (the fence in the state store, not the delay,
+    keeps two processes from syncing one source)."""
+    return float(os.environ.get("SHARDFLOW_SENSOR_RETRY_DELAY_S") or 10)
+
+
 def spark_submit_binary() -> str:
     import shutil
     import sys

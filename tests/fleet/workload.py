@@ -167,7 +167,7 @@ class Writer(threading.Thread):
     """One server's writes: ``rate`` transactions a second until ``stop`` is set."""
 
     def __init__(self, fleet: Fleet, i: int, rate: float, *, ddl_after: float | None = None,
-                 probe_every: float = 0.5, watcher: "ProbeWatcher | None" = None, seed: int = 0):
+                 probe_every: float = 1.0, watcher: "ProbeWatcher | None" = None, seed: int = 0):
         super().__init__(name=f"writer-{i}", daemon=True)
         self.fleet, self.i, self.rate, self.ddl_after = fleet, i, rate, ddl_after
         self.probe_every, self.watcher = probe_every, watcher
@@ -201,6 +201,8 @@ class Writer(threading.Thread):
                 self._load_ids(cur)
                 start = time.monotonic()
                 next_txn = next_probe = start
+                if self.rate <= 0:    # probes only (an idle fleet)
+                    next_txn = float("inf")
                 while not self.stop.is_set():
                     now = time.monotonic()
                     if self.ddl_after is not None and self.stats.ddl_done_at is None and now - start >= self.ddl_after:
@@ -212,10 +214,12 @@ class Writer(threading.Thread):
                         self._txn(cur)
                         self.stats.txns += 1
                         # a writer that fell behind does not burst to catch up by more than a second
-                        next_txn = max(next_txn + 1.0 / self.rate, now - 1.0) if self.rate > 0 else now + 3600
-                    wait = min(next_txn, next_probe if self.watcher is not None else next_txn) - time.monotonic()
-                    if wait > 0:
-                        self.stop.wait(wait)
+                        next_txn = max(next_txn + 1.0 / self.rate, now - 1.0)
+                    wake = min(next_txn, next_probe if self.watcher is not None else next_txn, start + 3600)
+                    if self.ddl_after is not None and self.stats.ddl_done_at is None:
+                        wake = min(wake, start + self.ddl_after)
+                    if wake > time.monotonic():
+                        self.stop.wait(wake - time.monotonic())
         except Exception as e:  # noqa: BLE001 - reported in the stats; the test checks there are none
             self.stats.errors.append(f"{type(e).__name__}: {e}")
             log.exception("writer %s failed", self.i)
