@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from bench.common import (
     ROOT, VENV_BIN, Stack, execute, figures, finish, python_env, query, ratio, run_logged, work_dir,
 )
-from bench.full import PREFIX, SOURCES, TARGET_DB, _reset_downstream, _servers, full_load_cmd, layout, seed
+from bench.full import PREFIX, SOURCES, TARGET_DB, _reset_downstream, _servers, _settle, full_load_cmd, layout, seed
 from dm_core.db import connect, qi, qt
 from dm_core.spark_options import driver_java_options
 
@@ -235,6 +235,7 @@ def run(stack: Stack, rows: int) -> dict:
         register(store, {sid: ep for (sid, _), ep in zip(SOURCES, stack.ups)}, TASK_NAME, text)
         try:
             res["full_copy"] = full_copy(stack, task, store, rows)
+            _settle(stack.down)   # the copy's dirty pages flushed: the scans below start on a quiet server
             with Live(stack, task, rows) as live:
                 time.sleep(5)    # sync past the full phase's watermarks, the writer going
                 res["raw_scan"] = raw_scan(stack, rows)
