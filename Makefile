@@ -38,7 +38,7 @@ fleet-up:       ## N upstream MariaDB servers (default 16) on 127.0.0.1:21000.. 
 fleet-down:
 	scripts/fleet.sh down
 
-test-fleet:     ## (not in make test, ~15 min) 16 upstreams + Celery Airflow, 2 workers, one killed: lag p99, RSS per source
+test-fleet:     ## (not in make test, ~6 min) 16 upstreams + Celery Airflow, 2 workers, one killed: lag p99, RSS per source
 	scripts/test_fleet.sh
 
 lint:           ## pyflakes' rules (ruff) over the product and the tests: zero findings

@@ -5,7 +5,7 @@
 # flowing, one worker killed, the downstream checked against the union of the shards; it prints
 # lag p99 at 16 x 100 txn/s and memory per source (bench/results/fleet-*.json has all of it).
 # What this script starts it stops again; the stack is started if it is down (and then stopped).
-# `airflow standalone` must not run on the same stack (make airflow-down). About 15 minutes.
+# `airflow standalone` must not run on the same stack (make airflow-down). About 6 minutes.
 #   SHARDFLOW_FLEET_N (16), SHARDFLOW_FLEET_RATE (100 txn/s per source); extra arguments go to pytest.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

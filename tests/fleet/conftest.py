@@ -1,6 +1,6 @@
 """The fleet test runs only through `make test-fleet` (scripts/test_fleet.sh sets
 SHARDFLOW_FLEET_TEST=1): `make test` and a bare `pytest tests` do not collect it, since it
-brings up 16 upstream servers and a Celery Airflow and takes about a quarter of an hour."""
+brings up 16 upstream servers and a Celery Airflow and takes about 6 minutes."""
 
 import os
 

@@ -101,7 +101,7 @@ class Placement:
         import psutil
 
         tis, trees = self._tis(), self.workers()
-        per_source, busy = [], set()
+        per_source, busy, cpu = [], set(), {}
         for i in self.fleet.servers:
             ti = tis.get(sensor_task_id(self.fleet.source_id(i))) or {}
             pid = ti.get("pid")
@@ -111,6 +111,7 @@ class Placement:
                 task = psutil.Process(pid)
                 procs = [task.parent(), task, *task.children(recursive=True)]
                 mems = [p.memory_full_info() for p in procs]
+                cpu[pid] = sum(sum(p.cpu_times()[:2]) for p in procs)
             except psutil.Error:
                 continue
             busy.update(p.pid for p in procs)
@@ -125,11 +126,46 @@ class Placement:
                     continue
             workers[n] = {"processes": len(idle), **{k: round(sum(getattr(m, k) for m in idle) / 2**20)
                                                       for k in ("rss", "pss", "uss")}}
-        return {"sources": len(per_source),
+        return {"sources": len(per_source), "at": time.time(), "cpu_s": cpu,
                 "per_source_mb": {k: {"mean": round(sum(s[k] for s in per_source) / len(per_source), 1),
                                       "max": round(max(s[k] for s in per_source), 1)} for k in ("rss", "pss", "uss")}
                 if per_source else {},
                 "worker_without_tasks_mb": workers}
+
+
+def cpu_share(a: dict, b: dict) -> dict:
+    """Per syncing source between two ``Placement.memory`` samples: its processes' CPU time over
+    the wall time, as a percentage of one core (the same task processes in both)."""
+    pids = set(a["cpu_s"]) & set(b["cpu_s"])
+    shares = [100.0 * (b["cpu_s"][p] - a["cpu_s"][p]) / (b["at"] - a["at"]) for p in pids]
+    return {"sources": len(shares), "seconds": round(b["at"] - a["at"]),
+            "mean_pct": round(sum(shares) / len(shares), 1) if shares else None,
+            "max_pct": round(max(shares), 1) if shares else None}
+
+
+def servers_memory(stack) -> dict:
+    """What the rest costs (MB, RSS and PSS): each Airflow component with its children, and the
+    fleet's upstream servers."""
+    import psutil
+
+    home = Path(_env(stack)["AIRFLOW_HOME"]) / "celery"
+    out = {}
+    for name in ("scheduler", "dag-processor", "triggerer", "api-server"):
+        try:
+            root = psutil.Process(int((home / f"{name}.pid").read_text()))
+            mems = [p.memory_full_info() for p in (root, *root.children(recursive=True))]
+        except (OSError, ValueError, psutil.Error):
+            continue
+        out[name] = {k: round(sum(getattr(m, k) for m in mems) / 2**20) for k in ("rss", "pss")}
+    ups = []
+    for pidf in sorted(Path(os.environ.get("SHARDFLOW_FLEET_DIR", ROOT / ".fleet")).glob("up*/mariadbd.pid")):
+        try:
+            ups.append(psutil.Process(int(pidf.read_text())).memory_info().rss / 2**20)
+        except (OSError, ValueError, psutil.Error):
+            continue
+    if ups:
+        out["upstream_mariadbd_rss"] = {"servers": len(ups), "mean": round(sum(ups) / len(ups)), "max": round(max(ups))}
+    return out
 
 
 class Resumes(threading.Thread):
@@ -234,8 +270,11 @@ def test_sixteen_sources_on_two_celery_workers_one_killed(stack, fleet_task):
     idle = [wl.Writer(fleet, i, 0, watcher=watcher) for i in fleet.servers]
     for w in idle:
         w.start()
-    time.sleep(IDLE_S)
+    time.sleep(5)
+    idle_first = place.memory()
+    time.sleep(IDLE_S - 5)
     report["memory_idle"] = place.memory()
+    report["cpu_idle"] = cpu_share(idle_first, report["memory_idle"])
     for w in idle:
         w.stop.set()
     for w in idle:
@@ -261,6 +300,8 @@ def test_sixteen_sources_on_two_celery_workers_one_killed(stack, fleet_task):
             ddl_resolved = time.time() - max(w.stats.ddl_done_at for w in writers)
         if elapsed >= 20 and len(samples) < (elapsed - 20) // 20 + 1 and resumes is None:
             samples.append(place.memory())
+            if len(samples) == 3:
+                report["servers_memory_load"] = servers_memory(stack)
         time.sleep(1)
     for w in writers:
         w.stop.set()
@@ -285,7 +326,8 @@ def test_sixteen_sources_on_two_celery_workers_one_killed(stack, fleet_task):
     survivors = {i for i in fleet.servers if fleet.source_id(i) not in resumes.moved}
     report["lag_after_kill_survivors_s"] = _lag(watcher.lags(resumes.killed_at, resumes.killed_at + 60, survivors))
     report["shard_ddl_resolved_s"] = round(ddl_resolved, 1) if ddl_resolved is not None else None
-    report["memory_load"] = samples
+    report["memory_load"] = [{k: v for k, v in m.items() if k != "cpu_s"} for m in samples]
+    report["cpu_load"] = cpu_share(samples[0], samples[-1]) if len(samples) > 1 else None
     report["moved"] = {"sources": len(resumes.moved), "fence_held_again_s": {k: round(v, 1) for k, v in
                                                                              sorted(resumes.fence.items())},
                        "first_probe_through_s": resumes.through()}
@@ -338,6 +380,8 @@ def _publish(report: dict) -> None:
         *[f"memory per syncing source under load #{n + 1} (MB): RSS {mb(m, 'rss')}, PSS {mb(m, 'pss')}, "
           f"USS {mb(m, 'uss')}" for n, m in enumerate(mem_l)],
         f"each worker without its tasks (MB): {report['memory_idle'].get('worker_without_tasks_mb')}",
+        f"CPU per syncing source (% of one core): idle {report['cpu_idle']}, under load {report['cpu_load']}",
+        f"Airflow's components and the upstreams under load (MB): {report.get('servers_memory_load')}",
         f"union check: {json.dumps({k: {x: v[x] for x in ('rows', 'missing', 'extra', 'differ')} for k, v in report['union'].items()})}",
         f"(all of it: {out.relative_to(ROOT)})",
     ]
