@@ -3,22 +3,22 @@
 compares sums and looks at the few rows where they differ. Stages, in order
 (:func:`validate_task`):
 
-=================  ===============================================================  ============
-stage              what                                                             module
-=================  ===============================================================  ============
-plan               per target table its shards, route, mapping, filters, key        plan.py
-image              per side the row as SQL bytes: the shard's transformation via     image.py
-                   the rule engines' ``mysql_sql``, exact renderings
-chunks             key ranges of the target, each with every side's predicate        chunks.py
-first pass         COUNT + SUM(CRC32(image)) per chunk and side, all tables' chunks  checksum.py
-                   in flight over a few connections per server
-split              a differing chunk cut into leaves (key ranges or key hashes) in one   drill.py
-                   GROUP BY per side; leaves whose sums agree are done
-re-check           while sync runs: differing leaves asked again upstream, then       drill.py
-                   downstream once every checkpoint passed that point, then upstream
-fetch              the rows of the leaves still differing, from every side            drill.py
-rows               key-level diff, filters, caps, row re-check, result               check.py
-=================  ===============================================================  ============
+==========  ==================================================================  ===========
+stage       what                                                                module
+==========  ==================================================================  ===========
+plan        per target table its shards, route, mapping, filters, key           plan.py
+image       per side the row as SQL bytes: the shard's transformation through   image.py
+            the rule engines' ``mysql_sql``, every value rendered exactly
+chunks      key ranges of the target, each with every side's predicate          chunks.py
+first pass  COUNT + SUM(CRC32(image)) per chunk and side, every table's chunks  checksum.py
+            in flight at once over a few connections per server
+split       a differing chunk cut into leaves (key ranges or key hashes) by     drill.py
+            one GROUP BY per side; leaves whose sums agree are done
+re-check    while sync runs: differing leaves asked again upstream, downstream  drill.py
+            once every checkpoint passed that point, and upstream again
+fetch       the rows of the leaves still differing, from every side             drill.py
+rows        key-level diff, filters, caps, row re-check, the result             check.py
+==========  ==================================================================  ===========
 
 A table whose row image cannot be SQL (image.Unexpressible) or whose checksum query fails
 is compared by reading its rows (readrows.py); its result says so (``fallback``).
@@ -33,6 +33,7 @@ import datetime as dt
 import logging
 import os
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
@@ -41,8 +42,8 @@ from dm_core.sources import source_endpoint, target_endpoint
 from dm_core.validate.check import RecheckContext, conclude
 from dm_core.validate.checksum import DOWN, ZERO, Servers, Sums, chunk_sums
 from dm_core.validate.chunks import plan_chunks
-from dm_core.validate.diff import key_diff, split_explained
 from dm_core.validate import drill
+from dm_core.validate.diff import key_diff, split_explained
 from dm_core.validate.image import TableImages, Unexpressible, column_infos, images
 from dm_core.validate.plan import TablePlan, plan_task
 from dm_core.validate.readrows import compare_rows
@@ -126,7 +127,9 @@ def validate_task(task, store, *, mode: str | None = None, settings=None, run_id
         conns = {name: connect(ep, downstream=name == DOWN) for name, ep in eps.items()}
         up_conns = {n: c for n, c in conns.items() if n != DOWN}
         jobs = _plan(task, up_conns, conns[DOWN], mode, tables, chunk_rows, buckets)
-        clock.lap("plan", f"{len(jobs)} table(s), {sum(len(j.chunks) for j in jobs)} chunk(s)")
+        shapes = Counter(j.shape or f"rows read ({j.fallback})" for j in jobs)
+        clock.lap("plan", f"{len(jobs)} table(s), {sum(len(j.chunks) for j in jobs)} chunk(s): "
+                          + ", ".join(f"{n} {shape}" for shape, n in shapes.items()))
         with Servers(eps, threads=max(2, settings.worker_count // 2)) as servers:
             _first_pass(servers, jobs)
             clock.lap("first pass", f"{sum(j.queries for j in jobs)} queries")

@@ -32,6 +32,13 @@ A column the image cannot render exactly (spatial types) or a column transform w
 definition makes :func:`images` raise :class:`Unexpressible`: that table's rows are read and
 compared in Python instead (readrows.py) and its result says why.
 
+The task's binlog and expression filters are not part of the image: what they kept out of the
+downstream depends on history (a row the full load copied is downstream even when later
+inserts of its table are ignored), so no rewrite of the upstream rows can say which rows the
+downstream must hold. The rows they may explain make their chunks differ; the drill-down
+reads those rows and the filters' own engines (the syncer's, dm_core/rules/) decide, per row,
+whether a filter explains the difference (filters.py): it is counted as filtered, not reported.
+
 Rendering differences between two kinds of server (a JSON document printed by MariaDB and by
 TiDB) only make chunks look different: the drill-down then compares the rows themselves
 (rows.py), so they cost time, never a wrong answer.
