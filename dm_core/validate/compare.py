@@ -81,6 +81,7 @@ class TableJob:
     queries: int = 0
     differing: list = field(default_factory=list)   # chunk indices whose sums differ in the first pass
     leaves: list = field(default_factory=list)      # drill.Leaf: the pieces of them still differing
+    first_seen: float = 0.0     # monotonic time its differences were first seen: row-error-delay counts from here
 
     def differs(self, i: int) -> bool:
         return self.up.get(i, ZERO) != self.down.get(i, ZERO)
@@ -242,8 +243,10 @@ def _first_pass(servers, jobs: list[TableJob]) -> None:
 
 def _split(servers, jobs: list[TableJob]) -> None:
     """Each differing chunk cut into leaves in one GROUP BY per side; the differing leaves kept."""
+    now = time.monotonic()
     for j in _active(jobs):
         j.differing = [i for i in range(len(j.chunks)) if j.differs(i)]
+        j.first_seen = now
     asked = {id(j): drill.split(servers, j, j.differing, LEAF_ROWS) for j in _active(jobs) if j.differing}
     for j in _active(jobs):
         if id(j) in asked:
@@ -264,7 +267,7 @@ def _recheck_leaves(servers, jobs: list[TableJob], waiter: SyncWaiter, settings)
     todo = [j for j in _active(jobs) if j.leaves]
     if not todo or waiter.replicating() is not None:
         return
-    deadline = time.monotonic() + settings.recheck.row_error_delay
+    deadline = min(j.first_seen for j in todo) + settings.recheck.row_error_delay
     u1 = {id(j): drill.take(a, up=True) for j, a in [(j, drill.ask(servers, j, j.leaves, up=True)) for j in todo]}
     behind = waiter.catch_up(deadline)
     if behind is not None:
@@ -326,7 +329,6 @@ def _look(servers, j: TableJob, task, dsn: str, settings) -> TableResult:
                 res.fallback = j.fallback
                 return res
             res = _result(j)
-            first_seen = time.monotonic()
             diffs, keep = [], max(1, settings.max_pending_row_count)
             for _, up_recs, down_recs in drill.fetch(servers, j, j.leaves):
                 found, filtered = split_explained(key_diff(up_recs, down_recs))
@@ -334,7 +336,7 @@ def _look(servers, j: TableJob, task, dsn: str, settings) -> TableResult:
                 room = max(0, keep - len(diffs))
                 diffs += found[:room]
                 res.more_differences += len(found) - len(found[:room])   # memory stays bounded
-            conclude(j.plan, res, diffs, ctx, settings, first_seen)
+            conclude(j.plan, res, diffs, ctx, settings, j.first_seen)   # one row-error-delay for leaves and rows
             res.seconds = round(time.monotonic() - j.started, 3)
             return res
         finally:
