@@ -94,19 +94,26 @@ def _run(ep: Endpoint, *stmts: str) -> None:
 
 
 def prepare(fleet: Fleet, rows: int = 50) -> None:
-    """Fresh schemas on every server: the shard tables with ``rows`` rows each, an empty probe table."""
-    for i in fleet.servers:
-        s = fleet.schema(i)
-        stmts = [f"DROP DATABASE IF EXISTS {qi(s)}", f"CREATE DATABASE {qi(s)}",
-                 f"CREATE TABLE {qt(s, 'probe')} (id bigint PRIMARY KEY, sent double NOT NULL)"]
-        for j, t in enumerate(fleet.shard_tables(), 1):
-            stmts.append(f"CREATE TABLE {qt(s, t)} (id bigint PRIMARY KEY, name varchar(32) NOT NULL, "
-                         "amount int NOT NULL, updated double NOT NULL)")
-            if rows:
-                base = i * ID_SOURCE + j * ID_TABLE
-                values = ", ".join(f"({base + n}, 'seed', {n}, 0)" for n in range(1, rows + 1))
-                stmts.append(f"INSERT INTO {qt(s, t)} VALUES {values}")
-        _run(fleet.ep(i), *stmts)
+    """Fresh schemas on every server (all servers at once): the shard tables with ``rows`` rows
+    each, an empty probe table."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(fleet.endpoints)) as pool:
+        list(pool.map(lambda i: _prepare_server(fleet, i, rows), fleet.servers))
+
+
+def _prepare_server(fleet: Fleet, i: int, rows: int) -> None:
+    s = fleet.schema(i)
+    stmts = [f"DROP DATABASE IF EXISTS {qi(s)}", f"CREATE DATABASE {qi(s)}",
+             f"CREATE TABLE {qt(s, 'probe')} (id bigint PRIMARY KEY, sent double NOT NULL)"]
+    for j, t in enumerate(fleet.shard_tables(), 1):
+        stmts.append(f"CREATE TABLE {qt(s, t)} (id bigint PRIMARY KEY, name varchar(32) NOT NULL, "
+                     "amount int NOT NULL, updated double NOT NULL)")
+        if rows:
+            base = i * ID_SOURCE + j * ID_TABLE
+            values = ", ".join(f"({base + n}, 'seed', {n}, 0)" for n in range(1, rows + 1))
+            stmts.append(f"INSERT INTO {qt(s, t)} VALUES {values}")
+    _run(fleet.ep(i), *stmts)
 
 
 def drop(fleet: Fleet, down: Endpoint | None = None) -> None:
