@@ -94,6 +94,38 @@ def binlog_files(ep: Endpoint) -> set[str]:
         conn.close()
 
 
+def mariadb_gtid_at(ep: Endpoint, file: str, pos: int, *, server_id: int) -> str | None:
+    """MariaDB's BINLOG_GTID_POS(file, pos), read through a dump: the file's GTID_LIST and the
+    GTID of every event group that starts before ``pos``. For when BINLOG_GTID_POS says NULL
+    of a file the server holds: it reads the file in the asking session, which refuses an
+    event larger than that session's max_allowed_packet (a row of a 20 MB BLOB under the 16 MB
+    default), while a dump thread reads events of any size. None: no GTID_LIST before ``pos``
+    (a binlog without GTIDs)."""
+    dump = BinlogDump(ep, file, 4, server_id=server_id, heartbeat=None, non_block=True)
+    state = None
+    try:
+        for buf, s, _e in dump.events():
+            _ts, typ, sid, size, logpos, _flags = ev.HEADER.unpack_from(buf, s)
+            if typ == ev.ROTATE and not logpos:
+                continue   # the server's own ROTATE naming the file
+            if typ == ev.ROTATE or (logpos and logpos - size >= pos and typ not in _PREAMBLE):
+                break      # at pos (the file's GTID_LIST counts at any pos, as for the server), or the end
+            if typ == ev.MARIADB_GTID_LIST:
+                b = s + ev.HEADER_LEN
+                count = int.from_bytes(buf[b:b + 4], "little") & 0x0FFFFFFF   # the top 4 bits are flags
+                state = ""
+                for i in range(count):   # domain u32, server u32, seq u64 each
+                    o = b + 4 + 16 * i
+                    state = merge_gtid(state, f"{int.from_bytes(buf[o:o + 4], 'little')}-"
+                                              f"{int.from_bytes(buf[o + 4:o + 8], 'little')}-"
+                                              f"{int.from_bytes(buf[o + 8:o + 16], 'little')}")
+            elif typ == ev.MARIADB_GTID and state is not None:
+                state = merge_gtid(state, ev.parse_mariadb_gtid(buf, s, sid)[0])
+    finally:
+        dump.close()
+    return state
+
+
 def mysql_gtid_at(ep: Endpoint, file: str, pos: int, *, server_id: int) -> str | None:
     """The GTID set of a MySQL server after everything before (file, pos): the file's
     PREVIOUS_GTIDS and the GTIDs of the transactions that start before ``pos``. None when the

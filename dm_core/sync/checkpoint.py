@@ -179,6 +179,11 @@ class SourcePositions:
                 with conn.cursor() as cur:
                     cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (start.file, start.pos))
                     got = cur.fetchone()[0]
+                if got is None:   # an event larger than this session's max_allowed_packet before it
+                    from dm_core.binlog.gtid import mariadb_gtid_at
+
+                    got = mariadb_gtid_at(up, start.file, start.pos,
+                                          server_id=replica_server_id(self.task.name, self.source_id))
             else:
                 from dm_core.binlog.gtid import mysql_gtid_at
 

@@ -40,6 +40,18 @@ def run_sql(ep, *stmts, sql_mode: str | None = None, args=None) -> list:
         conn.close()
 
 
+def binlog_gtid_pos(ep, file: str, pos: int) -> str | None:
+    """The server's GTID state at (file, pos), MariaDB's BINLOG_GTID_POS, asked in a session whose
+    max_allowed_packet admits any event: the function reads the binlog in the asking session and
+    says NULL past an event larger than that (another test's 20 MB row on the shared upstream)."""
+    (was,) = run_sql(ep, "SELECT @@GLOBAL.max_allowed_packet")[0]
+    run_sql(ep, "SET GLOBAL max_allowed_packet = 1073741824")   # read by the sessions opened from now on
+    try:
+        return run_sql(ep, "SELECT BINLOG_GTID_POS(%s, %s)", args=(file, pos))[0][0]
+    finally:
+        run_sql(ep, "SET GLOBAL max_allowed_packet = %s", args=(int(was),))
+
+
 class DMFiles:
     def __init__(self, case: str, tmp_path: Path, stack, sources: dict[str, str], placeholders: dict | None = None,
                  flavor: str | None = None, task_file: str = "dm-task.yaml", out: str | None = None,

@@ -20,7 +20,7 @@ with themselves before the clean).
 
 import pytest
 
-from .harness import DMFiles, dm_case, register_sources, run_sql, start_task, stop_task, table_rows
+from .harness import DMFiles, binlog_gtid_pos, dm_case, register_sources, run_sql, start_task, stop_task, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +53,7 @@ def _checkpoints(store, name: str) -> dict:
 
 
 def _server_gtid(ep, file: str, pos: int) -> frozenset:
-    return _gtids(run_sql(ep, "SELECT BINLOG_GTID_POS(%s, %s)", args=(file, pos))[0][0])
+    return _gtids(binlog_gtid_pos(ep, file, pos))
 
 
 def _gtids(state: str | None) -> frozenset:

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from .harness import dm_case, dmctl, register_sources, run_sql, start_task, stop_task, table_rows
+from .harness import binlog_gtid_pos, dm_case, dmctl, register_sources, run_sql, start_task, stop_task, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +74,7 @@ def test_dm_gtid_case(case, stack):
     _equal(stack)
     for s in store.all_source_states(task.name):
         ep = up[s["source_id"]]
-        gtid = run_sql(ep, "SELECT BINLOG_GTID_POS(%s, %s)", args=(s["binlog_file"], s["binlog_pos"]))[0][0]
+        gtid = binlog_gtid_pos(ep, s["binlog_file"], s["binlog_pos"])
         # NULL: the server finds no event boundary at the checkpoint (a restart by file/pos would fail)
         assert gtid is not None, (s, run_sql(ep, "SHOW BINARY LOGS"), run_sql(ep, "SHOW MASTER STATUS"))
         assert set(s["binlog_gtid"].split(",")) == set(gtid.split(",")), s   # domains in any order

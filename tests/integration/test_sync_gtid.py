@@ -6,7 +6,7 @@ import pytest
 
 from dm_core.binlog.gtid import position_of_gtid
 from dm_core.config.task import parse_task
-from dm_core.db import connect, master_position, qt
+from dm_core.db import connect, master_position, qi, qt
 from dm_core.full.phase import finish, prepare
 from dm_core.reset import reset_task
 from dm_core.state import StateStore
@@ -104,3 +104,40 @@ def test_missing_binlog_file_resumes_after_the_gtid(gtid_task, stack):
     assert (st["binlog_file"], st["binlog_pos"]) >= (file, pos)
     diffs = compare_task(task, store)
     assert all(d.equal for d in diffs), render(diffs)
+
+
+def test_the_gtid_state_at_a_position_past_an_event_larger_than_max_allowed_packet(stack, uniq):
+    """BINLOG_GTID_POS reads the binlog in the asking session and says NULL past an event larger
+    than its max_allowed_packet (a 17 MB row under the 16 MB default); a start by file and position
+    without a GTID state (DM's adjustGlobalPointGTID) then reads the state through a dump, which
+    takes events of any size: the server's own answer, asked in a session that admits the event."""
+    from dm_core.binlog.gtid import mariadb_gtid_at
+
+    up, schema = stack["up1"], f"big{uniq}"
+
+    def one(sql, args=()):
+        conn = connect(up)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, args)
+                return cur.fetchone() if cur.description else None
+        finally:
+            conn.close()
+
+    (was,) = one("SELECT @@GLOBAL.max_allowed_packet")
+    one("FLUSH BINARY LOGS")
+    one(f"CREATE DATABASE {qi(schema)}")
+    try:
+        one(f"CREATE TABLE {qt(schema, 't')} (id int PRIMARY KEY, b longblob)")
+        one("SET GLOBAL max_allowed_packet = 67108864")
+        one(f"INSERT INTO {qt(schema, 't')} VALUES (1, REPEAT('x', 17 * 1048576))")
+        one(f"INSERT INTO {qt(schema, 't')} VALUES (2, 'small')")
+        f, p = one("SHOW MASTER STATUS")[:2]
+        want = one("SELECT BINLOG_GTID_POS(%s, %s)", (f, p))[0]     # a session opened at 64 MB
+        one("SET GLOBAL max_allowed_packet = 16777216")
+        assert one("SELECT BINLOG_GTID_POS(%s, %s)", (f, p))[0] is None
+        got = mariadb_gtid_at(up, f, int(p), server_id=4242 + int(uniq[:4], 16))
+        assert want and set(got.split(",")) == set(want.split(",")), (got, want)
+    finally:
+        one(f"SET GLOBAL max_allowed_packet = {int(was)}")
+        one(f"DROP DATABASE {qi(schema)}")
