@@ -170,13 +170,12 @@ def _syncs_lock(a, tk) -> bool:
 
 
 def _show_create(ep, schema: str, table: str) -> str:
-    from dm_core.db import connect, qt
+    from dm_core.db import connect
+    from dm_core.full.target_schema import show_create
 
     conn = connect(ep)
     try:
-        with conn.cursor() as cur:
-            cur.execute(f"SHOW CREATE TABLE {qt(schema, table)}")
-            return cur.fetchone()[1]
+        return show_create(conn, schema, table)
     finally:
         conn.close()
 

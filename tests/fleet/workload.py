@@ -35,6 +35,7 @@ from pathlib import Path
 import yaml
 
 from dm_core.db import Endpoint, connect, qi, qt
+from tests.integration.helpers import run_sql
 
 log = logging.getLogger("fleet.workload")
 
@@ -83,16 +84,6 @@ class Fleet:
         return [f"t_{j}" for j in range(1, self.tables + 1)]
 
 
-def _run(ep: Endpoint, *stmts: str) -> None:
-    conn = connect(ep)
-    try:
-        with conn.cursor() as cur:
-            for s in stmts:
-                cur.execute(s)
-    finally:
-        conn.close()
-
-
 def prepare(fleet: Fleet, rows: int = 50) -> None:
     """Fresh schemas on every server (all servers at once): the shard tables with ``rows`` rows
     each, an empty probe table."""
@@ -113,17 +104,17 @@ def _prepare_server(fleet: Fleet, i: int, rows: int) -> None:
             base = i * ID_SOURCE + j * ID_TABLE
             values = ", ".join(f"({base + n}, 'seed', {n}, 0)" for n in range(1, rows + 1))
             stmts.append(f"INSERT INTO {qt(s, t)} VALUES {values}")
-    _run(fleet.ep(i), *stmts)
+    run_sql(fleet.ep(i), *stmts)
 
 
 def drop(fleet: Fleet, down: Endpoint | None = None) -> None:
     for i in fleet.servers:
         try:
-            _run(fleet.ep(i), f"DROP DATABASE IF EXISTS {qi(fleet.schema(i))}")
+            run_sql(fleet.ep(i), f"DROP DATABASE IF EXISTS {qi(fleet.schema(i))}")
         except Exception as e:  # noqa: BLE001 - a server already gone leaves nothing to drop
             log.warning("drop %s: %s", fleet.schema(i), e)
     if down is not None:
-        _run(down, f"DROP DATABASE IF EXISTS {qi(fleet.target)}")
+        run_sql(down, f"DROP DATABASE IF EXISTS {qi(fleet.target)}")
 
 
 def source_files(fleet: Fleet, directory: Path) -> list[str]:

@@ -81,6 +81,17 @@ def register(store, sources: dict, task_name: str, task_text: str) -> None:
     store.put_task(task_name, task_text, "running")
 
 
+def steps(sess, want: str, n: int = 20):
+    """Step a SyncSession until it reports ``want`` (its StepOutcome), at most ``n`` times."""
+    import pytest
+
+    for _ in range(n):
+        out = sess.step()
+        if out.state == want:
+            return out
+    pytest.fail(f"never {want!r}: last {out.state!r} {out.messages}")
+
+
 def run_sql(ep, *stmts) -> None:
     """Statements on one (autocommit) connection of ``ep``."""
     conn = connect(ep)

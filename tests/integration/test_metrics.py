@@ -13,7 +13,7 @@ from dm_core.metrics import catalog
 from dm_core.position import Position
 from dm_core.state.schema import SCHEMA
 
-from .helpers import run_sql as run
+from .helpers import run_sql as run, steps
 
 pytestmark = pytest.mark.integration
 
@@ -40,14 +40,6 @@ def value(got: dict, name: str, **labels):
     found = [v for (n, ls), v in got.items() if n == name and want.items() <= dict(ls).items()]
     assert len(found) == 1, (name, labels, found)
     return found[0]
-
-
-def steps(sess, want, n=20):
-    for _ in range(n):
-        out = sess.step()
-        if out.state == want:
-            return out
-    pytest.fail(f"never {want!r}: last {out.state!r} {out.messages}")
 
 
 def test_a_syncing_source_then_paused_on_an_error(plain, stack):

@@ -7,7 +7,7 @@ import pytest
 
 from dm_core.db import connect, qi, qt
 
-from .helpers import run_sql as run
+from .helpers import run_sql as run, steps
 
 pytestmark = pytest.mark.integration
 
@@ -26,14 +26,6 @@ def dmctl_binlog(*args) -> int:
     from dm_core.cli.dmctl import main
 
     return main(["binlog", *args])
-
-
-def steps(sess, want, n=20):
-    for _ in range(n):
-        out = sess.step()
-        if out.state == want:
-            return out
-    pytest.fail(f"never {want!r}: last {out.state!r} {out.messages}")
 
 
 def test_a_permanent_error_pauses_at_the_transaction_and_skip_replace_resume_act_on_it(plain, stack):
