@@ -4,7 +4,7 @@
 
 - full copy (bench/full.py): mydumper+myloader and server-side INTO OUTFILE + LOAD DATA
   INFILE (the raw limit) vs the Spark full phase;
-- incremental (bench/incremental.py): binlog decoding alone, a naive one-statement-per-row
+- incremental (bench/incremental.py, workload in bench/inc_workload.py): binlog decoding alone, a naive one-statement-per-row
   applier, MariaDB's own replica (single and parallel) vs the shardflow syncer.
 
 Performance is reported as ratios to those baselines (shardflow ÷ baseline), never as
