@@ -88,5 +88,11 @@ def _run(args) -> int:
     return 1 if res.error else 0
 
 
+def run_on(spark, argv) -> int:
+    """The job on the job host (spark_jobs/job_host.py): it needs no SparkContext, only the
+    host's running interpreter, which spares it the JVM's and Python's start-up."""
+    return _run(_parse_arguments(argv))
+
+
 if __name__ == "__main__":
     sys.exit(_run(_parse_arguments()))

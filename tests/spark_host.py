@@ -5,8 +5,9 @@ started at the first full load that can use it, stopped when the process exits.
 process itself: a fault point armed on executors (their environment is fixed at start), a
 master other than local[2], or ``SHARDFLOW_TEST_SPARK=submit`` in the environment (every load
 then gets its own spark-submit, as before). Its answer looks like spark-submit's
-``CompletedProcess``: the exit code, and the job's log as ``stderr``. The host's own output
-(Spark's, the executors') goes to ``$SHARDFLOW_STACK_DIR/spark-host-<pid>.log``.
+``CompletedProcess``: the exit code, and the job's log as ``stderr``. The same application also
+serves jobs on ``SparkHost.socket``, as the product's job host does (dm_core/jobhost). The
+host's own output (Spark's, the executors') goes to ``$SHARDFLOW_STACK_DIR/spark-host-<pid>.log``.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ class SparkHost:
         self.dir = tempfile.mkdtemp(prefix="spark-host-")
         fifo = os.path.join(self.dir, "requests")
         os.mkfifo(fifo)
-        self.proc = subprocess.Popen([*cmd, "--requests", fifo], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=self.log, env=env, text=True, cwd=ROOT, start_new_session=True)
+        self.socket = Path(self.dir) / "host.sock"   # the product's way in (dm_core/jobhost), same application
+        self.proc = subprocess.Popen([*cmd, "--requests", fifo, "--socket", str(self.socket)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.log, env=env, text=True, cwd=ROOT, start_new_session=True)
         threading.Thread(target=self._read, name="spark-host-reader", daemon=True).start()
         self._await(READY_MARK, START_TIMEOUT_S, "start")
         self.requests = self._open_requests(fifo)

@@ -1,4 +1,4 @@
-"""DAG factory: one task file → three DAGs.
+"""DAG factory: one task file → six DAGs (the last two for validation).
 
     dm_<task>_precheck     precheck ─▶ trigger full (or incremental when task-mode is incremental,
                            or when the full phase finished before a stop: a restart)
@@ -59,7 +59,7 @@ def dag_ids(name: str) -> dict[str, str]:
 
 
 def build_dags(task_file: Path) -> dict:
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from shardflow_airflow.spark_job import SparkJobOperator
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
     from airflow.sdk import DAG, Param
 
@@ -91,9 +91,9 @@ def build_dags(task_file: Path) -> dict:
     if task.task_mode != "incremental":
         with DAG(ids["full"], description=f"full dump/load of DM task {task.name} on Spark", **common) as d:
             prep = FullPrepareOperator(task_id="prepare", task_file=path)
-            load = SparkSubmitOperator(
-                task_id="spark_load", application=str(runtime.PROJECT_ROOT / "spark_jobs" / "full_load.py"),
-                application_args=["--task", task.name], conn_id="spark_default",
+            load = SparkJobOperator(
+                task_id="spark_load", job="full_load", application_args=["--task", task.name],
+                conn_id="spark_default",
                 spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
                 name=f"shardflow-full-{task.name}",
                 conf=runtime.submit_conf(sys.executable),
@@ -143,7 +143,7 @@ def build_dags(task_file: Path) -> dict:
 
 
 def _validate_dag(task, dag_id: str, common: dict, resync_id: str):
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from shardflow_airflow.spark_job import SparkJobOperator
     from airflow.sdk import DAG, Param
 
     from dm_core.validate.settings import settings_for
@@ -157,8 +157,8 @@ def _validate_dag(task, dag_id: str, common: dict, resync_id: str):
              params={"mode": Param(vs.mode, enum=["full", "fast"],
                                    description="full: compare every column; fast: only that each row exists")},
              **when) as d:
-        spark = SparkSubmitOperator(
-            task_id="spark_validate", application=str(runtime.PROJECT_ROOT / "spark_jobs" / "validate.py"),
+        spark = SparkJobOperator(
+            task_id="spark_validate", job="validate",
             application_args=["--task", task.name, "--run-id", "{{ run_id }}", "--mode", "{{ params.mode }}"],
             conn_id="spark_default", spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
             name=f"shardflow-validate-{task.name}",
@@ -199,7 +199,7 @@ def _repair_trigger(task_name: str, resync_id: str):
 
 
 def _resync_dag(task, path: str, dag_id: str, common: dict, validate_id: str):
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from shardflow_airflow.spark_job import SparkJobOperator
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
     from airflow.sdk import DAG, Param
 
@@ -218,8 +218,8 @@ def _resync_dag(task, path: str, dag_id: str, common: dict, validate_id: str):
                                                      "the newest"),
              }, **dict(common, schedule=None)) as d:
         choose = ResyncChooseOperator(task_id="choose", task_file=path)
-        compare = SparkSubmitOperator(
-            task_id="spark_compare", application=str(runtime.PROJECT_ROOT / "spark_jobs" / "validate.py"),
+        compare = SparkJobOperator(
+            task_id="spark_compare", job="validate",
             application_args=["--task", task.name, "--run-id", "{{ run_id }}", "--mode", "full", "--tables",
                               "{{ (ti.xcom_pull(task_ids='choose', key='choice') or {}).get('compare', []) | join(',') }}"],
             conn_id="spark_default", spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),

@@ -1,0 +1,51 @@
+"""A Spark job from Airflow's side: on the job host when route.py says so, its log lines into
+the caller's log as they come; otherwise the caller's spark-submit. The one function the
+operator (plugins/shardflow_airflow/spark_job.py), the bench and the tests call."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dm_core.jobhost import client, route, service, wire
+
+
+class JobFailed(RuntimeError):
+    """The job ran on the host and ended with a non-zero exit code (its log says why)."""
+
+    def __init__(self, job: str, rc: int):
+        super().__init__(f"{job} on the job host ended with exit code {rc}: its log is above")
+        self.rc = rc
+
+
+def run_on_host(job: str, argv: list[str], *, master: str, conf: dict, log, environ=None,
+                directory: Path | None = None) -> bool:
+    """True: the host ran the job and it succeeded (JobFailed if it failed; client.HostLost if
+    the host died under it). False: the job did not run, the caller runs it with spark-submit;
+    ``log`` already says why."""
+    environ = os.environ if environ is None else environ
+    directory = directory or wire.host_dir()
+    sock = wire.socket_path(directory)
+    status, down = None, ""
+    if route.mode(environ) != "off":
+        try:
+            status = client.status(sock)
+        except client.HostUnavailable as e:
+            down = str(e)
+    chosen = route.choose(master=master, conf=conf, environ=environ, status=status, down_reason=down)
+    if not chosen.host:
+        log.info("%s runs with spark-submit: %s", job, chosen.why)
+        if chosen.start_host:
+            pid = service.start(directory, master=master, wait=False)
+            log.info("a job host (pid %d, log %s) starts for the jobs after this one", pid, directory / "host.log")
+        return False
+    log.info("%s runs on the job host: %s", job, chosen.why)
+    try:
+        rc = client.run(job, argv, env=client.shardflow_env(environ), on_line=lambda line: log.info("%s", line),
+                        on_note=lambda note: log.info("%s", note), path=sock)
+    except client.HostUnavailable as e:
+        log.warning("the job host did not take %s (%s): running it with spark-submit instead", job, e)
+        return False
+    if rc != 0:
+        raise JobFailed(job, rc)
+    return True

@@ -1,0 +1,131 @@
+"""Start, stop and look at a machine's job host (``python -m dm_core.jobhost start|stop|status``,
+``scripts/stack.sh job-host ...``, or the Airflow operator at first use with
+``SHARDFLOW_JOB_HOST=start``).
+
+The host is a spark-submit of spark_jobs/job_host.py in a session of its own (it outlives the
+process that started it), with the same ``--conf`` as every shardflow submit. Its directory
+(wire.host_dir) holds the socket, ``host.pid`` and ``host.log`` (Spark's output and one line
+per job: queued, started, ended). A lock file keeps two starters from starting two hosts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dm_core.jobhost import client, wire
+from dm_core.jobhost.runner import EXECUTOR_ENV
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 180
+STOP_TIMEOUT_S = 60
+
+
+def default_master(environ=None) -> str:
+    return (environ or os.environ).get("SHARDFLOW_JOB_HOST_MASTER") or "local[2]"
+
+
+def submit_command(master: str, socket_path: Path) -> list[str]:
+    from dm_core.spark_options import driver_java_options
+
+    here = Path(sys.executable).parent / "spark-submit"
+    binary = str(here) if here.exists() else (shutil.which("spark-submit") or "spark-submit")
+    jar = os.environ.get("SHARDFLOW_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar")
+    conf = {"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable,
+            "spark.pyspark.driver.python": sys.executable, "spark.driver.extraJavaOptions": driver_java_options()}
+    return [binary, "--master", master, "--jars", jar, "--name", "shardflow-job-host",
+            *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")],
+            str(PROJECT_ROOT / "spark_jobs" / "job_host.py"), "--socket", str(socket_path)]
+
+
+def _pid(directory: Path) -> int | None:
+    """The host's pid when that process still runs."""
+    try:
+        pid = int((directory / "host.pid").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    _reap(pid)   # a host this process started and that ended is a zombie until reaped
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return None
+    return pid
+
+
+def status(directory: Path | None = None) -> dict | None:
+    try:
+        return client.status(wire.socket_path(directory or wire.host_dir()))
+    except client.HostUnavailable:
+        return None
+
+
+def start(directory: Path | None = None, *, master: str | None = None, wait: bool = True) -> int:
+    """The host's pid: the running one, or one started now (``wait``: until it takes jobs)."""
+    directory = wire.private_dir(directory or wire.host_dir())
+    with open(directory / "start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        got = status(directory)
+        if got:
+            return got["pid"]
+        pid = _pid(directory)   # started by another caller, not listening yet
+        if pid is None:
+            env = {k: v for k, v in os.environ.items() if k not in EXECUTOR_ENV}
+            env.setdefault("PYSPARK_PYTHON", sys.executable)
+            env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+            with open(directory / "host.log", "ab") as out:
+                proc = subprocess.Popen(submit_command(master or default_master(), wire.socket_path(directory)),
+                                        stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
+                                        cwd=PROJECT_ROOT, start_new_session=True)
+            pid = proc.pid
+            (directory / "host.pid").write_text(str(pid))
+    if wait:
+        _await_ready(directory, pid)
+    return pid
+
+
+def _await_ready(directory: Path, pid: int) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while status(directory) is None:
+        if _pid(directory) != pid:
+            raise RuntimeError(f"the job host (pid {pid}) ended while starting: see {directory / 'host.log'}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the job host (pid {pid}) did not start in {START_TIMEOUT_S}s: see "
+                               f"{directory / 'host.log'}")
+        time.sleep(0.2)
+
+
+def stop(directory: Path | None = None) -> bool:
+    """Stop the host after its running job (queued jobs are refused and fall back to
+    spark-submit); killed if it has not ended within STOP_TIMEOUT_S. False if none ran."""
+    directory = directory or wire.host_dir()
+    pid = _pid(directory)
+    try:
+        client.request_stop(wire.socket_path(directory))
+    except client.HostUnavailable:
+        if pid is None:
+            return False
+    if pid is not None:
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while _pid(directory) == pid and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _pid(directory) == pid:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _reap(pid)
+    (directory / "host.pid").unlink(missing_ok=True)
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:   # not our child: its own parent reaps it
+        pass

@@ -1,0 +1,75 @@
+"""The full DAG's Spark task (SparkJobOperator) loads a task's rows through the machine's job
+host when one runs (here: the test session's Spark application, which serves the product's
+socket too), and with spark-submit when none does; the task log says which."""
+
+import sys
+
+import pytest
+
+from dm_core.full.phase import prepare
+from dm_core.state import StateStore
+from dm_core.validate.compare import compare_task, render
+from tests import spark_host
+
+from .test_full_support import cleanup, drop, execute, register, spark_env, submit_cmd, task_yaml
+
+pytestmark = pytest.mark.integration
+
+
+def _operator(name: str):
+    from shardflow_airflow import runtime
+    from shardflow_airflow.spark_job import SparkJobOperator
+
+    return SparkJobOperator(task_id=f"spark_load_{name}", job="full_load", application_args=["--task", name],
+                            conn_id="spark_default", spark_binary=runtime.spark_submit_binary(),
+                            jars=runtime.jdbc_jar(), name=f"shardflow-full-{name}",
+                            conf=runtime.submit_conf(sys.executable))
+
+
+@pytest.fixture
+def airflow_env(monkeypatch):
+    # outside a task Airflow reads connections from AIRFLOW_CONN_* only (scripts/airflow_env.sh sets this one)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
+    for k, v in spark_env().items():
+        if k.startswith(("SPARK_HOME", "PYSPARK_")):
+            monkeypatch.setenv(k, v)
+    return monkeypatch
+
+
+def _load_through_operator(stack, uniq, tag: str, capsys) -> str:
+    """What the task log shows (Airflow's operators log to stdout outside a task runner)."""
+    schema, tdb, name, sid = f"op{tag}{uniq}", f"opt{tag}{uniq}", f"op{tag}{uniq}", f"op{tag}-{uniq}"
+    up, down = stack["up1"], stack["down"]
+    execute(up, f"CREATE DATABASE {schema}", f"CREATE TABLE {schema}.t (id int PRIMARY KEY, v varchar(10))",
+            f"INSERT INTO {schema}.t SELECT seq, CONCAT('v', seq) FROM {schema}.seq_1_to_80")
+    text = task_yaml(name, down, [(sid, schema)], tdb)
+    store = StateStore()
+    try:
+        task = register(store, name, text, {sid: up})
+        prepare(task, store)
+        _operator(name).execute({})
+        shown = capsys.readouterr().out
+        diffs = compare_task(task, store)
+        assert diffs and all(d.equal for d in diffs), render(diffs)
+        assert execute(down, f"SELECT COUNT(*) FROM {tdb}.t")[0][0] == 80
+        return shown
+    finally:
+        cleanup(store, name, text)
+        store.close()
+        drop(up, schema)
+        drop(down, tdb)
+
+
+def test_the_operator_loads_through_the_running_job_host(stack, uniq, airflow_env, capsys):
+    host = spark_host.shared_host(submit_cmd("", app="job_host.py"), spark_env())
+    airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(host.socket.parent))
+    shown = _load_through_operator(stack, uniq, "h", capsys)
+    assert "full_load runs on the job host: job host pid" in shown, shown[-3000:]
+    assert "80 rows in 1 chunks" in shown, shown[-3000:]   # the job's own log, streamed into the task's
+
+
+def test_with_no_job_host_the_operator_falls_back_to_spark_submit(stack, uniq, airflow_env, capsys, tmp_path):
+    airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(tmp_path / "none"))
+    shown = _load_through_operator(stack, uniq, "s", capsys)
+    assert "full_load runs with spark-submit: no job host runs" in shown, shown[-3000:]
+    assert "80 rows in 1 chunks" in shown, shown[-3000:]   # spark-submit's output, in the task log
