@@ -12,6 +12,11 @@ Engines, each timed from nothing downstream to every row committed downstream:
 - outfile_load_data (baseline B, the raw limit): per table ``SELECT … INTO OUTFILE`` on the
   upstream server + ``LOAD DATA INFILE`` on the downstream server (one machine, so the path
   is shared), 4 tables at a time. No client touches a row.
+- raw_merge (baseline C, the merge's raw limit): the job shardflow does, by the servers alone:
+  per shard ``SELECT id | <partition id bits>, … INTO OUTFILE`` (the ids shardflow's task
+  gives), then ``LOAD DATA INFILE`` into the one merged table (bigint AUTO_INCREMENT id, as
+  shardflow creates it), 2 loads at a time (``MERGE_STREAMS``). ``merge_vs_raw_merge_limit``
+  judges the merge against it; ``vs_myloader`` stays what a user compares.
 - shardflow: the task's full phase as the full DAG runs it: ``prepare`` (low watermarks +
   merged target table), ``spark-submit spark_jobs/full_load.py --task`` on local[2],
   ``finish``. Unlike the baselines it also merges the 8 tables into one and rewrites ids
@@ -24,6 +29,11 @@ Engines, each timed from nothing downstream to every row committed downstream:
 
 ``ratios``: shardflow rows/s ÷ the baseline's rows/s (1.0 = as fast; > 1 faster);
 ``copy_*``: the same for shardflow_copy.
+
+Peak RSS (``peak_rss_mb``): the client processes' trees (spark-submit's JVM, driver and executor
+Pythons; mydumper and myloader); the raw limits have no client. ``--one-table-rows N``
+(bench/run.py) puts every row in one table of source 1 and runs shardflow's engines only: the
+full phase's memory must not grow with a table's size.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -87,7 +98,12 @@ class Shard:
     rows: int
 
 
-def layout(stack: Stack, rows: int) -> list[Shard]:
+def layout(stack: Stack, rows: int, one_table: bool = False) -> list[Shard]:
+    """The shards of the data set: 8 tables over 2 sources, or (``one_table``) every row in one
+    table of source 1 (how memory grows with a table's size)."""
+    if one_table:
+        sid, schemas = SOURCES[0]
+        return [Shard(sid, stack.up1, schemas[0], TABLES[0], rows)]
     specs = [(sid, ep, s, t) for (sid, schemas), ep in zip(SOURCES, stack.ups) for s in schemas for t in TABLES]
     base, extra = divmod(rows, len(specs))
     return [Shard(sid, ep, s, t, base + (1 if i < extra else 0)) for i, (sid, ep, s, t) in enumerate(specs)]
@@ -128,17 +144,24 @@ def _seed_one(sh: Shard) -> int:
     return nbytes
 
 
-def seed(stack: Stack, rows: int) -> dict:
-    shards = layout(stack, rows)
+def _tables_upstream(stack: Stack) -> int:
+    return sum(query(ep, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema LIKE %s",
+                     (PREFIX + r"\_%",))[0][0] for ep in stack.ups)
+
+
+def seed(stack: Stack, rows: int, one_table: bool = False) -> dict:
+    shards = layout(stack, rows, one_table)
     t0 = time.monotonic()
     have = [_seeded(sh) for sh in shards]
-    if all(b is not None for b in have):
+    if all(b is not None for b in have) and _tables_upstream(stack) == len(shards):
         return {"rows": rows, "bytes": sum(have), "seeded": "reused", "seconds": round(time.monotonic() - t0, 1)}
     log.info("seeding %d rows upstream (%d tables)", rows, len(shards))
     for ep in stack.ups:
         drop_schemas(ep, PREFIX + "_")
-    for (sid, schemas), ep in zip(SOURCES, stack.ups):
-        execute(ep, *[f"CREATE DATABASE {bench_schema(s)}" for s in schemas], session=("SET SESSION sql_log_bin = 0",))
+    for ep in stack.ups:
+        schemas = sorted({sh.schema for sh in shards if sh.ep == ep})
+        if schemas:
+            execute(ep, *[f"CREATE DATABASE {bench_schema(s)}" for s in schemas], session=("SET SESSION sql_log_bin = 0",))
     with ThreadPoolExecutor(max_workers=4) as ex:
         nbytes = sum(ex.map(_seed_one, shards))
     return {"rows": rows, "bytes": nbytes, "seeded": "created", "seconds": round(time.monotonic() - t0, 1)}
@@ -313,6 +336,65 @@ def run_outfile(stack: Stack, rows: int, nbytes: int) -> dict:
                        "all work happens inside the servers (no client RSS to report)")
 
 
+# ---- baseline C: the merge's own limit ---------------------------------------------------------
+MERGE_STREAMS = 2   # LOAD DATA streams into the one merged table at a time (the full load's turns)
+
+
+def run_raw_merge(stack: Stack, rows: int, nbytes: int, one_table: bool = False) -> dict:
+    """The merge's raw limit: every shard ``SELECT … INTO OUTFILE`` upstream with its ids already
+    rewritten (the partition id shardflow's task gives them), then ``LOAD DATA INFILE`` into the
+    one merged table (AUTO_INCREMENT id, as shardflow creates it), ``MERGE_STREAMS`` loads at once
+    while up to ``THREADS`` shards export."""
+    from dm_core.rules.column_mapping import partition_or_value
+
+    shards = layout(stack, rows, one_table)
+    _reset_downstream(stack)
+    wd = work_dir() / "raw-merge"
+    shutil.rmtree(wd, ignore_errors=True)
+    wd.mkdir()
+    os.chmod(wd, 0o777)  # the servers write and read here
+    target = qt(TARGET_DB, "t")
+    instance = {sid: i for i, (sid, _) in enumerate(SOURCES, 1)}
+    turns = threading.Semaphore(MERGE_STREAMS)
+    waited = []
+
+    def copy(sh: Shard) -> None:
+        path = escape_string(str(wd / f"{sh.source_id}.{sh.schema}.{sh.table}.tsv"))
+        high = partition_or_value([str(instance[sh.source_id]), PREFIX + "_", "t_"], sh.schema, sh.table)
+        up = connect(sh.ep)
+        down = connect(stack.down)
+        try:
+            with up.cursor() as ucur, down.cursor() as dcur:
+                ucur.execute(f"SELECT id | {int(high)}, k, name, amount, created_at, note INTO OUTFILE '{path}' "
+                             f"CHARACTER SET utf8mb4 FROM {qt(sh.schema, sh.table)}")
+                t = time.monotonic()
+                with turns:
+                    waited.append(time.monotonic() - t)
+                    dcur.execute(f"LOAD DATA INFILE '{path}' INTO TABLE {target} CHARACTER SET utf8mb4")
+                    down.commit()
+        finally:
+            up.close()
+            down.close()
+
+    try:
+        with _servers(stack) as servers:
+            t0 = time.monotonic()
+            execute(stack.down, f"CREATE DATABASE {bench_schema(TARGET_DB)}",
+                    _DDL.format(t=target).replace("id int NOT NULL AUTO_INCREMENT", "id bigint NOT NULL AUTO_INCREMENT"))
+            with ThreadPoolExecutor(max_workers=THREADS) as ex:
+                list(ex.map(copy, shards))
+            seconds = time.monotonic() - t0
+        file_bytes = sum(f.stat().st_size for f in wd.iterdir())
+    finally:
+        shutil.rmtree(wd, ignore_errors=True)
+    got = query(stack.down, f"SELECT COUNT(*) FROM {target}")[0][0]
+    return figures(got, nbytes, seconds, None, file_bytes=file_bytes, cpu_seconds=_cpu(servers),
+                   load_wait_seconds=round(sum(waited), 1), rows_ok=_check_rows("raw merge", got, rows),
+                   how=f"per shard SELECT id | partition bits, ... INTO OUTFILE upstream ({THREADS} at a time), then "
+                       f"LOAD DATA INFILE into the one merged table {TARGET_DB}.t (bigint AUTO_INCREMENT id), "
+                       f"{MERGE_STREAMS} loads at a time; all work inside the servers (no client RSS to report)")
+
+
 # ---- shardflow --------------------------------------------------------------------------------
 def _parse_task():
     try:
@@ -321,14 +403,14 @@ def _parse_task():
         raise Skipped(f"the task parser is not available yet (dm_core/config/task.py parse_task): {e}") from None
 
 
-def task_yaml(stack: Stack, name: str = TASK_NAME, merged: bool = True) -> str:
+def task_yaml(stack: Stack, name: str = TASK_NAME, merged: bool = True, one_table: bool = False) -> str:
     """The bench's task: every shard merged into TARGET_DB.t with partition id, or (``merged``
-    false) each table copied under its own name, as the baselines do."""
+    false) each table copied under its own name, as the baselines do. ``one_table``: source 1 only."""
     import yaml
 
     from tests.integration.helpers import shard_task_yaml
 
-    text = shard_task_yaml(name, stack.down, [(sid, i) for i, (sid, _) in enumerate(SOURCES, 1)],
+    text = shard_task_yaml(name, stack.down, [(sid, i) for i, (sid, _) in enumerate(SOURCES[:1] if one_table else SOURCES, 1)],
                            PREFIX, TARGET_DB, mode="full")
     if merged:
         return text
@@ -351,7 +433,8 @@ def full_load_cmd(name: str, env: dict) -> list[str]:
             str(ROOT / "spark_jobs" / "full_load.py"), "--task", name, "--report", str(work_dir() / "full-report.json")]
 
 
-def run_shardflow(stack: Stack, rows: int, nbytes: int, *, merged: bool = True, timeout: float = 3600) -> dict:
+def run_shardflow(stack: Stack, rows: int, nbytes: int, one_table: bool = False, *, merged: bool = True,
+                  timeout: float = 3600) -> dict:
     parse_task = _parse_task()
     from dm_core.full.phase import finish as finish_phase, prepare
     from dm_core.state import StateStore
@@ -359,14 +442,15 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, merged: bool = True, 
 
     _reset_downstream(stack)
     name = TASK_NAME if merged else TASK_NAME + "_copy"
-    text = task_yaml(stack, name, merged)
+    text = task_yaml(stack, name, merged, one_table)
+    sources = SOURCES[:1] if one_table else SOURCES
     task = parse_task(text, f"<bench {name}>")
     logf = work_dir() / "spark-full.log"
     logf.unlink(missing_ok=True)
     env = python_env()
     cmd = full_load_cmd(name, env)
     with StateStore(stack.state_dsn) as store:
-        register(store, {sid: ep for (sid, _), ep in zip(SOURCES, stack.ups)}, name, text)
+        register(store, {sid: ep for (sid, _), ep in zip(sources, stack.ups)}, name, text)
         with TreeRSS() as rss, _servers(stack) as servers:
             t0 = time.monotonic()
             prepare(task, store)
@@ -377,10 +461,10 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, merged: bool = True, 
             seconds = time.monotonic() - t0
         loaded = sum(v["rows_loaded"] for v in out.values())
         store.set_task_status(name, "stopped")  # leave nothing registered that looks live
-        for sid, _ in SOURCES:
+        for sid, _ in sources:
             store.disable_source(sid)
     got = (query(stack.down, f"SELECT COUNT(*) FROM {qt(TARGET_DB, 't')}")[0][0] if merged
-           else _downstream_rows(stack, layout(stack, rows)))
+           else _downstream_rows(stack, layout(stack, rows, one_table)))
     report = json.loads((work_dir() / "full-report.json").read_text())
     return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3), cpu_seconds=_cpu(servers, rss),
                    load_seconds=report["seconds"], write_mode=report["write_mode"],
@@ -395,17 +479,23 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, *, merged: bool = True, 
 
 
 # ---- the part ---------------------------------------------------------------------------------
-def run(stack: Stack, rows: int) -> dict:
-    data = seed(stack, rows)
+def run(stack: Stack, rows: int, one_table: bool = False) -> dict:
+    """The part; ``one_table``: every row in one upstream table (source 1), shardflow only unless
+    SHARDFLOW_BENCH_FULL_ENGINES chooses, to see whether memory grows with a table's size."""
+    data = seed(stack, rows, one_table)
     log.info("full: %s rows, %.1f MB of text, data %s", f"{rows:,}", data["bytes"] / 1e6, data["seeded"])
     engines = {
         "mydumper_myloader": ("baseline A: mydumper + myloader", run_mydumper, {}),
         "outfile_load_data": ("baseline B: INTO OUTFILE + LOAD DATA INFILE", run_outfile, {}),
-        "shardflow": ("shardflow: Spark full phase", run_shardflow, {}),
-        "shardflow_copy": ("shardflow: Spark full phase, tables copied as themselves", run_shardflow, {"merged": False}),
+        "raw_merge": ("baseline C: INTO OUTFILE + LOAD DATA INFILE into the one merged table", run_raw_merge,
+                      {"one_table": one_table}),
+        "shardflow": ("shardflow: Spark full phase", run_shardflow, {"one_table": one_table}),
+        "shardflow_copy": ("shardflow: Spark full phase, tables copied as themselves", run_shardflow,
+                           {"merged": False, "one_table": one_table}),
     }
     # SHARDFLOW_BENCH_FULL_ENGINES=shardflow_copy,mydumper_myloader: a subset, while working on one
-    chosen = [e for e in os.environ.get("SHARDFLOW_BENCH_FULL_ENGINES", "").split(",") if e] or list(engines)
+    chosen = [e for e in os.environ.get("SHARDFLOW_BENCH_FULL_ENGINES", "").split(",") if e] or (
+        ["shardflow", "shardflow_copy"] if one_table else list(engines))
     res = {k: (guarded(title, fn, stack, rows, data["bytes"], **kw) if k in chosen else {"skipped": "not chosen"})
            for k, (title, fn, kw) in engines.items()}
     try:
@@ -413,12 +503,15 @@ def run(stack: Stack, rows: int) -> dict:
     except Exception as e:  # the figures are taken; leftovers are dropped by the next run
         log.warning("could not drop the downstream copies: %s", e)
     sf, copy = res["shardflow"].get("rows_per_s"), res["shardflow_copy"].get("rows_per_s")
+    shards = layout(stack, rows, one_table)
     return {
-        "data": {**data, "layout": "2 sources x 2 schemas x 2 tables, 6 columns",
-                 "upstream_tables": [f"{sid}:{s}.{t}" for sid, ss in SOURCES for s in ss for t in TABLES]},
+        "data": {**data, "layout": ("1 table (source 1), 6 columns" if one_table
+                                    else "2 sources x 2 schemas x 2 tables, 6 columns"),
+                 "upstream_tables": [f"{sh.source_id}:{sh.schema}.{sh.table}" for sh in shards]},
         "results": res,
         "ratios": {"vs_myloader": ratio(sf, res["mydumper_myloader"].get("rows_per_s")),
                    "vs_raw_limit": ratio(sf, res["outfile_load_data"].get("rows_per_s")),
+                   "merge_vs_raw_merge_limit": ratio(sf, res["raw_merge"].get("rows_per_s")),
                    "copy_vs_myloader": ratio(copy, res["mydumper_myloader"].get("rows_per_s")),
                    "copy_vs_raw_limit": ratio(copy, res["outfile_load_data"].get("rows_per_s"))},
     }

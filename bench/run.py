@@ -33,6 +33,9 @@ def _parse_arguments(argv=None):
                    help="row changes run through the task rules, 2 sources x 4 schemas x 4 tables (default 500,000)")
     p.add_argument("--full-rows", type=int, default=10_000_000,
                    help="rows of the full-copy data set, spread over 2 sources x 2 schemas x 2 tables (default 10,000,000; 2,000,000 is the quick size)")
+    p.add_argument("--one-table-rows", type=int, default=None,
+                   help="instead of the full part's 8 tables: this many rows in one table, shardflow's engines only "
+                        "(bench/results/full_one_table.json): does the full phase's memory grow with a table's size?")
     p.add_argument("--small-tables", type=int, default=500,
                    help="tables of the many-small-tables copy, 200 rows each, over 2 sources (default 500)")
     p.add_argument("--inc-events", type=int, default=1_000_000,
@@ -82,6 +85,7 @@ def render_full(out: dict) -> str:
     d = out["data"]
     cols = ["seconds", "rows_per_s", "mb_per_s", "peak_rss_mb", "note"]
     names = {"mydumper_myloader": "mydumper + myloader", "outfile_load_data": "INTO OUTFILE + LOAD DATA (raw limit)",
+             "raw_merge": "INTO OUTFILE + LOAD DATA into the merged table (merge's raw limit)",
              "shardflow": "shardflow (merge 8 -> 1, partition id)",
              "shardflow_copy": "shardflow (copy 8 -> 8, as baselines)"}
     rows = [_row(names[k], r, cols) for k, r in out["results"].items()]
@@ -192,8 +196,13 @@ def main(argv=None) -> int:
         reports.append(render_rules(out) + f"\n→ {path}")
     stack = stack_from_env() if args.only in (None, "full", "validate", "small", "incremental", "lag") else None
     if args.only in (None, "full"):
-        out = {"meta": {**machine(), "full_rows": args.full_rows}, **full.run(stack, args.full_rows)}
-        path = write_json("full.json", out)
+        if args.one_table_rows:
+            out = {"meta": {**machine(), "one_table_rows": args.one_table_rows},
+                   **full.run(stack, args.one_table_rows, one_table=True)}
+            path = write_json("full_one_table.json", out)
+        else:
+            out = {"meta": {**machine(), "full_rows": args.full_rows}, **full.run(stack, args.full_rows)}
+            path = write_json("full.json", out)
         reports.append(render_full(out) + f"\n→ {path}")
     if args.only in (None, "validate"):
         out = {"meta": {**machine(), "full_rows": args.full_rows}, **validate.run(stack, args.full_rows)}
