@@ -2,10 +2,16 @@
 Airflow UI renders it; it is plain data, so anything else can too).
 
 Per task: status, phase (from the latest DAG runs), per-source stage, checkpoint, lag,
-rows/s and their recent history (the sensors record each window), the error of a paused
-source, shard DDL locks with who is waited for, the last validation, and the *actions*
+rows/s and their recent history (the sensors record each window), full-phase tables and
+chunks loaded, the error of a paused source, shard DDL locks with who is waited for, the last
+validation, and the *actions*
 a user may take. An action is "trigger DAG X with conf Y": the page renders each as a
 button, so new operations are new entries of :func:`actions`, not new page code.
+
+A fleet (dozens of sources, thousands of tables) stays readable and its page quick: sources
+come paused first and then by lag, locks and validated tables the worst first and only the
+first few of them listed, everything else counted (``dm_core/state/summaries.py`` counts in
+the store).
 
 Nothing here reads a password: source rows of the store carry them, so only source states
 are read, and the task file is parsed for names only.
@@ -18,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from dm_core.state.lifecycle import dag_id
 
 SYNCED_LAG_SECONDS = 10.0   # a syncing source this close to its upstream counts as synced
+LOCKS_SHOWN = 20            # active shard DDL locks listed (with an Unlock button each), the worst first
+VALIDATION_TABLES_SHOWN = 50    # tables of the last validation listed, the worst first
 
 
 @dataclass
@@ -105,11 +113,56 @@ def _source(s: dict) -> dict:
             "updated_at": s.get("updated_at")}
 
 
+def by_urgency(sources: list[dict]) -> list[dict]:
+    """Sources as a person reads them on a fleet: paused or failed first, then the ones most
+    behind (greatest lag; none measured yet after those), then by name."""
+    def key(s: dict):
+        lag = s.get("lag_seconds")
+        return (s["stage"] not in ("paused", "error"), lag is None, -(lag or 0.0), s["source"])
+
+    return sorted(sources, key=key)
+
+
+def _lock_urgency(lk: dict):
+    """Conflicts first, then locks waiting longest, then the rest by id."""
+    return ({"conflict": 0, "waiting": 1}.get(lk["status"], 2), lk.get("waiting_since") or "~", lk["lock_id"])
+
+
+def counts(values) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+def _validation(store, name: str) -> dict | None:
+    """The last finished validation as the page shows it: a few tables, the worst first, and
+    the number of tables of each result."""
+    from dm_core.state.summaries import last_validation
+    from dm_core.validate.result import from_dict
+
+    v = last_validation(store, name, VALIDATION_TABLES_SHOWN)
+    if v is None:
+        return None
+    shown = from_dict({"task": name, "tables": v["tables"]}).tables
+    return {"run_id": v["run_id"], "status": v["status"], "mode": v.get("mode"), "engine": v.get("engine"),
+            "started_at": v.get("started_at"), "finished_at": v.get("finished_at"), "summary": v.get("summary"),
+            "counts": v["counts"], "not_shown": v["not_shown"],
+            "tables": [{"target": t.target, "status": t.status, "upstream_rows": t.upstream_rows,
+                        "downstream_rows": t.downstream_rows, "chunks": t.chunks, "seconds": t.seconds,
+                        "filtered": t.filtered, "error": t.error,
+                        "differences": [asdict(d) for d in t.differences[:20]],
+                        "more": t.differing_rows() - min(20, len(t.differences)),
+                        "pending": [asdict(d) for d in t.pending[:20]]} for t in shown]}
+
+
 def task_overview(store, name: str, runs: dict) -> dict:
-    """Everything the page shows for one task. ``runs``: DAG kind → state of its newest run."""
+    """Everything the page shows for one task. ``runs``: DAG kind → state of its newest run.
+    Its cost does not grow with the task's tables: per-table state is counted in the store,
+    and only the first ``*_SHOWN`` locks and tables, the worst first, are listed."""
     from dm_core.config.task import parse_task
     from dm_core.shardddl import coordinator
-    from dm_core.validate.result import from_dict, summary_line
+    from dm_core.state.summaries import full_progress, running_validation
 
     text, status = store.get_task(name) or ("", "unknown")
     try:
@@ -117,25 +170,16 @@ def task_overview(store, name: str, runs: dict) -> dict:
         mode, shard_mode, error = task.task_mode, task.shard_mode, None
     except Exception as e:  # e.g. an env var the page's process lacks: still show the state
         mode, shard_mode, error = "?", None, f"task file does not load here: {str(e).splitlines()[0]}"
-    sources = [_source(s) for s in store.all_source_states(name)]
-    locks = [coordinator.summary(lk) for lk in coordinator.list_locks(store, name, active_only=True)]
-    v = store.validation(name, finished=True)     # a run in progress has nothing to show yet
-    newest = store.validation(name)
-    running = newest["run_id"] if newest and newest.get("finished_at") is None else None
-    last = None
-    if v:
-        r = from_dict(v)
-        last = {"run_id": r.run_id, "status": r.status, "mode": r.mode, "engine": r.engine, "started_at": r.started_at,
-                "finished_at": r.finished_at, "summary": summary_line(r),
-                "tables": [{"target": t.target, "status": t.status, "upstream_rows": t.upstream_rows,
-                            "downstream_rows": t.downstream_rows, "chunks": t.chunks, "seconds": t.seconds,
-                            "filtered": t.filtered, "error": t.error,
-                            "differences": [asdict(d) for d in t.differences[:20]],
-                            "more": t.differing_rows() - min(20, len(t.differences)),
-                            "pending": [asdict(d) for d in t.pending[:20]]} for t in r.tables]}
+    sources = by_urgency([_source(s) for s in store.all_source_states(name)])
+    all_locks = sorted((coordinator.summary(lk) for lk in coordinator.list_locks(store, name, active_only=True)),
+                       key=_lock_urgency)
+    locks = all_locks[:LOCKS_SHOWN]
+    last = _validation(store, name)
     return {"task": name, "status": status, "task_mode": mode, "shard_mode": shard_mode, "config_error": error,
             "phase": phase(status, runs, sources), "synced": synced(sources), "runs": runs,
-            "sources": sources, "windows": store.windows(name), "locks": locks, "validation": last,
-            "validation_running": running,
+            "sources": sources, "stages": counts(s["stage"] for s in sources), "full": full_progress(store, name),
+            "windows": store.windows(name), "locks": locks, "lock_counts": counts(lk["status"] for lk in all_locks),
+            "locks_not_shown": len(all_locks) - len(locks), "validation": last,
+            "validation_running": running_validation(store, name),
             "actions": [asdict(a) for a in actions(name, shard_mode, locks, status, sources,
                                                    last["status"] if last else "")]}

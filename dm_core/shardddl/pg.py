@@ -122,20 +122,24 @@ def save(cur, lock: dict, members: list[dict], ops: list[dict]) -> None:
         "WHERE lock_id = %s",
         (lock["status"], lock["step"], lock.get("owner"), _j(lock.get("ddls")), lock.get("conflict"),
          _j(lock.get("state") or {}), lock["status"], lock["lock_id"]))
+    # rows go in one statement per table (execute_values): a lock of a table sharded over
+    # thousands of upstream tables is rewritten at every transition and coordinator round
+    from psycopg2.extras import execute_values
+
     cur.execute(f"DELETE FROM {s}.shardddl_member WHERE lock_id = %s", (lock["lock_id"],))
     if members:
-        cur.executemany(
-            f"INSERT INTO {s}.shardddl_member (lock_id, source_id, upstream_schema, upstream_table, ddls, position, "
-            "state) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        execute_values(
+            cur, f"INSERT INTO {s}.shardddl_member (lock_id, source_id, upstream_schema, upstream_table, ddls, "
+                 "position, state) VALUES %s",
             [(lock["lock_id"], m["source_id"], m["upstream_schema"], m["upstream_table"], _j(m.get("ddls")),
-              m.get("position"), _j(m.get("state") or {})) for m in members])
+              m.get("position"), _j(m.get("state") or {})) for m in members], page_size=1000)
     cur.execute(f"DELETE FROM {s}.shardddl_operation WHERE lock_id = %s", (lock["lock_id"],))
     if ops:
-        cur.executemany(
-            f"INSERT INTO {s}.shardddl_operation (lock_id, source_id, upstream_schema, upstream_table, step, action, "
-            "ddls, state, exec_index, detail) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        execute_values(
+            cur, f"INSERT INTO {s}.shardddl_operation (lock_id, source_id, upstream_schema, upstream_table, step, "
+                 "action, ddls, state, exec_index, detail) VALUES %s",
             [(lock["lock_id"], o["source_id"], o["upstream_schema"], o["upstream_table"], o["step"], o["action"],
-              _j(o["ddls"]), o["state"], o["exec_index"], _j(o.get("detail") or {})) for o in ops])
+              _j(o["ddls"]), o["state"], o["exec_index"], _j(o.get("detail") or {})) for o in ops], page_size=1000)
 
 
 def _j(v: Any) -> str | None:
@@ -193,20 +197,30 @@ def remove_lock(store, lock_id: str, mode: str, fn: Callable, from_rows: Callabl
 
 
 def read(store, task: str, mode: str, from_rows: Callable, lock_id: str | None = None) -> list:
-    """Load the task's locks of ``mode`` (consistently: FOR SHARE, in lock id order)."""
+    """Load the task's locks of ``mode`` (consistently: FOR SHARE, in lock id order), in three
+    queries whatever their number: a task of thousands of tables may have hundreds of locks."""
     ensure_tables(store)
-    out = []
+    s = schema()
     with store.tx() as cur:
-        if lock_id is not None:
-            cur.execute(f"SELECT lock_id FROM {schema()}.shardddl_lock WHERE lock_id = %s AND task = %s AND mode = %s",
-                        (lock_id, task, mode))
-        else:
-            cur.execute(f"SELECT lock_id FROM {schema()}.shardddl_lock WHERE task = %s AND mode = %s ORDER BY lock_id",
-                        (task, mode))
-        for (lid,) in cur.fetchall():
-            got = load(cur, lid, lock_clause="FOR SHARE")
-            if got is not None:
-                out.append(from_rows(*got))
+        cur.execute(f"SELECT * FROM {s}.shardddl_lock WHERE task = %s AND mode = %s AND (%s IS NULL OR lock_id = %s) "
+                    "ORDER BY lock_id FOR SHARE", (task, mode, lock_id, lock_id))
+        locks = _rows(cur)
+        if not locks:
+            return []
+        ids = [lk["lock_id"] for lk in locks]
+        cur.execute(f"SELECT * FROM {s}.shardddl_member WHERE lock_id = ANY(%s) "
+                    "ORDER BY lock_id, source_id, upstream_schema, upstream_table", (ids,))
+        members = _by_lock(_rows(cur))
+        cur.execute(f"SELECT * FROM {s}.shardddl_operation WHERE lock_id = ANY(%s) "
+                    "ORDER BY lock_id, source_id, upstream_schema, upstream_table, step", (ids,))
+        ops = _by_lock(_rows(cur))
+    return [from_rows(lk, members.get(lk["lock_id"], []), ops.get(lk["lock_id"], [])) for lk in locks]
+
+
+def _by_lock(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r["lock_id"], []).append(r)
     return out
 
 

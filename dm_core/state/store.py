@@ -405,13 +405,20 @@ class StateStore:
     def mark_chunk_done(self, task: str, source_id: str, schema: str, table: str, chunk_id: int, rows: int,
                         read_by=None) -> None:
         """``read_by``: the upstream's binlog end (a Position) once the chunk was committed, or None."""
+        self.mark_chunks_done(task, source_id, [(schema, table, chunk_id, rows)], read_by)
+
+    def mark_chunks_done(self, task: str, source_id: str, chunks: list[tuple[str, str, int, int]],
+                         read_by=None) -> None:
+        """``mark_chunk_done`` of many chunks, (schema, table, chunk_id, rows) each, committed by
+        one transaction (a batch of small tables loaded together)."""
+        from psycopg2.extras import execute_values
+
         f, p = (read_by.file, read_by.pos) if read_by is not None else (None, None)
         with self.tx() as cur:
-            cur.execute(
-                f"INSERT INTO {SCHEMA}.full_chunk (task, source_id, schema_name, table_name, chunk_id, rows, "
-                "read_by_file, read_by_pos) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (task, source_id, schema, table, chunk_id, rows, f, p),
-            )
+            execute_values(
+                cur, f"INSERT INTO {SCHEMA}.full_chunk (task, source_id, schema_name, table_name, chunk_id, rows, "
+                     "read_by_file, read_by_pos) VALUES %s ON CONFLICT DO NOTHING",
+                [(task, source_id, s, t, c, n, f, p) for s, t, c, n in chunks], page_size=1000)
 
     def forget_chunks(self, task: str, source_id: str, schema: str, table: str) -> None:
         with self.tx() as cur:

@@ -22,6 +22,7 @@ shows task and source names, positions and counts, never server addresses or sta
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from pathlib import Path
 
 from fastapi import Request  # at module level: FastAPI resolves the (string) annotations here
@@ -88,6 +89,7 @@ def sparkline(points: list[float | None], width: int = 220, height: int = 40) ->
                     if p is not None)
 
 
+@functools.lru_cache(maxsize=1)   # one compiled template for every request
 def _env():
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
@@ -97,6 +99,12 @@ def _env():
     env.filters["num"] = lambda v, d=1: "–" if v is None else f"{v:,.{d}f}"
     env.filters["when"] = lambda v: "–" if not v else str(v).replace("T", " ")[:19]
     return env
+
+
+def render_page(tasks: list[dict], user: str, env=None) -> str:
+    """The page's HTML for ``tasks`` (``overview``'s list)."""
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (env or _env()).get_template("migrations.html").render(tasks=tasks, user=user, now=now)
 
 
 def create_app():
@@ -130,11 +138,8 @@ def create_app():
             return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)), status_code=302)
         if not may_read(user):
             return HTMLResponse("You may not read DAGs, so not the migrations either.", status_code=403)
-        tasks = overview(request, _token(request))
-        html = env.get_template("migrations.html").render(
-            tasks=tasks, user=getattr(user, "get_name", lambda: "")(),
-            now=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
-        return HTMLResponse(html)
+        return HTMLResponse(render_page(overview(request, _token(request)), getattr(user, "get_name", lambda: "")(),
+                                        env))
 
     @app.get("/api/tasks")
     def tasks(request: Request, user=Depends(user_or_none)):
