@@ -214,6 +214,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
     """``on_loaded(task)``: called once the file parsed (dmctl prints its warnings there)."""
     from dm_core.config.task import load_task_file
     from dm_core.sources import source_endpoint
+    from dm_core.state.start import decide_start
 
     task = load_task_file(a.file)  # an invalid file (or a missing ${ENV}) raises here: nothing is started
     if on_loaded is not None:
@@ -221,19 +222,14 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
     text = Path(a.file).read_text()
     all_ids = [i.source_id for i in task.mysql_instances]
     start_time = getattr(a, "start_time", None)
-    at = check_start_time(task, start_time) if start_time is not None else None
     api = api_factory()
     with open_store() as store:
         only = _sources(task, a.source) if a.source else None
         for sid in all_ids:
             source_endpoint(store, sid)  # every source must be registered
-        if start_time is not None and not a.remove_meta:
-            refuse_start_time_with_shard_state(store, task)
+        start = decide_start(task, text, store, remove_meta=a.remove_meta, start_time=start_time,
+                             same_downstream=getattr(a, "same_downstream", False))
         info = store.task_info(task.name)
-        if info is not None and not a.remove_meta:
-            refuse_shard_state_changes(store, task)
-            refuse_progress_changes(store, task, info["started_text"], text,
-                                    same_downstream=getattr(a, "same_downstream", False))
         if info is not None and info["status"] != lc.STOPPED:
             if only and text != info["started_text"]:
                 raise ErrorCode.CONFIG_INVALID.error(
@@ -273,9 +269,9 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         if start_time is not None:
             store.set_start_time(task.name, only or all_ids, start_time)
             print(f"task {task.name}: source(s) {', '.join(only or all_ids)} start at the binlog position of "
-                  f"{start_time}{'' if at.offset is not None else ' (in the upstream time zone)'}; "
+                  f"{start_time}{'' if start.at.offset is not None else ' (in the upstream time zone)'}; "
                   f"their checkpoints move there")
-        resume = lc.resume_point(task, store.all_source_states(task.name))
+        resume = start.resume
     ids = {p: lc.dag_id(task.name, p) for p in ("precheck", "full", "incremental", "shard_ddl_unlock", "validate",
                                                  "resync")}
     wanted = [ids["precheck"]] + ([ids["full"]] if task.task_mode != "incremental" else []) \
@@ -298,130 +294,6 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
     print(f"task {task.name}: started (#{generation}: {path[resume] if task.task_mode == 'all' else path['fresh']}); "
           f"run {run.get('dag_run_id')} of {ids['precheck']}")
     return 0
-
-
-def check_start_time(task, text: str):
-    """``--start-time``: a time in one of DM's spellings, for a task whose sync starts at a
-    binlog position it is told (task-mode incremental): the parsed ``by_time.StartTime``.
-    Raises CONFIG_INVALID saying why not."""
-    from dm_core.binlog.by_time import parse_start_time
-    from dm_core.errors import ErrorCode
-
-    at = parse_start_time(text)
-    if task.task_mode != "incremental":
-        raise ErrorCode.CONFIG_INVALID.error(
-            f"--start-time is for task-mode incremental; task {task.name} has task-mode {task.task_mode}, whose "
-            f"sync starts where its full phase's dump was taken",
-            workaround="Set `task-mode: incremental` in the task file to sync from that time, or start without "
-                       "--start-time.")
-    return at
-
-
-def refuse_start_time_with_shard_state(store, task) -> None:
-    """The sharding groups a source tracks (what its tables have met, where a replay would
-    begin; every source of a shard-mode task that has synced has them) and the task's locks
-    refer to binlog positions the new start would jump over or go back behind: only a start
-    that forgets them (--remove-meta) may move the sources to a time."""
-    from dm_core.errors import ErrorCode
-    from dm_core.shardddl import coordinator
-
-    if not task.shard_mode:
-        return
-    held = [s["source_id"] for s in store.all_source_states(task.name) if s.get("shard_groups")]
-    locks = coordinator.list_locks(store, task.name, active_only=True)
-    if held or locks:
-        raise ErrorCode.CONFIG_INVALID.error(
-            f"--start-time: task {task.name} has shard DDL state ("
-            + "; ".join(([f"sources {', '.join(held)} track their sharding groups"] if held else [])
-                        + ([f"{len(locks)} lock(s) active"] if locks else []))
-            + "), which positions before or after the new start would contradict",
-            workaround="Add --remove-meta to start over from that time (checkpoints and shard DDL state are "
-                       "forgotten), or start without --start-time.")
-
-
-def refuse_shard_state_changes(store, task) -> None:
-    """A start from the checkpoints with a file the kept shard DDL state does not fit (shard-mode
-    switched, a table or source taken out while rows are held back for it): refused before
-    anything is stored (dm_core/shardddl/state_check.py says why)."""
-    from dm_core.shardddl.state_check import conflicts
-
-    found = conflicts(task, store)
-    if found:
-        raise ErrorCode.SHARD_DDL_STATE_CHANGED.error(
-            f"task {task.name}: the task file does not fit the shard DDL state its sources keep; nothing "
-            "started:\n  " + "\n  ".join(found))
-
-
-MOVED = "target-database moved"
-
-
-def refuse_progress_changes(store, task, old_text: str, new_text: str, *, same_downstream: bool = False) -> None:
-    """A start from recorded progress with a file that progress would be wrong under (the
-    downstream moved, the shape of a part-loaded full phase changed, task-mode full then a
-    syncing mode): refused before anything is stored (dm_core/state/restart_check.py)."""
-    from dm_core.state.restart_check import refusals
-
-    states = store.all_source_states(task.name)
-    found = refusals(old_text, new_text, states, lc.resume_point(task, states))
-    if any(f.startswith(MOVED) for f in found) and (same_downstream or _same_downstream(task, old_text)):
-        found = [f for f in found if not f.startswith(MOVED)]   # the same server under another address
-    if found:
-        raise ErrorCode.CONFIG_INVALID.error(
-            f"task {task.name}: the task file changed in a way its recorded progress does not fit; nothing "
-            "started:\n  " + "\n  ".join(found),
-            workaround=f"Start with the file the task ran with (config/tasks/{task.name}.yaml holds it): a change of "
-                       "what shapes the full phase's rows may be made once that phase has finished; the target "
-                       "server, meta-schema and a task-mode full run stay as they are for good. Or start over with "
-                       "`dmctl start-task --remove-meta FILE`: a new full phase under the new file (drop what the "
-                       "old one loaded downstream first). A new address of the same downstream is recognised "
-                       "when the old one still answers; else say so with `--same-downstream`.")
-
-
-def _same_downstream(task, old_text: str) -> bool:
-    """Whether the old file's target address and the new one reach the same data (a new DNS
-    name, a VIP, a proxy, another instance of one TiDB cluster): a token written through the new
-    address, with the new file's login, reads back through the old one, with the old file's own
-    login (never the new password to an address that may now be another machine). Any failure
-    says no: the start is refused and ``--same-downstream`` is the user's word for it."""
-    import secrets
-
-    from dm_core.config.task import parse_task
-    from dm_core.db import connect, qi, qt
-    from dm_core.sources import target_endpoint
-
-    token = secrets.token_hex(16)
-    table = qt(task.meta_schema, "shardflow_identity")
-    try:
-        old_ep = target_endpoint(parse_task(old_text, "<the task's last start>"))
-        new = connect(target_endpoint(task), downstream=True, connect_timeout=5, read_timeout=15)
-    except Exception:  # noqa: BLE001 - the old file's login or the new address: not shown to be the same
-        return False
-    try:
-        with new.cursor() as cur:
-            cur.execute(f"CREATE DATABASE IF NOT EXISTS {qi(task.meta_schema)}")
-            cur.execute(f"CREATE TABLE IF NOT EXISTS {table} (token varchar(64) PRIMARY KEY)")
-            cur.execute(f"INSERT INTO {table} VALUES (%s)", (token,))
-        try:
-            old = connect(old_ep, downstream=True, connect_timeout=5, read_timeout=15)
-            try:
-                with old.cursor() as cur:
-                    cur.execute(f"SELECT COUNT(*) FROM {table} WHERE token = %s", (token,))
-                    return cur.fetchone()[0] == 1
-            finally:
-                old.close()
-        except Exception as e:  # noqa: BLE001 - the old address is gone or another server
-            print(f"the old target address does not answer ({str(e).splitlines()[0]})", file=sys.stderr)
-            return False
-    except Exception as e:  # noqa: BLE001 - no token could be written: not shown to be the same
-        print(f"could not check the new target address ({str(e).splitlines()[0]})", file=sys.stderr)
-        return False
-    finally:
-        try:
-            with new.cursor() as cur:
-                cur.execute(f"DELETE FROM {table} WHERE token = %s", (token,))
-        except Exception:  # noqa: BLE001 - a token left behind matches nothing later
-            pass
-        new.close()
 
 
 def _start_sources(api, store, task, sources: list[str], active: list[str], start_time: str | None = None) -> int:

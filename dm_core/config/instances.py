@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from dm_core.config.decode import decode
 from dm_core.config.problems import Problems, closest, join
@@ -64,9 +64,31 @@ class _RawInstance:
 _REF_LISTS = (("route_rules", "routes", "route"), ("filter_rules", "filters", "filter rule"),
               ("column_mapping_rules", "column-mappings", "column mapping"),
               ("expression_filters", "expression-filter", "expression filter"))
-_UNITS = (("mydumper", "mydumpers", MydumperConfig, check_mydumper, "threads"),
-          ("loader", "loaders", LoaderConfig, check_loader, "pool_size"),
-          ("syncer", "syncers", SyncerConfig, check_syncer, "worker_count"))
+
+
+class _Unit(NamedTuple):
+    """A unit an instance configures by name, inline or by default, plus its thread shortcut."""
+
+    name: str               # the instance's key (``syncer``; ``syncer-config-name``, ``syncer-thread``)
+    key: str                # the global map of named configs (``syncers``)
+    cls: type               # its config class (the default when nothing is given)
+    check: Callable         # checks an inline section
+    thread_attr: str        # the config field ``<unit>-thread`` sets
+
+
+@dataclass
+class _Refs:
+    """The task's global maps a reference by name resolves in, and what was found."""
+
+    maps: dict              # global map → name → config
+    broken: dict            # global map → names whose entry had problems (not reported again)
+    used: Counter           # (global map, name) → references
+    problems: Problems
+
+
+_UNITS = (_Unit("mydumper", "mydumpers", MydumperConfig, check_mydumper, "threads"),
+          _Unit("loader", "loaders", LoaderConfig, check_loader, "pool_size"),
+          _Unit("syncer", "syncers", SyncerConfig, check_syncer, "worker_count"))
 
 
 def build_instances(task_mode: str, data: Any, maps: dict, broken: dict, ba_key: str,
@@ -108,9 +130,8 @@ def build_instances(task_mode: str, data: Any, maps: dict, broken: dict, ba_key:
                 k = "block-allow-list" if ri.block_allow_list else "black-white-list"
                 problems.add(join(p, k), f"no block & allow list named {ba!r} in `{ba_key}`",
                              _ref_fix(ba, maps[ba_key], ba_key))
-        units = {}
-        for unit, key, cls, check, attr in _UNITS:
-            units[unit] = _unit(ri, p, unit, key, cls, check, attr, maps, broken, used, problems, body)
+        refs = _Refs(maps, broken, used, problems)
+        units = {u.name: _unit(ri, p, body, u, refs) for u in _UNITS}
         vname = ri.continuous_validator_config_name or ri.validator_config_name
         validator = ValidatorConfig()
         if vname:
@@ -148,8 +169,9 @@ def _check_meta(mode: str, ri: _RawInstance, p: str, problems: Problems) -> None
                       "set meta to start from a known binlog position")
 
 
-def _unit(ri, p, unit, key, cls, check, attr, maps, broken, used, problems, body):
+def _unit(ri: _RawInstance, p: str, body, u: _Unit, refs: _Refs):
     """One unit config of an instance: named (copied) or inline or default, then the thread shortcut."""
+    unit, key, problems = u.name, u.key, refs.problems
     cname = getattr(ri, f"{unit}_config_name")
     inline = getattr(ri, unit)
     cfg = None
@@ -157,19 +179,20 @@ def _unit(ri, p, unit, key, cls, check, attr, maps, broken, used, problems, body
         problems.add(join(p, f"{unit}-config-name"), f"set together with an inline `{unit}` section",
                      f"keep one of {unit}-config-name and {unit}")
     if cname:
-        used[(key, cname)] += 1
-        if cname in maps[key]:
-            cfg = copy.deepcopy(maps[key][cname])
-        elif cname not in broken[key]:
+        refs.used[(key, cname)] += 1
+        if cname in refs.maps[key]:
+            cfg = copy.deepcopy(refs.maps[key][cname])
+        elif cname not in refs.broken[key]:
             problems.add(join(p, f"{unit}-config-name"), f"no {unit} config named {cname!r} in `{key}`",
-                         _ref_fix(cname, maps[key], key))
+                         _ref_fix(cname, refs.maps[key], key))
     elif inline is not None:
         cfg = inline
-        check(cfg, join(p, unit), problems, *((body.get(unit) if isinstance(body, dict) else None,) if unit == "loader" else ()))
-    cfg = cfg if cfg is not None else cls()
+        u.check(cfg, join(p, unit), problems,
+                *((body.get(unit) if isinstance(body, dict) else None,) if unit == "loader" else ()))
+    cfg = cfg if cfg is not None else u.cls()
     threads = getattr(ri, f"{unit}_thread")
     if threads < 0:
         problems.add(join(p, f"{unit}-thread"), f"must not be negative, got {threads}", "use a positive number, or remove it")
     elif threads > 0:
-        setattr(cfg, attr, threads)
+        setattr(cfg, u.thread_attr, threads)
     return cfg

@@ -26,7 +26,9 @@ Protocol:
    finished) → precheck goes straight to the incremental DAG, which resumes from the
    checkpoints (DM: a task whose load finished resumes sync); a stop during the full phase
    kept the low watermark and the loaded chunks → the full DAG loads only missing chunks.
-   Nothing is forgotten unless ``--remove-meta``.
+   Nothing is forgotten unless ``--remove-meta``. dmctl, the precheck DAG and the test
+   harness take this decision through one function, ``dm_core.state.start.decide_start``,
+   with the checks that the task file still fits the recorded progress.
 3. pause/resume, whole task or ``-s`` sources: ``requested`` per source. A syncer checks its
    gate before each window, so a pause takes effect within one window; resuming a source
    paused on an error clears the error: the next window retries the statement once and, if

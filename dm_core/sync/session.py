@@ -44,6 +44,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from dm_core.state import lifecycle
 
@@ -73,19 +74,36 @@ class StepOutcome:
         self.messages.append((level, text))
 
 
+@dataclass
+class Pacing:
+    """The time bounds of one source's sync (module docstring)."""
+
+    step_seconds: float = 10.0
+    window_seconds: float = 30.0
+    rest_seconds: float = 2.0
+    record_seconds: float = 5.0
+    transient_retries: int = TRANSIENT_RETRIES
+    held_warn_seconds: float = HELD_WARN_SECONDS
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """Where a session reads the time and how it waits (tests pass their own)."""
+
+    clock: Callable[[], float] = time.monotonic    # steps, backoff, the record pace
+    sleep: Callable[[float], None] = time.sleep
+    wall: Callable[[], float] = time.time          # the age of a held table
+
+
 class SyncSession:
     """Windows of one (task, source), run by one process until the source is stopped."""
 
     def __init__(self, task, source_id: str, store, *, generation: int | None = None,
-                 step_seconds: float = 10.0, window_seconds: float = 30.0, rest_seconds: float = 2.0,
-                 record_seconds: float = 5.0, transient_retries: int = TRANSIENT_RETRIES,
-                 held_warn_seconds: float = HELD_WARN_SECONDS, clock=time.monotonic, sleep=time.sleep, wall=time.time):
+                 pacing: Pacing | None = None, clocks: Clocks | None = None):
         self.task, self.source_id, self.store, self.generation = task, source_id, store, generation
-        self.step_seconds, self.window_seconds = step_seconds, window_seconds
-        self.rest_seconds, self.record_seconds = rest_seconds, record_seconds
-        self.transient_retries = transient_retries
-        self.held_warn_seconds = held_warn_seconds
-        self._clock, self._sleep, self._wall = clock, sleep, wall
+        self.pacing = pacing or Pacing()
+        clocks = clocks or Clocks()
+        self._clock, self._sleep, self._wall = clocks.clock, clocks.sleep, clocks.wall
         self._held_warned: dict[tuple, float] = {}   # held table → clock of its last warning
         self._syncer = None
         self._fenced = False
@@ -201,7 +219,7 @@ class SyncSession:
 
         name, sid = self.task.name, self.source_id
         if self._syncer is None:
-            self._syncer = Syncer(self.task, sid, self.store, budget_seconds=self.window_seconds,
+            self._syncer = Syncer(self.task, sid, self.store, budget_seconds=self.pacing.window_seconds,
                                   generation=self.generation)
         out = StepOutcome("sync")
 
@@ -213,7 +231,7 @@ class SyncSession:
                 out.say(logging.INFO, res.summary())
 
         try:
-            res = self._syncer.run_until(self._clock() + self.step_seconds, on_window=seen, clock=self._clock)
+            res = self._syncer.run_until(self._clock() + self.pacing.step_seconds, on_window=seen, clock=self._clock)
         except Exception as e:  # noqa: BLE001 - every error ends in a retry or a pause, said in the log
             return self._failed(e, out)
         self.failures = 0
@@ -259,7 +277,7 @@ class SyncSession:
         for table, h in holds:
             age = h.age(now)
             last = self._held_warned.get(table)
-            if age is None or age < self.held_warn_seconds or (last is not None and tick - last < self.held_warn_seconds):
+            if age is None or age < self.pacing.held_warn_seconds or (last is not None and tick - last < self.pacing.held_warn_seconds):
                 continue
             self._held_warned[table] = tick
             name = self.task.name
@@ -290,14 +308,14 @@ class SyncSession:
                 return waited
         transient = isinstance(e, Transient) or \
             (not isinstance(e, ShardflowError) and errno_of(e) is not None and classify(errno_of(e)) == TRANSIENT)
-        if transient and self.failures < self.transient_retries:
+        if transient and self.failures < self.pacing.transient_retries:
             self.failures += 1
             wait = min(60.0, 2.0 ** self.failures)
             out.state = "retrying"
-            out.say(logging.WARNING, f"source {sid}: transient error (attempt {self.failures} of {self.transient_retries}), "
+            out.say(logging.WARNING, f"source {sid}: transient error (attempt {self.failures} of {self.pacing.transient_retries}), "
                                      f"retrying from the last checkpoint in {wait:.0f}s: {_one_line(e)}")
             self.store.update_source_state(
-                self.task.name, sid, error=f"transient error (attempt {self.failures} of {self.transient_retries}; "
+                self.task.name, sid, error=f"transient error (attempt {self.failures} of {self.pacing.transient_retries}; "
                                            f"next try in {wait:.0f}s): {_one_line(e)}",
                 error_code=e.code.number if getattr(e, "code", None) else None)
             self._finish(out)
@@ -337,7 +355,7 @@ class SyncSession:
     # ---- pacing and what the UI reads -------------------------------------------------
     def _rest(self, out: StepOutcome) -> StepOutcome:
         self._finish(out)
-        self._sleep(self.rest_seconds)
+        self._sleep(self.pacing.rest_seconds)
         return out
 
     def _finish(self, out: StepOutcome) -> None:
@@ -362,7 +380,7 @@ class SyncSession:
             self.store.record_window(self.task.name, self.source_id, self._acc_rows, round(self._acc_seconds, 3),
                                      self._acc_lag)
         self._acc_rows, self._acc_seconds, self._acc_lag = 0, 0.0, None
-        self._next_record = self._clock() + self.record_seconds
+        self._next_record = self._clock() + self.pacing.record_seconds
         out.record = True
 
 

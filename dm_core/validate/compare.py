@@ -107,18 +107,31 @@ def render(result) -> str:
     return _render(ValidationResult("", tables=list(result), finished_at="-"))
 
 
-def validate_task(task, store, *, mode: str | None = None, settings=None, run_id: str = "",
-                  buckets: int = BUCKETS, engine: str = "in-process", tables: list[str] | None = None,
-                  chunk_rows: int | None = None, result: ValidationResult | None = None,
-                  on_table=None) -> ValidationResult:
+@dataclass(frozen=True)
+class Scope:
+    """What one validation run covers, and the labels its result carries."""
+
+    mode: str | None = None             # full | fast; None: the settings' mode
+    tables: list[str] | None = None     # only these target tables (schema.table); None: all
+    chunk_rows: int | None = None       # rows per key chunk; None: SHARDFLOW_VALIDATE_CHUNK_ROWS or CHUNK_ROWS
+    buckets: int = BUCKETS              # key-hash buckets of the row-reading fallback
+    run_id: str = ""
+    engine: str = "in-process"
+
+
+def validate_task(task, store, *, settings=None, result: ValidationResult | None = None, on_table=None,
+                  **scope) -> ValidationResult:
     """Validate ``task`` (module docstring). ``settings``: a ValidationSettings (default: the
-    task file's validators); ``mode`` overrides its mode (full | fast); ``tables``: only these
-    target tables (schema.table); ``result``: fill this ValidationResult (the caller keeps it
-    when this raises); ``on_table(result)``: called after each finished table."""
+    task file's validators); ``scope``: the fields of :class:`Scope` (``mode`` overrides the
+    settings' mode, ``tables`` limits the run to those target tables); ``result``: fill this
+    ValidationResult (the caller keeps it when this raises); ``on_table(result)``: called after
+    each finished table."""
     settings = settings or settings_for(task)
-    mode = mode or settings.mode
-    chunk_rows = chunk_rows or int(os.environ.get("SHARDFLOW_VALIDATE_CHUNK_ROWS", CHUNK_ROWS))
-    res = result or ValidationResult(task.name, run_id, mode, engine, dt.datetime.now(dt.timezone.utc).isoformat(),
+    sc = Scope(**scope)
+    mode = sc.mode or settings.mode
+    chunk_rows = sc.chunk_rows or int(os.environ.get("SHARDFLOW_VALIDATE_CHUNK_ROWS", CHUNK_ROWS))
+    res = result or ValidationResult(task.name, sc.run_id, mode, sc.engine,
+                                     dt.datetime.now(dt.timezone.utc).isoformat(),
                                      checkpoints=checkpoints(store, task.name))
     eps = {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances}
     eps[DOWN] = target_endpoint(task)
@@ -127,7 +140,7 @@ def validate_task(task, store, *, mode: str | None = None, settings=None, run_id
     try:
         conns = {name: connect(ep, downstream=name == DOWN) for name, ep in eps.items()}
         up_conns = {n: c for n, c in conns.items() if n != DOWN}
-        jobs = _plan(task, up_conns, conns[DOWN], mode, tables, chunk_rows, buckets)
+        jobs = _plan(task, up_conns, conns[DOWN], mode, sc.tables, chunk_rows, sc.buckets)
         shapes = Counter(j.shape or f"rows read ({j.fallback})" for j in jobs)
         clock.lap("plan", f"{len(jobs)} table(s), {sum(len(j.chunks) for j in jobs)} chunk(s): "
                           + ", ".join(f"{n} {shape}" for shape, n in shapes.items()))

@@ -40,36 +40,24 @@ class PrecheckOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         from dm_core.check import run_prechecks
-        from dm_core.shardddl import state_check
-        from dm_core.state import restart_check
+        from dm_core.errors import ShardflowError
         from dm_core.sources import source_endpoint, target_endpoint
-        from dm_core.state import lifecycle
+        from dm_core.state.start import decide_start
 
         task = runtime.load_task(self.task_file)
         for w in task.warnings:     # keys the task file sets that shardflow does not act on
             self.log.warning("task file: %s", w)
         with runtime.open_store() as store:
             _end_if_not_current(store, task.name, context)
-            states = store.all_source_states(task.name)
-            resuming = lifecycle.resume_point(task, states)
-            start_times = {s["source_id"]: s["start_time"] for s in states if s.get("start_time")}
+            try:   # the file Airflow reads against the progress of the start that triggered this run
+                start = decide_start(task, Path(self.task_file).read_text(), store)
+            except ShardflowError as e:
+                raise AirflowFailException(str(e)) from None
+            resuming, start_times = start.resume, start.start_times
             sources = {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances}
             if resuming == "fresh":  # a restart keeps the stage that says where it resumes
                 for sid in sources:
                     store.update_source_state(task.name, sid, stage="precheck", error=None)
-            clash = [] if resuming == "fresh" else state_check.conflicts(task, store)
-            info = store.task_info(task.name)
-            moved = [] if resuming == "fresh" or info is None else restart_check.refusals(
-                info["started_text"], Path(self.task_file).read_text(), states, resuming)
-        if clash or moved:   # the file changed where Airflow reads it, under the progress it resumes
-            from dm_core.errors import ErrorCode
-
-            code = ErrorCode.SHARD_DDL_STATE_CHANGED if clash else ErrorCode.CONFIG_INVALID
-            raise AirflowFailException(str(code.error(
-                f"task {task.name}: the task file (changed since its last start-task) does not fit the progress "
-                "its sources keep:\n  " + "\n  ".join(clash + moved),
-                workaround="Put back the file of the last start-task, or `dmctl start-task --remove-meta FILE` to "
-                           "start over with this one." if moved and not clash else None)))
         report = run_prechecks(task, sources, target_endpoint(task), resuming=resuming, start_times=start_times)
         self.log.info("precheck of task %s (%s):\n%s", task.name,
                       "a fresh start" if resuming == "fresh" else f"a restart that resumes its {resuming} phase; "

@@ -46,14 +46,14 @@ class SourceSyncSensor(BaseSensorOperator):
 
     def poke(self, context) -> bool:
         from dm_core.state import lifecycle
-        from dm_core.sync.session import SyncSession
+        from dm_core.sync.session import Pacing, SyncSession
 
         if self._session is None:
             task = runtime.load_task(self.task_file)
             self._store = runtime.open_store().__enter__()
             self._session = SyncSession(task, self.source_id, self._store, generation=runtime.run_generation(context),
-                                        step_seconds=self.poke_budget_seconds,
-                                        window_seconds=min(30.0, self.poke_budget_seconds))
+                                        pacing=Pacing(step_seconds=self.poke_budget_seconds,
+                                                      window_seconds=min(30.0, self.poke_budget_seconds)))
         out = self._session.step()
         for level, text in out.messages:
             self.log.log(level, "%s", text)

@@ -154,37 +154,33 @@ def start(files: DMFiles, store):
 
 
 def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = True, start_time: str | None = None):
-    """What `dmctl start-task [--remove-meta] FILE` has Airflow run, in this process: the reset
-    (--remove-meta), the precheck as the precheck DAG runs it (a task resuming from checkpoints
-    skips the sharding items, as in DM), the start in the state store, then the phases the
-    task's mode and its recorded progress call for (lifecycle.resume_point): the full phase
-    unless it finished before, then, in task-mode all and incremental, every source synced
-    (until settled, with ``settle``). Returns (task, Sync or None)."""
+    """What `dmctl start-task [--remove-meta] [--start-time T] FILE` has Airflow run, in this
+    process: the start decided as dmctl and the precheck DAG decide it (state.start.decide_start:
+    its refusals, then the resume point), the reset (--remove-meta), the precheck as the precheck
+    DAG runs it (a task resuming from checkpoints skips the sharding items, as in DM), the start in
+    the state store, then the phases the decision calls for: the full phase unless it finished
+    before, then, in task-mode all and incremental, every source synced (until settled, with
+    ``settle``). Returns (task, Sync or None)."""
     from dm_core.check import run_prechecks
     from dm_core.config.task import load_task_file
     from dm_core.reset import reset_task
     from dm_core.sources import source_endpoint, target_endpoint
-    from dm_core.state import lifecycle
-
-    from dm_core.cli import lifecycle as cli_lifecycle
+    from dm_core.state.start import decide_start
 
     task = load_task_file(str(task_file))
-    if start_time is not None:   # dmctl's checks of --start-time
-        cli_lifecycle.check_start_time(task, start_time)
-        if not remove_meta:
-            cli_lifecycle.refuse_start_time_with_shard_state(store, task)
+    text = Path(task_file).read_text()
+    start = decide_start(task, text, store, remove_meta=remove_meta, start_time=start_time)
     if remove_meta:
         reset_task(store, task.name, task)
-    resume = lifecycle.resume_point(task, store.all_source_states(task.name))
     ids = [i.source_id for i in task.mysql_instances]
     report = run_prechecks(task, {sid: source_endpoint(store, sid) for sid in ids}, target_endpoint(task),
-                           resuming=resume, start_times=dict.fromkeys(ids, start_time) if start_time else None)
+                           resuming=start.resume, start_times=start.start_times)
     assert report.ok, report.render()
-    store.start_task(task.name, Path(task_file).read_text())
+    store.start_task(task.name, text)
     if start_time is not None:
         store.set_start_time(task.name, ids, start_time)
-    if task.task_mode in ("all", "full") and resume != "incremental":
-        full_phase(task, store, fresh=resume == "fresh")
+    if task.task_mode in ("all", "full") and start.resume != "incremental":
+        full_phase(task, store, fresh=start.resume == "fresh")
     if task.task_mode == "full":
         return task, None
     sync = Sync(task, store)
@@ -232,13 +228,13 @@ class Sync:
         self.restart()
 
     def restart(self, *sources: str) -> None:
-        from dm_core.sync.session import SyncSession
+        from dm_core.sync.session import Clocks, SyncSession
 
         ids = sources or [i.source_id for i in self.task.mysql_instances]
         if not sources:
             self.sessions = {}
         for sid in ids:
-            self.sessions[sid] = SyncSession(self.task, sid, self.store, sleep=lambda s: None)
+            self.sessions[sid] = SyncSession(self.task, sid, self.store, clocks=Clocks(sleep=lambda s: None))
 
     def step(self) -> dict[str, str]:
         from dm_core.shardddl.coordinator import coordinate

@@ -87,7 +87,7 @@ def test_dm_only_dml_case(case, stack):
     assert table_rows(down, DB, "t2", ["id"], "WHERE id < 0") == [(-2,)]
 
     for session in sync.sessions.values():   # steps of about a second while rows keep coming
-        session.step_seconds = 1.0
+        session.pacing.step_seconds = 1.0
     writer = Writer(up1, up2)
     writer.start()
     try:

@@ -7,7 +7,7 @@ from dm_core.db import qi, qt
 from dm_core.full.phase import finish, prepare
 from dm_core.reset import reset_task
 from dm_core.state import StateStore
-from dm_core.sync.session import SyncSession
+from dm_core.sync.session import Clocks, Pacing, SyncSession
 
 from .helpers import drop_schemas, one_source_task, register, target_database
 from .helpers import run_sql as run
@@ -28,7 +28,7 @@ def plain(stack, uniq):
     run(down, f"CREATE DATABASE IF NOT EXISTS {qi(tdb)}",
         f"CREATE TABLE IF NOT EXISTS {qt(tdb, 't')} (id int PRIMARY KEY, name varchar(20))")
     finish(task, store)
-    sess = SyncSession(task, sid, store, sleep=lambda s: None, transient_retries=2)
+    sess = SyncSession(task, sid, store, pacing=Pacing(transient_retries=2), clocks=Clocks(sleep=lambda s: None))
     yield task, store, sid, db, tdb, sess
     reset_task(store, name)
     store.close()

@@ -145,7 +145,7 @@ def test_upstream_and_downstream_killed_during_sync_converge_by_themselves(stack
     are written: the source retries from its checkpoint (safe mode) and ends equal, no one
     acting."""
     from dm_core.full.phase import finish
-    from dm_core.sync.session import SyncSession
+    from dm_core.sync.session import Clocks, SyncSession
 
     schema, tdb, name, sid = f"sk{uniq}", f"skt{uniq}", f"sk{uniq}", f"sk-{uniq}"
     upd = start_mariadb(tmp_path / "up", free_port(private_port(i) for i in range(0, 4)), 74)
@@ -166,7 +166,7 @@ def test_upstream_and_downstream_killed_during_sync_converge_by_themselves(stack
         finish(task, store)
         # the retries' backoff (2, 4, 8 ... s) on a clock 8 times as fast: the same tries in the same
         # order, without minutes of waiting on a busy machine
-        sess = SyncSession(task, sid, store, sleep=lambda s: time.sleep(s / 8))
+        sess = SyncSession(task, sid, store, clocks=Clocks(sleep=lambda s: time.sleep(s / 8)))
         writer = _writer(lambda: up, schema, stop, errors)
         for victim in (upd, downd):
             for _ in range(3):

@@ -22,7 +22,7 @@ from dm_core.full import chunk_writer
 from dm_core.full.phase import finish, prepare
 from dm_core.reset import reset_task
 from dm_core.state import StateStore
-from dm_core.sync.session import SyncSession
+from dm_core.sync.session import Clocks, Pacing, SyncSession
 
 from .helpers import drop_schemas, one_source_task, register
 from .helpers import run_sql as run
@@ -109,7 +109,7 @@ def test_changes_of_a_keyless_table_during_the_full_load_land_exactly(handoff, s
     snaps = chunk_writer.snapshots_of(connect(down), task.meta_schema, task.name, sid)
     assert sorted(n for n, at in snaps.items() if at) == [f"{db}.k", f"{db}.k2"], \
         "each keyless table records its read's position"
-    sess = SyncSession(task, sid, store, sleep=lambda s: None, transient_retries=2)
+    sess = SyncSession(task, sid, store, pacing=Pacing(transient_retries=2), clocks=Clocks(sleep=lambda s: None))
     if fault:
         monkeypatch.setattr(faults, "_hits", {})
         monkeypatch.setenv("SHARDFLOW_FAULTS", fault)
@@ -146,7 +146,7 @@ def test_an_xa_transaction_prepared_across_the_read_keeps_its_rows(handoff, stac
         xa.close()
     finish(task, store)
     assert chunk_writer.snapshots_of(connect(down), task.meta_schema, task.name, sid).get(f"{db}.k") is None
-    sess = SyncSession(task, sid, store, sleep=lambda s: None)
+    sess = SyncSession(task, sid, store, clocks=Clocks(sleep=lambda s: None))
     steps(sess, "caught_up")
     assert _multiset(down, tdb, "k") == _multiset(up, db, "k") == [(1, "a"), (8, "xa")]
 
@@ -163,6 +163,6 @@ def test_a_large_transaction_right_after_the_read_lands_whole(handoff, stack):
     assert done.returncode == 0, done.stderr[-4000:]
     run(up, f"INSERT INTO {qt(db, 'k')} SELECT seq % 7, REPEAT('y', 10) FROM {qi(db)}.seq_1_to_150000")
     finish(task, store)
-    steps(SyncSession(task, sid, store, sleep=lambda s: None, transient_retries=2), "caught_up")
+    steps(SyncSession(task, sid, store, pacing=Pacing(transient_retries=2), clocks=Clocks(sleep=lambda s: None)), "caught_up")
     assert _multiset(down, tdb, "k") == _multiset(up, db, "k")
     assert len(_multiset(down, tdb, "k")) == 150006

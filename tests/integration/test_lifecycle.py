@@ -109,7 +109,7 @@ def test_start_time_is_one_starts_and_refused_over_shard_ddl_state(scenario):
     """`start-task --start-time` writes the time for the sources it starts; the next start-task
     forgets it; a task with shard DDL state takes one only with --remove-meta (the groups'
     positions would contradict the new start)."""
-    from dm_core.cli.lifecycle import refuse_start_time_with_shard_state
+    from dm_core.state.start import refuse_start_time_with_shard_state
     from dm_core.errors import ErrorCode, ShardflowError
 
     task, store, (s1, s2), *_, text = scenario
@@ -212,18 +212,18 @@ def _steps_until(sess, state, n=20):
 
 def test_a_long_lived_session_syncs_rests_while_paused_fences_a_twin_and_ends_on_stop(scenario, stack):
     """What the poke-mode sensor relies on: one SyncSession per process, steps back to back."""
-    from dm_core.sync.session import SyncSession
+    from dm_core.sync.session import Clocks, Pacing, SyncSession
 
     task, store, (s1, s2), schema, tdb, _ = scenario
     rests = []
-    sess = SyncSession(task, s1, store, sleep=rests.append, record_seconds=0)
+    sess = SyncSession(task, s1, store, pacing=Pacing(record_seconds=0), clocks=Clocks(sleep=rests.append))
     _insert(stack["up1"], schema, "t_1", "sess-a")
     _steps_until(sess, "caught_up")
     assert _downstream_count(stack["down"], tdb, "t", "sess-a") == 1
     assert sum(w["rows"] for w in store.windows(task.name)[s1]) >= 1, "the windows are recorded for the UI"
 
     with StateStore() as other:  # a second process of the same source (a killed poke not dead yet)
-        twin = SyncSession(task, s1, other, sleep=rests.append)
+        twin = SyncSession(task, s1, other, clocks=Clocks(sleep=rests.append))
         first = twin.step()
         assert first.state == "fenced" and "another process still syncs" in first.messages[0][1]
         assert twin.step().state == "fenced"

@@ -14,7 +14,7 @@ from dm_core.resync import hold
 from dm_core.resync.choose import keys_of
 from dm_core.resync.run import run_resync
 from dm_core.position import Position
-from dm_core.sync.session import SyncSession
+from dm_core.sync.session import Clocks, Pacing, SyncSession
 from dm_core.validate.compare import validate_task
 from dm_core.validate.result import render
 from dm_core.validate.settings import settings_for
@@ -52,7 +52,7 @@ class Background:
 
         try:
             with StateStore(self.setup.store.dsn) as store:
-                sess = SyncSession(self.setup.task, sid, store, rest_seconds=0.2, step_seconds=2, window_seconds=2)
+                sess = SyncSession(self.setup.task, sid, store, pacing=Pacing(rest_seconds=0.2, step_seconds=2, window_seconds=2))
                 while not self.stop.is_set():
                     out = sess.step()
                     self.states[sid].add(out.state)
@@ -162,7 +162,7 @@ def test_damaged_rows_are_repaired_while_writes_go_on(syncing):
 def test_a_held_source_applies_nothing_and_a_dead_resync_is_broken(syncing):
     t = f"`{syncing.tdb}`.`t`"
     sid = syncing.sources[0]
-    sess = SyncSession(syncing.task, sid, syncing.store, sleep=lambda s: None)
+    sess = SyncSession(syncing.task, sid, syncing.store, clocks=Clocks(sleep=lambda s: None))
     assert sess.step().state in ("sync", "caught_up")
     before = query(syncing.down, f"SELECT COUNT(*) FROM {t}")[0][0]
     hold.request(syncing.store, syncing.name, "dead-run", lease=2)

@@ -17,7 +17,7 @@ from dm_core.db import connect, qi, qt
 from dm_core.full.phase import finish, prepare
 from dm_core.reset import reset_task
 from dm_core.state import StateStore
-from dm_core.sync.session import SyncSession
+from dm_core.sync.session import Clocks, Pacing, SyncSession
 from dm_core.sync.syncer import Syncer
 
 from .helpers import drop_schemas, one_source_task, register
@@ -72,7 +72,7 @@ def no_names(stack, uniq):
     register(store, {sid: up}, name, text)
     prepare(task, store)     # the target, and the tracker's version at the low watermark
     finish(task, store)
-    sess = SyncSession(task, sid, store, sleep=lambda s: None, transient_retries=2)
+    sess = SyncSession(task, sid, store, pacing=Pacing(transient_retries=2), clocks=Clocks(sleep=lambda s: None))
     yield task, store, sid, db, tdb, sess
     reset_task(store, name)
     store.close()
@@ -106,7 +106,7 @@ def test_no_names_upstream_rows_keep_every_value_across_ddl_a_restart_and_a_repl
     run(down, f"DROP TABLE {qt(tdb, 't')}",      # the target as the full phase made it: the DDLs run again
         f"CREATE TABLE {qt(tdb, 't')} (id int unsigned PRIMARY KEY, name varchar(20) CHARACTER SET latin1, "
         "e enum('x','y','z') NOT NULL, s set('a','b','c'), big bigint unsigned, b varbinary(4)) DEFAULT CHARSET=utf8mb4")
-    replay = SyncSession(task, sid, store, sleep=lambda s: None, transient_retries=2)
+    replay = SyncSession(task, sid, store, pacing=Pacing(transient_retries=2), clocks=Clocks(sleep=lambda s: None))
     steps(replay, "caught_up")
     assert exact(down, tdb) == want
 

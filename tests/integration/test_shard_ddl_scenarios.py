@@ -364,13 +364,13 @@ def _assert_long_hold_is_warned(setup, sid, shard, lock_id):
     import time
 
     from dm_core.state import StateStore
-    from dm_core.sync.session import SyncSession
+    from dm_core.sync.session import Clocks, Pacing, SyncSession
 
     now = [time.time() + 3600]
     ticks = [0.0]
     store = StateStore()   # its own connection: the session's fence goes with it
-    session = SyncSession(setup.task, sid, store, held_warn_seconds=1800, rest_seconds=0, step_seconds=1,
-                          wall=lambda: now[0], clock=lambda: ticks[0], sleep=lambda s: None)
+    session = SyncSession(setup.task, sid, store, pacing=Pacing(held_warn_seconds=1800, rest_seconds=0, step_seconds=1),
+                          clocks=Clocks(wall=lambda: now[0], clock=lambda: ticks[0], sleep=lambda s: None))
     try:
         def warned():
             return [t for lvl, t in session.step().messages if lvl == logging.WARNING and "has been held back" in t]

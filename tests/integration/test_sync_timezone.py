@@ -10,7 +10,7 @@ from dm_core.db import connect, qi, qt
 from dm_core.full.phase import finish, prepare
 from dm_core.reset import reset_task
 from dm_core.state import StateStore
-from dm_core.sync.session import SyncSession
+from dm_core.sync.session import Clocks, SyncSession
 from dm_core.validate.compare import compare_task, render
 
 from .helpers import drop_schemas, register
@@ -56,7 +56,7 @@ def test_timestamps_keep_their_instant_on_a_downstream_in_another_zone(stack, un
             f"INSERT INTO {qt(db, 't')} VALUES (2, '2024-06-30 23:59:59.5', '2024-06-30 23:59:59')",
             f"UPDATE {qt(db, 't')} SET ts = ts + INTERVAL 1 HOUR WHERE id = 1",
             f"INSERT INTO {qt(db, 't')} VALUES (3, NOW(3), NOW())")
-        sess = SyncSession(task, sid, store, sleep=lambda s: None)
+        sess = SyncSession(task, sid, store, clocks=Clocks(sleep=lambda s: None))
         for _ in range(20):
             if sess.step().state == "caught_up":
                 break

@@ -16,7 +16,7 @@ import pytest
 
 from dm_core.db import connect, master_position, qi, qt
 from dm_core.errors import ErrorCode
-from dm_core.sync.session import SyncSession
+from dm_core.sync.session import Clocks, SyncSession
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
 
@@ -65,7 +65,7 @@ def test_source_moved_to_the_replica_resumes_at_the_same_transaction(stack, uniq
                 _equal(task, store, 150)
                 assert store.source_state(task.name, sid)["binlog_server"] == "server_id=12"
             else:
-                out = SyncSession(task, sid, store, sleep=lambda s: None).step()   # as the sync sensor runs it
+                out = SyncSession(task, sid, store, clocks=Clocks(sleep=lambda s: None)).step()   # as the sync sensor runs it
                 st = store.source_state(task.name, sid)
                 assert out.state == "paused" and st["stage"] == "paused", (out.state, st)
                 assert st["error_code"] == ErrorCode.UPSTREAM_SWITCHED.number, st
