@@ -133,9 +133,13 @@ def _init_command(ep: Endpoint) -> str:
 
 # Values the upstream holds are written back as they are, as DM's sessions do: zero and invalid
 # dates (the binlog reader hands them over as text), and 0 in an AUTO_INCREMENT column (which
-# would otherwise draw a new id). Strictness and every other mode of the session stay.
+# would otherwise draw a new id). A value the target cannot hold is refused, never truncated or
+# clamped: every session is strict (STRICT_ALL_TABLES), whatever the server's own sql_mode (a
+# MySQL server configured with sql_mode='' would otherwise cut a long string short in silence).
+# The full load's drifted tables take the strictness off on purpose (full/extract.lenient).
+# Every other mode of the session stays.
 _SQL_MODE = ("SESSION sql_mode = CONCAT_WS(',', REPLACE(REPLACE(%s, 'NO_ZERO_IN_DATE', ''), "
-             "'NO_ZERO_DATE', ''), 'ALLOW_INVALID_DATES', 'NO_AUTO_VALUE_ON_ZERO')")
+             "'NO_ZERO_DATE', ''), 'ALLOW_INVALID_DATES', 'NO_AUTO_VALUE_ON_ZERO', 'STRICT_ALL_TABLES')")
 
 
 def _unreachable(ep: Endpoint, e: Exception, downstream: bool) -> ShardflowError:

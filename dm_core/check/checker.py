@@ -39,6 +39,7 @@ CHECKS = (
     table_schema.table_schema,
     table_schema.extended_columns,
     table_schema.target_charsets,
+    table_schema.target_types,
     meta_position.meta_position,
     online_ddl.online_ddl,
     sharding.schema_of_shard_tables,

@@ -17,7 +17,9 @@ A target table the user created beforehand whose text column has another charact
 an upstream column routed into it is flagged (``target_charsets``): where the target's charset
 lacks characters of the upstream's (GBK's user-defined area in utf8mb4, most of utf8mb4 in
 latin1), such a value is refused when it comes (the full load's chunk fails naming it; the sync
-pauses on the downstream's refusal), never written changed.
+pauses on the downstream's refusal), never written changed. So is a column whose type cannot hold
+every value of the upstream's (``target_types``: a shorter VARCHAR, a smaller integer, fewer
+DECIMAL digits, fewer fractional seconds, a missing ENUM member; check/type_fit.py).
 
 A user sees only the tables it holds some privilege on, so "no table" may also mean
 "no privilege": the warning says so.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from dm_core.check.context import failed, item, passed, undetermined, warned
 from dm_core.check.probe import ServerFacts
+from dm_core.check.type_fit import narrower
 
 SUPPORTED_CHARSETS = frozenset({"utf8", "utf8mb3", "utf8mb4", "latin1", "ascii", "binary"})
 
@@ -110,6 +113,35 @@ def target_charsets(ctx):
     if not checked:
         return []   # the full phase creates every target with the upstream's charsets
     return out or [passed(f"{checked} existing target table(s): their text columns hold what the upstream's do")]
+
+
+@item("table_schema", scope="task")
+def target_types(ctx):
+    down = {(t.schema.lower(), t.table.lower()): t for t in ctx.target.tables or ()}
+    out, checked, seen = [], 0, set()
+    for key, members in sorted(ctx.targets.items()):
+        tbl = down.get(key)
+        if tbl is None:
+            continue   # the full phase creates it with the upstream's definitions
+        checked += 1
+        have = {c.name.lower(): c for c in tbl.columns}
+        for t in members:
+            for c in t.columns:
+                d = have.get(c.name.lower())
+                if d is None or c.name.lower() in {m.lower() for m in t.mapped_columns}:
+                    continue   # a mapped column's values are changed by the rule, on purpose
+                why = narrower(c.norm_type, d.norm_type)
+                if why is None or (tbl.name, d.name.lower(), c.norm_type) in seen:
+                    continue
+                seen.add((tbl.name, d.name.lower(), c.norm_type))
+                out.append(warned(f"column {c.name} of {t.name} is {c.norm_type} and its target {tbl.name}.{d.name} "
+                                  f"is {d.norm_type}: {why}. A value that does not fit is refused when it comes "
+                                  "(the full load's chunk fails naming the row, the sync pauses), never written "
+                                  "changed", f"ALTER TABLE {tbl.name} MODIFY {d.name} {c.norm_type} ..., or drop the "
+                                  "target table and let the full phase create it", table=tbl.name))
+    if not checked:
+        return []
+    return out or [passed(f"{checked} existing target table(s): their columns hold every upstream value")]
 
 
 @item("table_schema", scope="task")

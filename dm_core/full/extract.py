@@ -208,10 +208,12 @@ def partition_id_columns(task, st) -> set[str]:
     return {t.column for t in plan.transforms if isinstance(t, PartitionId)}
 
 
-def chunk_shape(up_conn, down_conn, st, widened=frozenset(), *, known=None) -> ChunkShape:
+def chunk_shape(up_conn, down_conn, st, widened=frozenset(), *, known=None, user_made: bool = False) -> ChunkShape:
     """The chunk's columns now (see ``ChunkShape``); ``widened``: partition-id columns,
     whose target type differs from the upstream's on purpose. ``known``: ``(upstream columns,
-    target columns)`` already read (:func:`columns_of_tables`) instead of asking now."""
+    target columns)`` already read (:func:`columns_of_tables`) instead of asking now.
+    ``user_made``: the user made the target before the full phase (user_targets.py), so a
+    difference is by design, not drift: its chunks stay strict."""
     up, down_cols = known if known is not None else (
         _columns(up_conn, st.schema, st.table), _columns(down_conn, st.target_schema, st.target_table))
     if not up:
@@ -226,6 +228,7 @@ def chunk_shape(up_conn, down_conn, st, widened=frozenset(), *, known=None) -> C
         for k, c in down.items())
     drifted = drifted or any((c[2].lower(), c[3]) != (down[c[0].lower()][2].lower(), down[c[0].lower()][3])
                              for c in cols if c[0].lower() not in widened)
+    drifted = drifted and not user_made
     # text as stored where the target has its charset, if then every value's bytes fit as they
     # are (LOAD reads the line as binary); else all text goes as utf8mb4, converted downstream
     raw = [_raw(c, down.get(c[0].lower())) for c in cols]

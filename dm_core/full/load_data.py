@@ -193,7 +193,7 @@ def load_chunk(conn, sql: str, items, before_commit=lambda rows: None, *, encode
     ``turn``: the names of the table's write turns (:func:`turn_names`); the chunk streams while
     holding one if one is free, else it is spooled to a local file, then loaded once a turn
     comes (the module says why)."""
-    encoder = encoder or (lambda batch: (encode(batch), batch.num_rows))
+    encoder = _Sent(encoder or (lambda batch: (encode(batch), batch.num_rows)))
     if turn is None:
         return _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail)
     held = _take_turn(conn, turn, wait_s=0)
@@ -242,9 +242,8 @@ def _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail) ->
         t0 = clock()
         loader.join()
         if "error" in outcome:
-            raise outcome["error"]
-        if duplicates_fail:
-            _raise_duplicate(conn)
+            raise _named(outcome["error"], encoder)
+        _refuse_changed(conn, encoder, duplicates_fail)
         before_commit(stats.rows)
         conn.commit()
         stats.finish = clock() - t0
@@ -256,7 +255,7 @@ def _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail) ->
         except Exception:
             pass
         if "error" in outcome:
-            raise outcome["error"] from None
+            raise _named(outcome["error"], encoder) from None
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -307,11 +306,13 @@ def _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, tur
             raise RuntimeError(f"could not take a write turn ({', '.join(turn)}) downstream within "
                                f"{TURN_TIMEOUT_S}s; other loads into the same table hold them")
         t1 = clock()
-        with conn.cursor() as cur:
-            cur.execute(sql, (path,))
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, (path,))
+        except Exception as e:
+            raise _named(e, encoder) from None
         t2 = clock()
-        if duplicates_fail:
-            _raise_duplicate(conn)
+        _refuse_changed(conn, encoder, duplicates_fail)
         before_commit(stats.rows)
         conn.commit()
         stats.wait, stats.load, stats.finish, stats.spooled = t1 - t0, t2 - t1, clock() - t2, 1
@@ -353,12 +354,107 @@ def _release_turn(conn, turn: str) -> None:
         pass  # the connection is closing anyway, which releases it
 
 
-def _raise_duplicate(conn) -> None:
+# Warnings of a LOAD DATA that wrote another value than the one sent. A LOCAL load gives these
+# as warnings even in a strict session (the server cannot stop the client's stream, so it goes
+# on as IGNORE would), and a lenient session for every load: the statement succeeds either way.
+VALUE_CHANGED = frozenset({
+    1048,  # Column cannot be null (the column's implicit default written instead)
+    1261, 1262,  # a line with fewer / more fields than columns
+    1263,  # NULL supplied to a NOT NULL column: set to its default
+    1264,  # Out of range value: clamped
+    1265,  # Data truncated
+    1292,  # Incorrect date/time value / truncated incorrect value
+    1300, 1366,  # Invalid string / Incorrect integer, decimal or string value
+    1406,  # Data too long
+})
+_KEEP_BYTES = 256 << 20  # the chunk's items kept to name a refused row; past it, its number only
+
+
+class _Sent:
+    """The encoder of one chunk, keeping what it encoded (up to :data:`_KEEP_BYTES` of text) so
+    that a row the target refused can be named by its values, not only by its number."""
+
+    def __init__(self, encoder):
+        self.encoder, self.items, self.rows, self.kept = encoder, [], 0, 0
+
+    def __call__(self, item):
+        text, n = self.encoder(item)
+        if self.kept <= _KEEP_BYTES:
+            self.items.append((self.rows, item))
+            self.kept += len(text)
+        self.rows += n
+        return text, n
+
+    def row(self, number: int):
+        """The ``number``-th row sent (1-based, the server's "at row N"), or None if not kept."""
+        for first, item in reversed(self.items):
+            if first < number:
+                return _row_of(item, number - first - 1)
+        return None
+
+
+def _row_of(item, i: int):
+    if hasattr(item, "slice") and hasattr(item, "to_pylist"):   # an Arrow RecordBatch
+        return item.slice(i, 1).to_pylist()[0] if i < item.num_rows else None
+    try:                                                        # a block of text_rows' lines
+        line = item[i][0]
+    except (IndexError, TypeError, KeyError):
+        return None
+    return line.decode("utf-8", "replace").split("\t") if isinstance(line, bytes) else line
+
+
+class ValueChanged(Exception):
+    """The target would hold another value than the upstream's (truncated, clamped, defaulted);
+    the chunk was rolled back. ``args``: (the server's warning number, the message)."""
+
+    def __str__(self) -> str:
+        return f"[{self.args[0]}] {self.args[1]}" if len(self.args) == 2 else super().__str__()
+
+
+def _changed(code: int, message: str, sent: _Sent) -> ValueChanged:
+    import re
+
+    at = re.search(r"at row (\d+)", message)
+    row = sent.row(int(at[1])) if at else None
+    if isinstance(row, dict):
+        shown = "; the row sent: " + ", ".join(f"{k}={v!r}" for k, v in row.items())
+    else:
+        shown = f"; the row sent: {', '.join(row)}" if row is not None else ""
+    return ValueChanged(code, f"{message}{shown}. The target column cannot hold the upstream's value, so nothing "
+                              "of this chunk was written: widen the target column (ALTER TABLE ... MODIFY) to the "
+                              "upstream's type, or drop the target table and let the full phase create it, then rerun")
+
+
+def _named(e: BaseException, sent: _Sent) -> BaseException:
+    """A strict session's refusal of a value (the statement failed) as ValueChanged naming the
+    row; any other error as it is."""
+    code = (getattr(e, "args", ()) or (None,))[0]
+    if code in VALUE_CHANGED and len(e.args) > 1:
+        return _changed(code, str(e.args[1]), sent)
+    return e
+
+
+def _refuse_changed(conn, sent: _Sent, duplicates_fail: bool) -> None:
+    """Raise for the load's first warning that a value was written changed (ValueChanged,
+    naming the row) -- unless the session is lenient on purpose (no STRICT flag: a table whose
+    definition drifted during the load, full/phase.py) -- and, with ``duplicates_fail``, for its
+    first duplicate key (DuplicateRow: a LOCAL load skips one with a warning)."""
     with conn.cursor() as cur:
+        cur.execute("SELECT @@warning_count, @@SESSION.sql_mode")
+        count, mode = cur.fetchone()
+        if not count:
+            return
         cur.execute("SHOW WARNINGS")
-        for _level, code, message in cur.fetchall():
-            if int(code) == DUP_ENTRY:
-                raise DuplicateRow(DUP_ENTRY, message if isinstance(message, str) else message.decode())
+        warnings = [(int(code), m if isinstance(m, str) else m.decode("utf-8", "replace"))
+                    for _level, code, m in cur.fetchall()]
+    strict = "STRICT_" in (mode if isinstance(mode, str) else mode.decode())
+    for code, message in warnings:
+        if code in VALUE_CHANGED and strict:
+            raise _changed(code, message, sent)
+    if duplicates_fail:
+        for code, message in warnings:
+            if code == DUP_ENTRY:
+                raise DuplicateRow(DUP_ENTRY, message)
 
 
 DUP_ENTRY = 1062

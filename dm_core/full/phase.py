@@ -79,6 +79,7 @@ from dm_core.full import chunk_writer, extract, xa_wait
 from dm_core.full.discover import SourceTable, allowed_databases, discover
 from dm_core.full.extract import partition_id_columns
 from dm_core.full.plan_store import PlanStore
+from dm_core.full import user_targets
 from dm_core.full.target_schema import ensure_databases, ensure_targets
 from dm_core.schema_tracker import tracker as schema_tracker
 from dm_core.sources import source_endpoint, target_endpoint
@@ -108,7 +109,9 @@ def chunk_shape(task, st: SourceTable, up_ep, target_ep) -> extract.ChunkShape:
     try:
         down = connect(target_ep, downstream=True)
         try:
-            return extract.chunk_shape(up, down, st, partition_id_columns(task, st))
+            user_made = (st.target_schema.lower(), st.target_table.lower()) in user_targets.of_task(
+                down, task.meta_schema, task.name)
+            return extract.chunk_shape(up, down, st, partition_id_columns(task, st), user_made=user_made)
         finally:
             down.close()
     finally:
@@ -155,6 +158,9 @@ def prepare(task, store) -> dict:
                         chunk_writer.forget_markers(down, task.meta_schema, task.name, sid)
                         keyless_ledger.forget(down, task.meta_schema, task.name, sid)
                         chunk_writer.drop_plan_staging(down, task.meta_schema, old_plans)
+            if fresh and len(fresh) == len(task.mysql_instances):
+                summary["user_made"] = [f"{s}.{t}" for s, t in user_targets.record(
+                    down, task.meta_schema, task.name, [(st.target_schema, st.target_table) for _, st in members])]
             summary["created"] = ensure_targets(down, members, lambda st: partition_id_columns(task, st),
                                                 routes=lambda st: task.rules_for(st.source_id).router.route,
                                                 exact=task.shard_mode == "pessimistic",
@@ -249,5 +255,6 @@ def forget(task, store) -> None:
         chunk_writer.forget_markers(down, task.meta_schema, task.name)
         chunk_writer.drop_plan_staging(down, task.meta_schema, old_plans)
         keyless_ledger.forget(down, task.meta_schema, task.name)
+        user_targets.forget(down, task.meta_schema, task.name)
     finally:
         down.close()

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from dm_core import faults
 from dm_core.db import Endpoint, connect
-from dm_core.full import chunk_writer, extract, snapshot_read, text_rows
+from dm_core.full import chunk_writer, extract, snapshot_read, text_rows, user_targets
 from dm_core.full.extract import partition_id_columns
 from dm_core.full.chunking import plan_chunks
 from dm_core.full.loader import TableResult, binlog_end
@@ -149,10 +149,12 @@ def specs(task, todo, target_ep, *, verb: str, turn_of) -> tuple[list, list]:
             ups[k] = connect(ep)
             up_cols.update(extract.columns_of_tables(ups[k], [(st.schema, st.table) for st in sts]))
         down_cols = extract.columns_of_tables(down, [(st.target_schema, st.target_table) for st, *_ in todo])
+        user_made = user_targets.of_task(down, task.meta_schema, task.name)
         for st, ep, n, plan_id in todo:
             up = ups[_key(ep)]
             known = (up_cols[st.schema, st.table], down_cols[st.target_schema, st.target_table])
-            shape = extract.chunk_shape(up, down, st, partition_id_columns(task, st), known=known)
+            shape = extract.chunk_shape(up, down, st, partition_id_columns(task, st), known=known,
+                                        user_made=(st.target_schema.lower(), st.target_table.lower()) in user_made)
             now = shape.table
             query = None
             if now is not None:

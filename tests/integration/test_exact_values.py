@@ -206,3 +206,78 @@ def test_text_a_target_charset_cannot_hold_is_refused_naming_it_on_both_paths(st
         conn.close()
         drop_schemas(up, [schema])
         drop_schemas(down, [tdb])
+
+
+def test_a_narrower_target_column_is_named_by_the_precheck_refused_by_the_load_and_pauses_the_sync(stack, uniq):
+    """A target table the user made with narrower columns (VARCHAR(3) for VARCHAR(20), TINYINT
+    for INT, DECIMAL(5,2) for DECIMAL(10,4)): the precheck names each column; the full load on
+    either read path refuses the chunk naming column and row (with REPLACE the strict session's
+    error; with on-duplicate ignore the LOCAL load's warnings, which a strict session does not
+    turn into errors) and nothing lands; and with the downstream server at sql_mode='' a row
+    that does not fit pauses the sync instead of landing cut short."""
+    schema, tdb, name, sid = f"nw{uniq}", f"nwt{uniq}", f"nw{uniq}", f"nw-{uniq}"
+    up, down = stack["up1"], stack["down"]
+    conn, dconn = connect(up), connect(down)
+    base = task_yaml(name, down, [(sid, schema)], tdb)
+    store = StateStore()
+    with dconn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.sql_mode")
+        server_mode = cur.fetchone()[0]
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {qi(schema)}")
+            cur.execute(f"CREATE TABLE {qt(schema, 'nar')} (id int PRIMARY KEY, v varchar(20), n int, d decimal(10,4))")
+            cur.execute(f"INSERT INTO {qt(schema, 'nar')} VALUES (1, 'ab', 5, 1.5), (7, 'abcdef', 1000, 12.3456)")
+        with dconn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {qi(tdb)}")
+            cur.execute(f"CREATE TABLE {qt(tdb, 'nar')} (id int PRIMARY KEY, v varchar(3), n tinyint, d decimal(5,2))")
+        from dm_core.check import run_prechecks
+        from dm_core.sources import target_endpoint
+
+        task = register(store, name, base, {sid: up})
+        report = run_prechecks(task, {sid: up}, target_endpoint(task)).render()
+        for col, up_type, down_type in (("v", "varchar(20)", "varchar(3)"), ("n", "int", "tinyint"),
+                                        ("d", "decimal(10,4)", "decimal(5,2)")):
+            assert f"column {col} of `{schema}`.`nar` is {up_type} and its target `{tdb}`.`nar`.{col} is {down_type}" \
+                in report, report
+        ignore = task_yaml(name, down, [(sid, schema)], tdb, loader="{on-duplicate-logical: ignore}")
+        for text, how in ((base, ("--read", "auto")), (base, ("--read", "jdbc")), (ignore, ("--read", "auto"))):
+            task = register(store, name, text, {sid: up})
+            forget(task, store)
+            prepare(task, store)
+            r = run_load(name, *how)
+            said = r.stdout + r.stderr
+            assert r.returncode == 1, said[-3000:]
+            assert "for column 'v' at row" in said and "abcdef" in said and "The target column cannot hold" in said, \
+                (how, said[-4000:])
+            with dconn.cursor() as cur:
+                cur.execute(f"SELECT COUNT(*) FROM {qt(tdb, 'nar')}")
+                assert cur.fetchone()[0] == 0, f"{how}: a chunk landed changed"
+        with conn.cursor() as cur:
+            cur.execute(f"DELETE FROM {qt(schema, 'nar')} WHERE id = 7")
+        text = base.replace("task-mode: full", "task-mode: all")
+        task = register(store, name, text, {sid: up})
+        forget(task, store)
+        prepare(task, store)
+        r = run_load(name)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        finish(task, store)
+        with dconn.cursor() as cur:
+            cur.execute("SET GLOBAL sql_mode = ''")
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {qt(schema, 'nar')} VALUES (8, 'toolong', 2, 2.5)")
+        res = Syncer(task, sid, store).run_until(float("inf"), max_windows=20)
+        assert res.paused and "Data too long for column 'v'" in str(res.paused), res.paused
+        with dconn.cursor() as cur:
+            cur.execute(f"SELECT id, v FROM {qt(tdb, 'nar')} ORDER BY id")
+            assert cur.fetchall() == ((1, "ab"),), "a row landed cut short"
+    finally:
+        with dconn.cursor() as cur:
+            cur.execute("SET GLOBAL sql_mode = %s", (server_mode,))
+        cleanup(store, name, base)
+        store.close()
+        conn.close()
+        dconn.close()
+        drop_schemas(up, [schema])
+        drop_schemas(down, [tdb])
+
