@@ -5,7 +5,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(ROOT)
 export SPARK_HOME := $(ROOT)/.venv/lib/python3.11/site-packages/pyspark
 
-.PHONY: setup stack-up stack-down stack-status airflow-up airflow-down lint test test-unit demo bench \
+.PHONY: setup stack-up stack-down stack-status job-host-up job-host-down airflow-up airflow-down lint test test-unit demo bench \
 	fleet-up fleet-down airflow-celery-up airflow-celery-down test-fleet
 
 setup:          ## install apt packages and the venv (idempotent)
@@ -19,6 +19,12 @@ stack-down:
 
 stack-status:
 	scripts/stack.sh status
+
+job-host-up:    ## the stack's Spark job host: full loads and validations skip Spark's start-up (docs/operations.md)
+	scripts/stack.sh job-host start
+
+job-host-down:
+	scripts/stack.sh job-host stop
 
 airflow-up:     ## airflow standalone on the stack's Postgres, with dags/ and plugins/
 	scripts/airflow.sh up

@@ -4,7 +4,7 @@
 # and MariaDB upstreams do, so its rows are named by shardflow's schema tracker), one downstream
 # MySQL-protocol server standing in for TiDB, and PostgreSQL (Airflow metadata + shardflow
 # state store). Everything listens on 127.0.0.1 and lives under $SHARDFLOW_STACK_DIR.
-#   scripts/stack.sh up|down|status|env|reset|pg-bounce [SECONDS]
+#   scripts/stack.sh up|down|status|env|reset|pg-bounce [SECONDS]|job-host start|stop|status
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -135,18 +135,25 @@ export SHARDFLOW_AIRFLOW_URL=http://127.0.0.1:$AIRFLOW_PORT AIRFLOW_HOME=$STACK_
 EOV
 }
 
+job_host() { # start|stop|status [--master M]: the stack's Spark job host (dm_core/jobhost), under $STACK_DIR/job-host
+  eval "$(env_out)"
+  PYTHONPATH=$ROOT "$ROOT/.venv/bin/python" -m dm_core.jobhost "$@"
+}
+
 case "${1:-}" in
   up)
     for spec in "${MYSQLDS[@]}"; do mysqld_up $spec; done
     pg_up ;;
   down)
+    [ -S "$STACK_DIR/job-host/host.sock" ] && job_host stop
     for spec in "${MYSQLDS[@]}"; do set -- $spec; mysqld_down "$1"; done
     pg_down ;;
   status) status ;;
   pg-bounce)  # stop Postgres, wait ${2:-5} s, start it again (tests: a state-store restart)
     pg_down; sleep "${2:-5}"; pg_up ;;
   env) env_out ;;
+  job-host) shift; job_host "$@" ;;
   reset)  # wipe all data (used by tests that need a pristine upstream)
     "$0" down; rm -rf "$STACK_DIR" ;;
-  *) echo "usage: $0 up|down|status|env|reset|pg-bounce [SECONDS]" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|env|reset|pg-bounce [SECONDS]|job-host start|stop|status" >&2; exit 2 ;;
 esac

@@ -73,8 +73,12 @@ def start(directory: Path | None = None, *, master: str | None = None, wait: boo
         got = status(directory)
         if got:
             return got["pid"]
-        pid = _pid(directory)   # started by another caller, not listening yet
+        pid = _pid(directory)
+        if pid is not None and _broken(directory, pid):
+            _kill(pid)
+            pid = None
         if pid is None:
+            wire.socket_path(directory).unlink(missing_ok=True)   # a killed host's: nobody answers on it
             env = {k: v for k, v in os.environ.items() if k not in EXECUTOR_ENV}
             env.setdefault("PYSPARK_PYTHON", sys.executable)
             env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -87,6 +91,21 @@ def start(directory: Path | None = None, *, master: str | None = None, wait: boo
     if wait:
         _await_ready(directory, pid)
     return pid
+
+
+def _broken(directory: Path, pid: int) -> bool:
+    """A host process that runs and does not answer: listened once (its socket is there) or
+    has been starting for longer than a start takes. Else another caller is starting it."""
+    started = (directory / "host.pid").stat().st_mtime
+    return wire.socket_path(directory).exists() or time.time() - started > START_TIMEOUT_S
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _reap(pid)
 
 
 def _await_ready(directory: Path, pid: int) -> None:
@@ -115,11 +134,7 @@ def stop(directory: Path | None = None) -> bool:
         while _pid(directory) == pid and time.monotonic() < deadline:
             time.sleep(0.2)
         if _pid(directory) == pid:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            _reap(pid)
+            _kill(pid)
     (directory / "host.pid").unlink(missing_ok=True)
     return True
 
