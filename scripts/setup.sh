@@ -75,6 +75,13 @@ if [ ! -f "$cds" ] || [ "$(cat .venv/.spark-cds.sha 2>/dev/null)" != "$cds_want"
     echo "[setup] warning: no class-data archive (jobs start ~2 s slower); see .venv/spark-cds.log"
   fi
 fi
+# The binlog reader's hot modules compiled with Cython (dm_core/binlog/compiled.py): rebuilt only
+# when a source changed; any failure leaves the reader pure Python and says so.
+if ! .venv/bin/python -c 'import Cython' 2>/dev/null; then
+  .venv/bin/pip install -q -r requirements-build.txt 2>&1 | grep -v "^WARNING: Location" || true
+fi
+PYTHONPATH=$PWD .venv/bin/python scripts/compile_binlog.py \
+  || echo "[setup] compiled binlog reader: not built, the reader stays pure Python"
 [ -x /usr/bin/chromium ] || { echo "[setup] chromium missing (the Migrations page's browser test needs it)"; exit 1; }
 .venv/bin/dmctl --help >/dev/null 2>&1 || { echo "[setup] dmctl not installed in .venv"; exit 1; }
 echo "[setup] ok: spark-submit works, JDBC driver present, dmctl installed"

@@ -5,9 +5,15 @@
 - ``decode``: one generated row decoder per table (values as mysql-replication yields them);
 - ``txn``: what a window delivers (``Txn`` of ``RowChange`` rows, or one DDL);
 - ``window``: ``BinlogWindow``, the syncer's reader (held to the mysql-replication oracle in
-  ``tests/oracle_binlog.py``).
+  ``tests/oracle_binlog.py``);
+- ``compiled``: ``window`` and ``dump`` compiled with Cython, loaded instead of the sources
+  while the build matches them (``make setup`` builds it).
 """
 
-from dm_core.binlog.window import BinlogWindow
+from dm_core.binlog import compiled
+
+compiled.activate(__path__)
+
+from dm_core.binlog.window import BinlogWindow  # noqa: E402  (after the build is on __path__)
 
 __all__ = ["BinlogWindow"]

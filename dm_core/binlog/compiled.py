@@ -1,0 +1,142 @@
+"""The binlog reader's hot modules as C extensions (Cython), used only while they match the sources.
+
+Why: a window of single-row transactions goes through ``window.BinlogWindow._run`` four times
+per row (GTID, TABLE_MAP, ROWS, XID events), framed by ``dump.BinlogDump.events``; that
+loop's own bytecode, not the row decoding, is most of the reader's time. Cython compiles
+those same files, unchanged, into extension modules that run the same code without the
+interpreter's per-bytecode cost (measured in docs/benchmarks.md, "incremental").
+
+Protocol:
+
+1. ``python scripts/compile_binlog.py`` (``make setup`` runs it) compiles ``MODULES``
+   into ``build_dir()`` (inside the venv: the build belongs to that interpreter) with a
+   manifest of each source's sha256 and the interpreter's version. It does nothing when the
+   manifest already matches; when the build fails the command prints why and exits 0, and
+   the reader stays pure Python (step 2 finds no matching build).
+2. At import (``dm_core/binlog/__init__.py``), ``activate(__path__)`` puts the build's
+   directory before the sources on the package's path only if the manifest matches every
+   source on disk now; then ``dm_core.binlog.window`` and ``dm_core.binlog.dump`` load from
+   the build. Anything else (no build, an edited source, another interpreter,
+   ``SHARDFLOW_PURE_PYTHON=1``) keeps all of them pure Python, and one log line says why.
+
+Guarantee: the compiled modules are the sources compiled as they are (``annotation_typing``
+off, so annotations never become C types), so they behave as the pure ones; the binlog tests
+run against whichever the import picked (``tests/unit/test_binlog_compiled.py`` checks both).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger("shardflow.binlog")
+
+MODULES = ("window", "dump")      # dm_core/binlog/<name>.py, compiled together
+_SRC = Path(__file__).resolve().parent
+_MANIFEST = "manifest.json"
+
+active = False        # whether this process reads binlogs through the compiled modules
+reason = "not activated"
+
+
+def build_dir() -> Path:
+    """Where the build lives: $SHARDFLOW_COMPILED_DIR, else <venv>/shardflow-compiled."""
+    return Path(os.environ.get("SHARDFLOW_COMPILED_DIR") or Path(sys.prefix) / "shardflow-compiled")
+
+
+def _want() -> dict:
+    return {"python": sys.version, "soabi": sysconfig.get_config_var("EXT_SUFFIX"),
+            "sources": {m: hashlib.sha256((_SRC / f"{m}.py").read_bytes()).hexdigest() for m in MODULES}}
+
+
+def _package_dir(root: Path) -> Path:
+    return root / "dm_core" / "binlog"
+
+
+def status() -> tuple[bool, str]:
+    """(usable, why) for the build as it is on disk against the sources as they are."""
+    if os.environ.get("SHARDFLOW_PURE_PYTHON") == "1":
+        return False, "SHARDFLOW_PURE_PYTHON=1"
+    root = build_dir()
+    try:
+        have = json.loads((root / _MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False, f"no build in {root} (make setup builds it)"
+    want = _want()
+    if have.get("python") != want["python"] or have.get("soabi") != want["soabi"]:
+        return False, f"the build in {root} is for another interpreter ({have.get('python', '?').split()[0]})"
+    stale = [m for m in MODULES if have.get("sources", {}).get(m) != want["sources"][m]]
+    if stale:
+        return False, f"the build in {root} is older than {', '.join(f'{m}.py' for m in stale)} (make setup rebuilds it)"
+    missing = [m for m in MODULES if not (_package_dir(root) / f"{m}{want['soabi']}").exists()]
+    if missing:
+        return False, f"the build in {root} lacks {', '.join(missing)}"
+    return True, f"compiled modules from {root}"
+
+
+def activate(package_path: list[str]) -> bool:
+    """Put the build first on ``dm_core.binlog``'s ``__path__`` if it matches the sources."""
+    global active, reason
+    active, reason = status()
+    if active:
+        package_path.insert(0, str(_package_dir(build_dir())))
+    else:
+        log.info("binlog reader: pure Python (%s)", reason)
+    return active
+
+
+def build(force: bool = False) -> tuple[bool, str]:
+    """Compile MODULES into build_dir() unless a matching build is there; (ok, what happened)."""
+    ok, why = status()
+    if ok and not force:
+        return True, f"up to date ({why})"
+    try:
+        import Cython  # noqa: F401
+    except ImportError:
+        return False, "Cython is not installed (pip install -r requirements-build.txt)"
+    root = build_dir()
+    with tempfile.TemporaryDirectory(prefix="shardflow-cython-") as tmp:
+        pkg = _package_dir(Path(tmp))
+        pkg.mkdir(parents=True)
+        # the package markers make Cython name the modules dm_core.binlog.<name>
+        (pkg.parent / "__init__.py").write_text("")
+        (pkg / "__init__.py").write_text("")
+        for m in MODULES:
+            shutil.copy2(_SRC / f"{m}.py", pkg / f"{m}.py")
+        want = _want()   # hashed after copying: a source edited meanwhile fails the next status()
+        cmd = [sys.executable, "-m", "Cython.Build.Cythonize", "-i", "-q", "-3",
+               "-X", "annotation_typing=False", "-X", "binding=True",
+               *(f"dm_core/binlog/{m}.py" for m in MODULES)]
+        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        built = [pkg / f"{m}{want['soabi']}" for m in MODULES]
+        if r.returncode != 0 or not all(p.exists() for p in built):
+            tail = (r.stderr or r.stdout).strip().splitlines()[-5:]
+            return False, "cythonize failed: " + " | ".join(tail)
+        shutil.rmtree(root, ignore_errors=True)
+        _package_dir(root).mkdir(parents=True)
+        for p in built:
+            shutil.copy2(p, _package_dir(root) / p.name)
+        (root / _MANIFEST).write_text(json.dumps(want, indent=1))
+    return True, f"built {', '.join(MODULES)} into {root}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``build [--force]`` or ``status`` (scripts/compile_binlog.py)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["build"]:
+        ok, what = build(force="--force" in args)
+        print(f"[setup] compiled binlog reader: {what}" if ok
+              else f"[setup] compiled binlog reader: not built, the reader stays pure Python: {what}")
+        return 0
+    ok, why = status()
+    print(f"{'compiled' if ok else 'pure Python'}: {why}")
+    return 0
+
