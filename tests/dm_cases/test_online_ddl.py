@@ -142,7 +142,7 @@ def test_check_task_refuses_a_run_of_an_online_ddl_tool(case, stack):
     assert rc == 0 and "your ddl is in" not in out, out + err
 
 
-def test_dm_online_ddl_case(case, stack, tmp_path):
+def test_dm_online_ddl_case_up2_logs_no_column_names(case, stack, tmp_path):
     files, store = case
     up1, up2, down = stack["up1"], stack["up2"], stack["down"]
     run_sql(up1, f"CREATE DATABASE {DB}")

@@ -44,7 +44,7 @@ def _paused_inconsistent(store, task) -> dict[str, str]:
             if s["error"] and "inconsistent" in s["error"].lower()}
 
 
-def test_dm_sequence_sharding_case(case, stack):
+def test_dm_sequence_sharding_case_up2_logs_no_column_names(case, stack):
     files, store = case
     up1, up2, down = stack["up1"], stack["up2"], stack["down"]
     t = "sharding_seq.{}".format

@@ -415,5 +415,5 @@ SCENARIOS = [
 
 
 @pytest.mark.parametrize("scenario, conf", SCENARIOS)
-def test_dm_shardddl3_1(scene_factory, scenario, conf):  # noqa: F811
+def test_dm_shardddl3_1_up2_logs_no_column_names(scene_factory, scenario, conf):  # noqa: F811
     scenario(scene_factory(CASE, f"{conf}.yaml"))

@@ -58,7 +58,7 @@ def case(stack, tmp_path):
         yield got
 
 
-def test_dm_sharding_case(case, stack):
+def test_dm_sharding_case_up2_logs_no_column_names(case, stack):
     files, store = case
     up1, up2, down = stack["up1"], stack["up2"], stack["down"]
 
