@@ -1,8 +1,8 @@
 """`make bench`: run the benchmarks, print a table, write
-bench/results/{rules,full,validate,small_tables,incremental,airflow_lag}.json.
+bench/results/{rules,full,validate,small_tables,incremental,page,airflow_lag}.json.
 
     python -m bench.run [--rule-rows N] [--full-rows N] [--small-tables N] [--inc-events N]
-                        [--only rules|full|validate|small|incremental|lag]
+                        [--only rules|full|validate|small|incremental|page|lag]
 
 The rules part (bench/rules.py: the syncer's routing + filtering + mapping on one core vs
 just iterating the rows) runs first, in this process, and needs no server. The full,
@@ -10,7 +10,8 @@ validate (bench/validate.py: validation while sync runs vs a raw checksum scan, 
 part's data set) and incremental parts need the local stack (`make stack-up`); ports and
 credentials come from the environment or `scripts/stack.sh env`. Figures are raw; performance is judged by the
 ratios (shardflow ÷ baseline, measured in this run on the same data), never by pass/fail
-thresholds. A baseline that cannot run is reported as null with its reason. The lag part
+thresholds. The page part (bench/page_fleet.py) times the Migrations page of a 10,000-table
+task against a 2-table one. A baseline that cannot run is reported as null with its reason. The lag part
 (bench/airflow_lag.py) runs last and goes through `airflow standalone`.
 """
 
@@ -21,7 +22,7 @@ import logging
 import sys
 import time
 
-from bench import airflow_lag, full, incremental, rules, small_tables, validate
+from bench import airflow_lag, full, incremental, page_fleet, rules, small_tables, validate
 from bench.common import fmt, machine, stack_from_env, table, write_json
 
 log = logging.getLogger("bench")
@@ -41,7 +42,7 @@ def _parse_arguments(argv=None):
     p.add_argument("--inc-events", type=int, default=1_000_000,
                    help="single-row transactions of the incremental workload (default 1,000,000: 1.1M row events, "
                         "30 s or more per engine; 50,000 is the quick size)")
-    p.add_argument("--only", choices=("rules", "full", "validate", "small", "incremental", "lag"),
+    p.add_argument("--only", choices=("rules", "full", "validate", "small", "incremental", "page", "lag"),
                    help="run one part only")
     return p.parse_args(argv)
 
@@ -166,6 +167,20 @@ def render_incremental(out: dict) -> str:
             + "\n" + lag_line + "\n" + _ratios(out["ratios"]))
 
 
+def render_page(out: dict) -> str:
+    d = out["data"]
+    rows = []
+    for key, name in (("tables_2", f"2 tables ({d['tables_2']})"), ("tables_10000", f"10,000 tables ({d['tables_10000']})")):
+        r = out["results"][key]
+        rows.append([name, fmt(r["page_seconds"], 3), fmt(r["api_seconds"], 3), fmt(r["browser_seconds"], 3),
+                     fmt(r["seconds"], 3), f"{r['html_bytes'] / 1000:.0f} KB", "median of " +
+                     " / ".join(fmt(x, 2) for x in r["rounds_seconds"]) + " s"])
+    return (f"MIGRATIONS PAGE: state store data + template in process, /api/tasks body, layout in headless "
+            f"{d['browser']} (median of {d['rounds']})\n"
+            + table(["task", "page s", "api s", "browser s", "total s", "HTML", "note"], rows)
+            + f"\nratio 10,000 tables / 2 tables (total s): {fmt(out['ratios']['10000_tables_vs_2'], 2)}")
+
+
 def render_lag(out: dict) -> str:
     d = out["data"]
     rows = []
@@ -194,7 +209,7 @@ def main(argv=None) -> int:
         out = {"meta": {**machine(), "rule_rows": args.rule_rows}, **rules.run(args.rule_rows)}
         path = write_json("rules.json", out)
         reports.append(render_rules(out) + f"\n→ {path}")
-    stack = stack_from_env() if args.only in (None, "full", "validate", "small", "incremental", "lag") else None
+    stack = stack_from_env() if args.only in (None, "full", "validate", "small", "incremental", "page", "lag") else None
     if args.only in (None, "full"):
         if args.one_table_rows:
             out = {"meta": {**machine(), "one_table_rows": args.one_table_rows},
@@ -217,6 +232,10 @@ def main(argv=None) -> int:
         out = {"meta": {**machine(), "inc_events": args.inc_events}, **incremental.run(stack, args.inc_events)}
         path = write_json("incremental.json", out)
         reports.append(render_incremental(out) + f"\n→ {path}")
+    if args.only in (None, "page"):
+        out = {"meta": machine(), **page_fleet.run(stack)}
+        path = write_json("page.json", out)
+        reports.append(render_page(out) + f"\n→ {path}")
     if args.only in (None, "lag"):
         out = {"meta": machine(), **airflow_lag.run(stack)}
         path = write_json("airflow_lag.json", out)
