@@ -2,9 +2,9 @@
 task afresh): one function, so that no part that keeps state for a task is left out.
 
 The state store's positions and chunks go in one transaction with what describes those
-positions (shard DDL locks, recorded online-DDL changes, schema overlays): a reset killed
-after the positions alone went used to leave locks that the next start, seeing no positions,
-took over into a new full phase. The full phase's plans and downstream markers follow; a
+positions (shard DDL locks, recorded online-DDL changes, schema overlays, tracked tables): a
+reset killed after the positions alone went would leave locks that the next start, seeing no
+positions, would take over into a new full phase. The full phase's plans and downstream markers follow; a
 reset that dies before them leaves what the next reset clears (a fresh full phase plans
 again and replaces markers).
 

@@ -1,7 +1,7 @@
 """Hand-encoded MySQL binlog streams (5.7, 8.0, 8.4 shapes) for the reader's unit tests, and
 mysql-replication's parser as an oracle for them.
 
-No MySQL server runs on these machines (../shared/FIELD-NOTES.md): the events MySQL writes
+No MySQL server runs on the test machines (Debian's packages are MariaDB): the events MySQL writes
 and MariaDB does not (GTID 33, ANONYMOUS_GTID 34, PREVIOUS_GTIDS 35, TRANSACTION_PAYLOAD 40)
 are encoded here from the format (libbinlogevents control_events.h, codecs/binary.cpp;
 MySQL's manual), independently of the reader's own code, and checked against

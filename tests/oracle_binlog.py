@@ -1,8 +1,8 @@
 """The test oracle for dm_core/binlog: mysql-replication reading a bounded window of whole
-transactions from a position, as shardflow's first reader did. The integration tests hold
+transactions from a position, by a library written apart from ours. The integration tests hold
 ``dm_core.binlog.BinlogWindow`` to its output; the bench's decode-only baseline uses it.
 
-mysql-replication against MariaDB has two traps (../shared/FIELD-NOTES.md):
+mysql-replication 1.0 against MariaDB 10.11 has two traps (both seen on the test stack):
 - with ``is_mariadb=True`` and no GTID it ignores file/pos and replays from the start;
 - with ``blocking=False`` the end of the stream is error 2013, which it treats as transient
   and reconnects from the original start forever.

@@ -4,8 +4,8 @@ Why: a replayed DDL (the full phase's catch-up, a crash around a DDL) must run w
 downstream is still before it and must not when it is already after it. Comparing the
 statement's changes with information_schema (replay.pending_parts) misses what that view
 does not say -- a column's character set, collation, comment, position or visibility -- and
-judges each clause against the table before the statement, so a ``MODIFY s ... CHARACTER SET
-latin1`` counted as done, and ``DROP INDEX i, ADD INDEX i (a, b)`` ran only its DROP.
+judges each clause against the table before the statement, so it would count a ``MODIFY s ...
+CHARACTER SET latin1`` as done, and run only the DROP of ``DROP INDEX i, ADD INDEX i (a, b)``.
 The server itself knows: the statement runs on a copy of the downstream table's structure
 (``CREATE TABLE ... LIKE``, empty, so no row is touched and no rebuild costs time), and if
 the copy's definition comes out as the table's, the table is a fixed point of the statement:
@@ -17,7 +17,8 @@ The copy is a plain table ``_sf_probe_<connection id>`` in the target's schema (
 table cannot be partitioned on MariaDB, nor altered on TiDB), dropped at once; a leftover of a
 killed process is dropped by a probe in that schema ten minutes later. Foreign keys are not
 copied by ``LIKE`` and are left out of the comparison, so a statement naming another table (a
-foreign key's parent, a rename, an exchange) is not tried: the caller decides as before.
+foreign key's parent, a rename, an exchange) is not tried: the caller decides by the
+statement's parts alone (replay.pending_parts).
 """
 
 from __future__ import annotations
@@ -29,17 +30,12 @@ from dm_core.db import as_str, qt
 SAME, CHANGES = "same", "changes"
 
 
-def _definition(cur, schema: str, table: str) -> str:
-    # printed under a plain sql_mode: the statement's own (ANSI_QUOTES, NO_FIELD_OPTIONS, ...)
-    # would quote names otherwise or leave charsets and comments out
-    cur.execute("SELECT @@SESSION.sql_mode")
-    mode = as_str(cur.fetchone()[0])
-    cur.execute("SET SESSION sql_mode = ''")
-    try:
-        cur.execute(f"SHOW CREATE TABLE {qt(schema, table)}")
-        text = as_str(cur.fetchone()[1])
-    finally:
-        cur.execute("SET SESSION sql_mode = %s", (mode,))
+def _definition(conn, schema: str, table: str) -> str:
+    """The table's SHOW CREATE TABLE without what a copy may differ in by name alone: its own
+    name, the AUTO_INCREMENT counter, foreign keys (``LIKE`` does not copy them)."""
+    from dm_core.full.target_schema import show_create
+
+    text = as_str(show_create(conn, schema, table))
     text = re.sub(r"^CREATE TABLE `(?:[^`]|``)+`", "CREATE TABLE", text)
     text = re.sub(r" AUTO_INCREMENT=\d+", "", text)
     lines = [ln.rstrip(",") for ln in text.splitlines() if not ln.lstrip().startswith("CONSTRAINT")
@@ -86,7 +82,7 @@ def outcome(conn, sql: str, schema: str, table: str) -> tuple[str, Exception | N
                 cur.execute(on_probe)
             except Exception as e:  # noqa: BLE001 - the caller reads the server's error number
                 return None, e
-            same = _definition(cur, schema, probe) == _definition(cur, schema, table)
+            same = _definition(conn, schema, probe) == _definition(conn, schema, table)
             return (SAME if same else CHANGES), None
         finally:
             cur.execute(f"DROP TABLE IF EXISTS {qt(schema, probe)}")

@@ -62,7 +62,7 @@ class Hold:
 def _schema(cur) -> str:
     from dm_core.state.schema import SCHEMA, apply_schema
 
-    apply_schema(cur, _DDL.format(s=SCHEMA), 724014, newest=("resync_hold", "broken"))
+    apply_schema(cur, _DDL.format(s=SCHEMA), "resync_hold", newest=("resync_hold", "broken"))
     return SCHEMA
 
 

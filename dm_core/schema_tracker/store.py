@@ -24,16 +24,9 @@ CREATE TABLE IF NOT EXISTS {s}.schema_tracker (
 );
 """
 
-_ensured: set[str] = set()
-
-
-def ensure(store) -> None:
-    key = str(getattr(store, "dsn", id(store)))
-    if key in _ensured:
-        return
-    with store.tx() as cur:
-        _schema.apply_schema(cur, _DDL.format(s=_schema.SCHEMA), 724017, newest=("schema_tracker", "structure"))
-    _ensured.add(key)
+_TABLES = _schema.PartTables("schema_tracker", _DDL, newest=("schema_tracker", "structure"))
+# create the table if missing (before ``delete_task`` in a wider transaction)
+ensure = _TABLES.ensure
 
 
 def delete_task(cur, task: str, source_id: str | None = None) -> None:

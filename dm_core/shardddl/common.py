@@ -112,6 +112,7 @@ class LockBase:
     stored and read back. The modes differ in members and in how reports become operations."""
 
     mode = ""
+    step_word = "step"      # what an operation's ``step`` counts, in messages
 
     def __init__(self, lock_id: str, task: str, target: tuple[str, str], sources=()):
         self.lock_id = lock_id
@@ -133,6 +134,38 @@ class LockBase:
         if op is None:
             raise ShardDDLLockError(f"{source} has no operation for step {step} of lock {self.lock_id}")
         return op
+
+    def _exec_waits_for(self, op: Operation) -> Operation | None:
+        """An exec operation that must finish downstream before ``op`` may start (None: none)."""
+        return None
+
+    def mark_executing(self, source: str, step: int, index: int) -> Operation:
+        """Statement ``index`` of the source's exec op of ``step`` may start downstream now."""
+        from dm_core.shardddl.errors import ShardDDLLockError
+
+        op, what = self._op(source, step), f"{self.step_word} {step}"
+        if op.action != EXEC or op.state == DONE:
+            raise ShardDDLLockError(f"{source} has no DDL to execute for {what} of lock {self.lock_id}")
+        before = self._exec_waits_for(op)
+        if before is not None:
+            raise ShardDDLLockError(f"{what} of lock {self.lock_id} must wait for {before.source}'s DDL")
+        if index != op.exec_index:
+            raise ShardDDLLockError(f"statement {index} of {what} is not next ({op.exec_index} are done)")
+        op.state = EXECUTING
+        return op.view()
+
+    def mark_executed(self, source: str, step: int, index: int) -> Operation:
+        """Statement ``index`` of the source's exec op of ``step`` is done downstream (again: no change)."""
+        from dm_core.shardddl.errors import ShardDDLLockError
+
+        op = self._op(source, step)
+        if op.state == DONE or op.exec_index > index:
+            return op.view()
+        if op.action != EXEC or op.exec_index != index:
+            raise ShardDDLLockError(f"statement {index} of {self.step_word} {step} of lock {self.lock_id} "
+                                    "is not in flight")
+        op.exec_index, op.state = index + 1, PENDING
+        return op.view()
 
     def _op_rows(self) -> list[dict]:
         """The operations as store rows."""

@@ -201,7 +201,7 @@ class OptimisticOps(LockOps):
         for lock in self._read(store, task):
             now = by_target.get(tuple(lock.target), {})
             # by lower case: a statement may name a table in another case than information_schema
-            # lists it (lower_case_table_names); unsure means it stays, as before pruning existed
+            # lists it (lower_case_table_names); a member nobody could confirm gone stays in its lock
             have = {src: {(s.lower(), t.lower()) for s, t in tables} for src, tables in now.items()}
             stale = [k for k in lock.members if k[0] in have and (k[1].lower(), k[2].lower()) not in have[k[0]]]
             gone += [k for k in stale

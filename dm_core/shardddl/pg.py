@@ -91,7 +91,7 @@ def ensure_tables(store) -> None:
     if key in _ensured:
         return
     with store.tx() as cur:
-        _schema.apply_schema(cur, _DDL.format(s=schema()), 724012, newest=("shardddl_lock", "waiting_since"))
+        _schema.apply_schema(cur, _DDL.format(s=schema()), "shardddl", newest=("shardddl_lock", "waiting_since"))
     _ensured.add(key)
 
 

@@ -9,12 +9,13 @@ the mode and the membership it was made with does that state say where those row
 * optimistic: a table is held by a lock, its rows from its DDL on are skipped;
 * the task's locks wait on named sources.
 
-A file changed between stop-task and start-task used to drop that state without a word:
-shard-mode switched or removed (the held rows never reached the downstream), a table taken
-out of the block-allow list or routed elsewhere (its round waited for it forever, every later
-row of its siblings skipped, the source "caught up"), a source taken out while a lock waited
-on it (the lock stayed active for good). DM rebuilds its groups from the new file and replays
-from the unresolved round's first DDL; here the state is kept and checked instead:
+A file changed between stop-task and start-task, started as it is, would drop that state
+without a word: shard-mode switched or removed (the held rows would never reach the
+downstream), a table taken out of the block-allow list or routed elsewhere (its round would
+wait for it forever, every later row of its siblings skipped, the source "caught up"), a
+source taken out while a lock waits on it (the lock would stay active for good). DM rebuilds
+its groups from the new file and replays from the unresolved round's first DDL; here the state
+is kept and checked instead:
 
 * ``start-task`` (without ``--remove-meta``) refuses such a file before storing it, naming
   each conflict (:func:`conflicts`, SHARD_DDL_STATE_CHANGED);

@@ -1,18 +1,83 @@
-"""The state store's Postgres schema: its name, its tables, and the one way every part of
-dm_core creates or migrates tables in it (``apply_schema``).
+"""The state store's Postgres schema: its name, the registry of its tables (``PARTS``: which
+module owns which tables, and the advisory lock key their creation serialises on), and the
+one way every part of dm_core creates or migrates tables in it (``apply_schema``).
 
 A leaf module (it imports nothing of dm_core) so that the parts that keep tables in this
-schema (``state.store``, ``shardddl.pg``, ``full.plan_store``, ``sync.online_ddl``) can
-share it without importing the store, and the store never has to import them.
+schema (``state.store``, ``shardddl.pg``, ``full.plan_store``, ``sync.online_ddl``,
+``sync.schema_overlay``, ``schema_tracker.store``, ``resync.hold``) can share it without
+importing the store, and the store never has to import them.
 """
 
 from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 SCHEMA = os.environ.get("SHARDFLOW_STATE_SCHEMA", "shardflow")
+
+
+@dataclass(frozen=True)
+class Part:
+    """Tables of the state store that one module creates, migrates and reads."""
+
+    owner: str                  # the module whose script creates them
+    tables: tuple[str, ...]
+    lock_key: int               # pg_advisory_xact_lock(bigint) key its apply_schema serialises on
+
+
+# Every table of the state store, by the part that owns it. A new part takes the next free key:
+# two scripts under one key would only wait for each other, but a key per part keeps a stuck
+# migration easy to find in pg_locks.
+PARTS: dict[str, Part] = {
+    "state": Part("dm_core.state.schema", ("source", "task", "source_state", "full_chunk", "operator_command",
+                                           "validation_run", "sync_window"), 724011),
+    "shardddl": Part("dm_core.shardddl.pg", ("shardddl_lock", "shardddl_member", "shardddl_operation"), 724012),
+    "online_ddl": Part("dm_core.sync.online_ddl", ("online_ddl",), 724013),
+    "resync_hold": Part("dm_core.resync.hold", ("resync_hold",), 724014),
+    "full_plan": Part("dm_core.full.plan_store", ("full_plan", "full_plan_chunk"), 724015),
+    "schema_overlay": Part("dm_core.sync.schema_overlay", ("schema_overlay",), 724016),
+    "schema_tracker": Part("dm_core.schema_tracker.store", ("schema_tracker",), 724017),
+}
+
+# The first key of the syncers' fences, pg_try_advisory_lock(int4, int4) (StateStore.hold_source).
+# Two-key advisory locks are a lock space apart from the one-key locks of PARTS, so sharing the
+# number 724012 with the shard DDL tables' key is harmless.
+FENCE_LOCK_CLASS = 724012
+
+
+def lock_key(part: str | int) -> int:
+    """The advisory lock key of a part of ``PARTS``, by name (or its key itself, checked)."""
+    if isinstance(part, int):
+        if part not in {p.lock_key for p in PARTS.values()}:
+            raise ValueError(f"advisory lock key {part} is not one of the state store's parts (PARTS)")
+        return part
+    return PARTS[part].lock_key
+
+
+class PartTables:
+    """One part's tables, created once per (store, schema) in this process and forgotten per task."""
+
+    def __init__(self, part: str, ddl: str, *, newest: tuple[str, str]):
+        self.part, self.ddl, self.newest = PARTS[part], ddl, newest
+        self._name = part
+        self._ensured: set[tuple[str, str]] = set()
+
+    def ensure(self, store) -> None:
+        """Create or migrate the part's tables if this process has not yet for ``store``."""
+        key = (str(getattr(store, "dsn", id(store))), SCHEMA)
+        if key in self._ensured:
+            return
+        with store.tx() as cur:
+            apply_schema(cur, self.ddl.format(s=SCHEMA), self._name, newest=self.newest)
+        self._ensured.add(key)
+
+    def delete_task(self, cur, task: str) -> None:
+        """Forget a task's rows in every table of the part (inside the caller's transaction;
+        ``ensure`` first)."""
+        for table in self.part.tables:
+            cur.execute(f"DELETE FROM {SCHEMA}.{table} WHERE task = %s", (task,))
 
 _STATE_DDL = """
 CREATE SCHEMA IF NOT EXISTS {s};
@@ -148,30 +213,31 @@ $$;
 """
 
 
-def apply_schema(cur, ddl: str, lock_key: int, *, newest: tuple[str, str]) -> None:
+def apply_schema(cur, ddl: str, part: str | int, *, newest: tuple[str, str]) -> None:
     """Create or migrate tables of the state store's schema, once.
 
     ``newest`` (table, column) is the last thing ``ddl`` adds: when it exists, the whole
     script has run (it runs in one transaction) and nothing is executed, because even
     ``CREATE INDEX IF NOT EXISTS`` and ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS`` take
     table locks that deadlock with sensors updating those tables. Concurrent first starts
-    serialise on the advisory lock ``lock_key``. Whoever adds to a script moves ``newest``.
+    serialise on the advisory lock of ``part`` (a name of ``PARTS``, or its lock key).
+    Whoever adds to a script moves ``newest``.
     """
     probe = ("SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
              "AND column_name = %s")
     cur.execute(probe, (SCHEMA, *newest))
     if cur.fetchone():
         return
-    cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+    cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(part),))
     cur.execute(probe, (SCHEMA, *newest))
     if not cur.fetchone():
         cur.execute(ddl)
 
 
 def migrate_state(cur) -> None:
-    """The state store's own tables (``StateStore.migrate``); shard DDL, the full phase's
-    plans and online DDL add theirs through ``apply_schema`` under their own lock keys."""
-    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), 724011, newest=("source_state", "worker"))
+    """The state store's own tables (``StateStore.migrate``); the other parts of ``PARTS``
+    add theirs through ``apply_schema`` under their own lock keys."""
+    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), "state", newest=("source_state", "worker"))
 
 
 @contextmanager

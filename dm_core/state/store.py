@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 from dm_core.errors import ErrorCode
 from dm_core.secrets import state_key
-from dm_core.state.schema import SCHEMA, migrate_state, transaction
+from dm_core.state.schema import FENCE_LOCK_CLASS, SCHEMA, migrate_state, transaction
 
 def _with_tls_key(config: dict, fn) -> dict:
     """``config`` with ``fn`` applied to its TLS private key (sealing or unsealing it)."""
@@ -42,7 +42,6 @@ def default_dsn() -> str:
         f"postgresql://postgres@127.0.0.1:{os.environ.get('SHARDFLOW_PG_PORT', '5433')}/shardflow")
 
 
-_FENCE_CLASS = 724012  # first key of the syncer fences' advisory locks (724011: schema migration)
 
 
 def _fence_key(task: str, source_id: str) -> int:
@@ -300,7 +299,7 @@ class StateStore:
         """Take the source's fence on this connection (held until it closes): at most one
         syncer of a (task, source) runs at a time, even while a killed one is still dying."""
         with self.tx() as cur:
-            cur.execute("SELECT pg_try_advisory_lock(%s, %s)", (_FENCE_CLASS, _fence_key(task, source_id)))
+            cur.execute("SELECT pg_try_advisory_lock(%s, %s)", (FENCE_LOCK_CLASS, _fence_key(task, source_id)))
             return bool(cur.fetchone()[0])
 
     def held_sources(self, task: str, source_ids: list[str]) -> set[str]:
@@ -309,7 +308,7 @@ class StateStore:
         with self.tx() as cur:
             cur.execute("SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
                         "AND classid::bigint = %s AND database = (SELECT oid FROM pg_database "
-                        "WHERE datname = current_database())", (_FENCE_CLASS,))
+                        "WHERE datname = current_database())", (FENCE_LOCK_CLASS,))
             return {keys[r[0]] for r in cur.fetchall() if r[0] in keys}
 
     def forget_task(self, name: str) -> None:

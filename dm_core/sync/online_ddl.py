@@ -71,33 +71,11 @@ CREATE TABLE IF NOT EXISTS {s}.online_ddl (
 );
 """
 
-_ensured: set[tuple[str, str]] = set()
-
-
-def _ensure(store) -> None:
-    key = (str(getattr(store, "dsn", id(store))), _schema.SCHEMA)
-    if key in _ensured:
-        return
-    with store.tx() as cur:
-        _schema.apply_schema(cur, _DDL.format(s=_schema.SCHEMA), 724013, newest=("online_ddl", "ddls"))
-    _ensured.add(key)
-
-
-def remove_task(store, task: str) -> None:
-    """Forget a task's records (its positions are being forgotten)."""
-    _ensure(store)
-    with store.tx() as cur:
-        delete_task(cur, task)
-
-
-def ensure(store) -> None:
-    """Create this module's state table if missing (before ``delete_task`` in a wider transaction)."""
-    _ensure(store)
-
-
-def delete_task(cur, task: str) -> None:
-    """``remove_task`` inside the caller's transaction."""
-    cur.execute(f"DELETE FROM {_schema.SCHEMA}.online_ddl WHERE task = %s", (task,))
+_TABLES = _schema.PartTables("online_ddl", _DDL, newest=("online_ddl", "ddls"))
+# create the table if missing (before ``delete_task`` in a wider transaction)
+ensure = _TABLES.ensure
+# forget a task's records (its positions are being forgotten), inside the caller's transaction
+delete_task = _TABLES.delete_task
 
 
 class TableKinds:
@@ -181,7 +159,7 @@ class OnlineDDL:
 
     # ---- records ------------------------------------------------------------------------------
     def _get(self, schema: str, shadow: str) -> tuple[str, str, list] | None:
-        _ensure(self.store)
+        ensure(self.store)
         with self.store.tx() as cur:
             cur.execute(f"SELECT real_schema, real_table, ddls FROM {_schema.SCHEMA}.online_ddl WHERE task = %s AND "
                         "source_id = %s AND shadow_schema = %s AND shadow_table = %s",
@@ -193,7 +171,7 @@ class OnlineDDL:
         return row[0], row[1], ddls
 
     def _reset(self, schema: str, shadow: str) -> None:
-        _ensure(self.store)
+        ensure(self.store)
         with self.store.tx() as cur:
             cur.execute(f"DELETE FROM {_schema.SCHEMA}.online_ddl WHERE task = %s AND source_id = %s AND "
                         "shadow_schema = %s AND shadow_table = %s", (self.task.name, self.source_id, schema, shadow))

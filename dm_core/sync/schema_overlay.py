@@ -35,36 +35,15 @@ CREATE TABLE IF NOT EXISTS {s}.schema_overlay (
 );
 """
 
-_ensured: set[tuple[str, str]] = set()
-
 # The DDL event types whose DM event depends on the statement's clauses (and the table before it).
 _REFINED = ("alter table", "add table partition", "split table partition")
 
 
-def _ensure(store) -> None:
-    key = (str(getattr(store, "dsn", id(store))), _schema.SCHEMA)
-    if key in _ensured:
-        return
-    with store.tx() as cur:
-        _schema.apply_schema(cur, _DDL.format(s=_schema.SCHEMA), 724016, newest=("schema_overlay", "overlay"))
-    _ensured.add(key)
-
-
-def remove_task(store, task: str) -> None:
-    """Forget a task's overlays (its positions are being forgotten)."""
-    _ensure(store)
-    with store.tx() as cur:
-        delete_task(cur, task)
-
-
-def ensure(store) -> None:
-    """Create this module's state table if missing (before ``delete_task`` in a wider transaction)."""
-    _ensure(store)
-
-
-def delete_task(cur, task: str) -> None:
-    """``remove_task`` inside the caller's transaction."""
-    cur.execute(f"DELETE FROM {_schema.SCHEMA}.schema_overlay WHERE task = %s", (task,))
+_TABLES = _schema.PartTables("schema_overlay", _DDL, newest=("schema_overlay", "overlay"))
+# create the table if missing (before ``delete_task`` in a wider transaction)
+ensure = _TABLES.ensure
+# forget a task's overlays (its positions are being forgotten), inside the caller's transaction
+delete_task = _TABLES.delete_task
 
 
 class SchemaOverlays:
@@ -76,7 +55,7 @@ class SchemaOverlays:
 
     def _all(self) -> dict[tuple[str, str], Overlay]:
         if self._cache is None:
-            _ensure(self.store)
+            ensure(self.store)
             with self.store.tx() as cur:
                 cur.execute(f"SELECT schema_name, table_name, overlay FROM {_schema.SCHEMA}.schema_overlay "
                             "WHERE task = %s AND source_id = %s", (self.task, self.source_id))
@@ -88,7 +67,7 @@ class SchemaOverlays:
         return self._all().get((schema, table)) or Overlay()
 
     def put(self, schema: str, table: str, overlay: Overlay) -> None:
-        _ensure(self.store)
+        ensure(self.store)
         with self.store.tx() as cur:
             if overlay:
                 cur.execute(f"INSERT INTO {_schema.SCHEMA}.schema_overlay (task, source_id, schema_name, table_name, "

@@ -1,4 +1,4 @@
-"""DAG factory: one task file → six DAGs (the last two for validation).
+"""DAG factory: one task file → the task's DAGs (those its task-mode and shard-mode call for).
 
     dm_<task>_precheck     precheck ─▶ trigger full (or incremental when task-mode is incremental,
                            or when the full phase finished before a stop: a restart)

@@ -1,4 +1,5 @@
-"""Private throw-away MariaDB servers for integration tests (about 2 s each, see FIELD-NOTES).
+"""Private throw-away MariaDB servers for integration tests (about 2 s each:
+``mariadb-install-db`` then ``mariadbd`` on a private port and data directory).
 
     db = start_mariadb(tmp_path, private_port(0), server_id=20)
     conn = connect(db.endpoint())

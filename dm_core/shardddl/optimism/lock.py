@@ -54,7 +54,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, HOLD, PENDING, SKIP, WAIT, LockBase, Operation,
+from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, HOLD, SKIP, WAIT, LockBase, Operation,
                                      pos_from_json, pos_to_json)
 from dm_core.shardddl.ddl_norm import comparison_key, schema_from_create, statement_changes
 from dm_core.shardddl.errors import ShardDDLLockError, ShardDDLUnsupported
@@ -238,6 +238,7 @@ def _in_effect(ch: Change, schema: TableSchema) -> bool:
 
 class Lock(LockBase):
     mode = "optimistic"
+    step_word = "op"
 
     def __init__(self, lock_id: str, task: str, target: tuple[str, str], sources=(),
                  initial: TableSchema | None = None):
@@ -293,7 +294,7 @@ class Lock(LockBase):
                        and (table is None or op.upstream == tuple(table))), key=lambda o: o.order)
         if mine:
             op = mine[0]
-            before = self._earlier_exec(op)
+            before = self._exec_waits_for(op)
             if before is not None:
                 return op.view(action=WAIT, message=f"waiting for {before.source} to execute "
                                                     f"`{'; '.join(before.ddls)}`")
@@ -630,34 +631,13 @@ class Lock(LockBase):
         """A held rename or conversion (resolved by ``_hold_or_resolve``, not by the join)."""
         return self._held(k) and bool(_until_every_shard(self.members[k].pending.changes, self.members[k].schema))
 
-    def mark_executing(self, source: str, step: int, index: int) -> Operation:
-        op = self._op(source, step)
-        if op.action != EXEC or op.state == DONE:
-            raise ShardDDLLockError(f"{source} has no DDL to execute for op {step} of lock {self.lock_id}")
-        before = self._earlier_exec(op)
-        if before is not None:
-            raise ShardDDLLockError(f"op {step} of lock {self.lock_id} must wait for {before.source}'s DDL")
-        if index != op.exec_index:
-            raise ShardDDLLockError(f"statement {index} of op {step} is not next ({op.exec_index} are done)")
-        op.state = EXECUTING
-        return op.view()
-
-    def mark_executed(self, source: str, step: int, index: int) -> Operation:
-        op = self._op(source, step)
-        if op.state == DONE or op.exec_index > index:
-            return op.view()
-        if op.action != EXEC or op.exec_index != index:
-            raise ShardDDLLockError(f"statement {index} of op {step} of lock {self.lock_id} is not in flight")
-        op.exec_index, op.state = index + 1, PENDING
-        return op.view()
-
     def ack(self, source: str, step: int) -> Operation:
         op = self.ops.get((source, step))
         if op is None:
             return Operation(self.lock_id, self.task, source, step, SKIP, (), state=DONE, message="already done")
         if op.state == DONE:
             return op.view()
-        before = self._earlier_exec(op)
+        before = self._exec_waits_for(op)
         if before is not None:
             raise ShardDDLLockError(f"{source} cannot finish op {step} of lock {self.lock_id} before "
                                     f"{before.source} has executed `{'; '.join(before.ddls)}`")
@@ -762,7 +742,7 @@ class Lock(LockBase):
             self.dropped = {c: who for c, who in self.dropped.items()
                             if who and self.joined is not None and self.joined.column(c) is not None}
 
-    def _earlier_exec(self, op: Operation) -> Operation | None:
+    def _exec_waits_for(self, op: Operation) -> Operation | None:
         return next((o for o in sorted(self.ops.values(), key=lambda o: o.order)
                      if o.order < op.order and o.action == EXEC and o.state != DONE), None)
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, PENDING, SKIP, WAIT, LockBase, Operation, fmt_tables,
+from dm_core.shardddl.common import (DONE, EXEC, EXECUTING, SKIP, WAIT, LockBase, Operation, fmt_tables,
                                      pos_from_json, pos_to_json)
 from dm_core.position import Position
 from dm_core.shardddl.ddl_norm import comparison_key
@@ -259,24 +259,6 @@ class Lock(LockBase):
             self.ops[(s, self.step)] = Operation(
                 self.lock_id, self.task, s, self.step, action if s == owner else SKIP, self.ddls, owner=owner,
                 message="execute the DDL downstream" if s == owner and action == EXEC else "")
-
-    def mark_executing(self, source: str, step: int, index: int) -> Operation:
-        op = self._op(source, step)
-        if op.action != EXEC or op.state == DONE:
-            raise ShardDDLLockError(f"{source} has no DDL to execute for step {step} of lock {self.lock_id}")
-        if index != op.exec_index:
-            raise ShardDDLLockError(f"statement {index} of step {step} is not next ({op.exec_index} are done)")
-        op.state = EXECUTING
-        return op.view()
-
-    def mark_executed(self, source: str, step: int, index: int) -> Operation:
-        op = self._op(source, step)
-        if op.state == DONE or op.exec_index > index:
-            return op.view()
-        if op.action != EXEC or op.exec_index != index:
-            raise ShardDDLLockError(f"statement {index} of step {step} of lock {self.lock_id} is not in flight")
-        op.exec_index, op.state = index + 1, PENDING
-        return op.view()
 
     def ack(self, source: str, step: int) -> Operation:
         """The source finished its op of ``step`` (owner: DDLs are downstream; others: skipped)."""
