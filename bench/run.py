@@ -1,8 +1,9 @@
 """`make bench`: run the benchmarks, print a table, write
-bench/results/{rules,full,validate,small_tables,incremental,page,airflow_lag}.json.
+bench/results/{rules,full,validate,small_tables,fleet,incremental,page,airflow_lag}.json.
 
-    python -m bench.run [--rule-rows N] [--full-rows N] [--small-tables N] [--inc-events N]
-                        [--only rules|full|validate|small|incremental|page|lag]
+    python -m bench.run [--rule-rows N] [--full-rows N] [--small-tables N] [--fleet-tables N]
+                        [--fleet-burst N] [--inc-events N]
+                        [--only rules|full|validate|small|fleet|incremental|page|lag]
 
 The rules part (bench/rules.py: the syncer's routing + filtering + mapping on one core vs
 just iterating the rows) runs first, in this process, and needs no server. The full,
@@ -22,7 +23,7 @@ import logging
 import sys
 import time
 
-from bench import airflow_lag, full, incremental, page_fleet, rules, small_tables, validate
+from bench import airflow_lag, fleet, full, incremental, page_fleet, rules, small_tables, validate
 from bench.common import fmt, machine, stack_from_env, table, write_json
 
 log = logging.getLogger("bench")
@@ -39,10 +40,15 @@ def _parse_arguments(argv=None):
                         "(bench/results/full_one_table.json): does the full phase's memory grow with a table's size?")
     p.add_argument("--small-tables", type=int, default=500,
                    help="tables of the many-small-tables copy, 200 rows each, over 2 sources (default 500)")
+    p.add_argument("--fleet-tables", type=int, default=1_000,
+                   help="tables of the fleet part's task, 3 rows each, over 2 sources (default 1,000; docs/benchmarks.md "
+                        "has the figures at 10,000, which take about 15 minutes here)")
+    p.add_argument("--fleet-burst", type=int, default=20_000,
+                   help="single-row transactions a source in each of the fleet part's bursts (default 20,000)")
     p.add_argument("--inc-events", type=int, default=1_000_000,
                    help="single-row transactions of the incremental workload (default 1,000,000: 1.1M row events, "
                         "30 s or more per engine; 50,000 is the quick size)")
-    p.add_argument("--only", choices=("rules", "full", "validate", "small", "incremental", "page", "lag"),
+    p.add_argument("--only", choices=("rules", "full", "validate", "small", "fleet", "incremental", "page", "lag"),
                    help="run one part only")
     return p.parse_args(argv)
 
@@ -133,15 +139,48 @@ def render_validate(out: dict) -> str:
 def render_small(out: dict) -> str:
     d = out["data"]
     cols = ["seconds", "rows_per_s", "peak_rss_mb", "note"]
-    names = {"mydumper_myloader": "mydumper + myloader", "shardflow": "shardflow (small tables in one pass)"}
+    names = {"mydumper_myloader": "mydumper + myloader", "shardflow": "shardflow, spark-submit",
+             "shardflow_host": "shardflow, job host (its first job)", "shardflow_host_again": "shardflow, job host (2nd job)"}
     rows = [_row(names[k], r, cols) for k, r in out["results"].items()]
-    sf = out["results"].get("shardflow") or {}
     extra = ""
-    if not sf.get("error"):
-        extra = (f"\nshardflow: prepare {fmt(sf.get('prepare_seconds'), 2)}s, spark-submit {fmt(sf.get('spark_seconds'), 2)}s "
-                 f"(load {fmt(sf.get('load_seconds'), 2)}s), finish {fmt(sf.get('finish_seconds'), 2)}s; {sf.get('one_pass')}")
+    for key in ("shardflow", "shardflow_host", "shardflow_host_again"):
+        sf = out["results"].get(key) or {}
+        if not sf.get("error"):
+            stages = ", ".join(f"{k} {v:.2f}s" for k, v in (sf.get("stages") or {}).items())
+            extra += (f"\n{names[key]}: prepare {fmt(sf.get('prepare_seconds'), 2)}s, Spark job "
+                      f"{fmt(sf.get('spark_seconds'), 2)}s (start-up {fmt(sf.get('start_up_seconds'), 2)}s, load "
+                      f"{fmt(sf.get('load_seconds'), 2)}s{'; ' + stages if stages else ''}), finish "
+                      f"{fmt(sf.get('finish_seconds'), 2)}s; {sf.get('one_pass')}")
     return (f"SMALL TABLES: {d['tables']:,} tables, {d['rows']:,} rows ({d['layout']})\n"
             + table(["engine", "s", "rows/s", "peak RSS MB", "note"], rows) + extra + "\n" + _ratios(out["ratios"]))
+
+
+def render_fleet(out: dict) -> str:
+    d, res = out["data"], out["results"]
+    rows = []
+    pre = res["precheck"]
+    rows.append(["precheck (every check item)", pre.get("seconds"), None,
+                 "n/a: " + pre["error"][:90] if pre.get("error") else
+                 ", ".join(f"{n} {k}" for k, n in sorted(pre.get("results", {}).items()))])
+    rows.append(_row("full: mydumper + myloader (baseline)", res["mydumper_myloader"], ["seconds", "rows_per_s", "note"]))
+    rows.append(_row("full: shardflow (prepare + Spark + finish)", res["full"], ["seconds", "rows_per_s", "note"]))
+    sync = res.get("sync") or {}
+    if sync.get("error"):
+        rows.append(["sync", None, None, "n/a: " + sync["error"].splitlines()[0][:90]])
+    else:
+        first = sync["after_full"]
+        rows.append(["sync: first catch-up after the full phase", first["seconds"], None,
+                     "" if first.get("rows_ok") else "ROW CHECK FAILED"])
+        for key, name in (("burst_2_tables", "2 tables a source"), ("burst_all_tables", "all tables")):
+            r = sync[key]
+            rows.append(_row(f"sync: catch-up after a burst on {name}", r, ["seconds", "rows_per_s", "note"]))
+        rows.append(_row("sync: decode only the all-tables burst (baseline)", sync["decode_only"],
+                         ["seconds", "rows_per_s", "note"]))
+    return (f"FLEET: one task, {d['tables']:,} tables ({d['layout']}), bursts of {d['burst_per_source']:,} "
+            "single-row transactions a source\n"
+            + table(["phase", "s", "rows/s", "note"], rows) + "\n"
+            + "ratios (baseline s / shardflow s for the copy; shardflow / baseline rows/s for the sync): "
+            + "  ".join(f"{k} {fmt(v, 2)}" for k, v in out["ratios"].items()))
 
 
 def render_incremental(out: dict) -> str:
@@ -209,7 +248,7 @@ def main(argv=None) -> int:
         out = {"meta": {**machine(), "rule_rows": args.rule_rows}, **rules.run(args.rule_rows)}
         path = write_json("rules.json", out)
         reports.append(render_rules(out) + f"\n→ {path}")
-    stack = stack_from_env() if args.only in (None, "full", "validate", "small", "incremental", "page", "lag") else None
+    stack = stack_from_env() if args.only in (None, "full", "validate", "small", "fleet", "incremental", "page", "lag") else None
     if args.only in (None, "full"):
         if args.one_table_rows:
             out = {"meta": {**machine(), "one_table_rows": args.one_table_rows},
@@ -228,6 +267,11 @@ def main(argv=None) -> int:
                **small_tables.run(stack, args.small_tables, 200)}
         path = write_json("small_tables.json", out)
         reports.append(render_small(out) + f"\n→ {path}")
+    if args.only in (None, "fleet"):
+        out = {"meta": {**machine(), "fleet_tables": args.fleet_tables, "fleet_burst": args.fleet_burst},
+               **fleet.run(stack, args.fleet_tables, args.fleet_burst)}
+        path = write_json("fleet.json", out)
+        reports.append(render_fleet(out) + f"\n→ {path}")
     if args.only in (None, "incremental"):
         out = {"meta": {**machine(), "inc_events": args.inc_events}, **incremental.run(stack, args.inc_events)}
         path = write_json("incremental.json", out)

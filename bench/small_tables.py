@@ -7,11 +7,15 @@ server-side with the binlog off; reused while the layout matches.
 Engines, each timed from nothing downstream to every row committed downstream:
 - mydumper_myloader: mydumper -t 4 per source (both at once), then myloader -t 4 per dump;
 - shardflow: prepare() + spark-submit spark_jobs/full_load.py + finish(), every table copied
-  as itself (what the baseline does): the small tables' one pass (dm_core/full/small_tables.py).
+  as itself (what the baseline does): the small tables' one pass (dm_core/full/small_tables.py);
+- shardflow_host: the same load sent to a job host (dm_core/jobhost) started before the clock
+  starts, as the full DAG does when the machine's host runs; shardflow_host_again: the host's
+  second job (what every DAG run after the first gets).
 
 At this size a copy is all fixed costs (process and Spark start-up, per-table planning,
 connections, statements), which is what this part measures; the full part measures
-throughput. ``ratios.vs_myloader``: shardflow rows/s ÷ mydumper+myloader rows/s.
+throughput. ``ratios.vs_myloader``: shardflow on the job host, rows/s ÷ mydumper+myloader rows/s;
+``spark_submit_vs_myloader`` the same with a spark-submit of its own.
 """
 
 from __future__ import annotations
@@ -81,23 +85,29 @@ def _reset_downstream(stack: Stack) -> None:
     full._settle(stack.down)
 
 
-def _downstream_rows(stack: Stack) -> int:
+def _downstream_rows(stack: Stack, schemas: list[str] | None = None) -> int:
     total = 0
-    for _, schema in SOURCES:
+    for schema in schemas or [s for _, s in SOURCES]:
         names = [r[0] for r in query(stack.down, "SELECT table_name FROM information_schema.tables "
                                                  "WHERE table_schema = %s", (schema,))]
-        if names:
-            counts = " UNION ALL ".join(f"SELECT COUNT(*) AS c FROM {qt(schema, n)}" for n in names)
+        for k in range(0, len(names), 500):   # a UNION ALL of thousands of tables is one query too many
+            counts = " UNION ALL ".join(f"SELECT COUNT(*) AS c FROM {qt(schema, n)}" for n in names[k:k + 500])
             total += int(query(stack.down, f"SELECT SUM(c) FROM ({counts}) AS x")[0][0] or 0)
     return total
 
 
 def run_mydumper(stack: Stack, count: int, rows: int) -> dict:
+    _reset_downstream(stack)
+    return mydumper_copy(stack, PREFIX, [s for _, s in SOURCES], count * rows)
+
+
+def mydumper_copy(stack: Stack, prefix: str, schemas: list[str], want_rows: int) -> dict:
+    """mydumper of every `{prefix}_N` schema of each source (both at once), then myloader of
+    each dump into the downstream (which must not hold them yet), timed from start to end."""
     tools = {t: shutil.which(t) for t in ("mydumper", "myloader")}
     if not all(tools.values()):
         raise Skipped("mydumper/myloader not installed (Debian package `mydumper`)")
-    _reset_downstream(stack)
-    wd = work_dir() / "small-mydumper"
+    wd = work_dir() / f"{prefix}-mydumper"
     shutil.rmtree(wd, ignore_errors=True)
     wd.mkdir()
     logf = wd / "mydumper.log"
@@ -107,7 +117,7 @@ def run_mydumper(stack: Stack, count: int, rows: int) -> dict:
         with TreeRSS() as rss, full._servers(stack) as servers:
             t0 = time.monotonic()
             for p in [run_logged([tools["mydumper"], f"--defaults-file={cnf}", "-h", ep.host, "-P", str(ep.port),
-                                  "-t", str(full.THREADS), "--trx-consistency-only", "-x", rf"^{PREFIX}_[0-9]+\.",
+                                  "-t", str(full.THREADS), "--trx-consistency-only", "-x", rf"^{prefix}_[0-9]+\.",
                                   "-o", str(out), "-v", "1"], logf, rss=rss) for ep, cnf, out in ups]:
                 finish(p, "mydumper")
             for p in [run_logged([tools["myloader"], f"--defaults-file={down_cnf}", "-h", stack.down.host,
@@ -115,9 +125,9 @@ def run_mydumper(stack: Stack, count: int, rows: int) -> dict:
                                  logf, rss=rss) for _, _, out in ups]:
                 finish(p, "myloader")
             seconds = time.monotonic() - t0
-        got = _downstream_rows(stack)
+        got = _downstream_rows(stack, schemas)
         return figures(got, 0, seconds, rss.peak, cpu_seconds=full._cpu(servers, rss),
-                       rows_ok=full._check_rows("mydumper+myloader", got, count * rows),
+                       rows_ok=full._check_rows("mydumper+myloader", got, want_rows),
                        how=f"mydumper -t {full.THREADS} per source (both at once), then myloader -t {full.THREADS} per dump")
     finally:
         shutil.rmtree(wd, ignore_errors=True)
@@ -134,31 +144,54 @@ def task_yaml(stack: Stack) -> str:
         "block-allow-list": {"ba": {"do-dbs": [f"~^{PREFIX}_[0-9]+$"]}}}, sort_keys=False)
 
 
-def run_shardflow(stack: Stack, count: int, rows: int) -> dict:
+def _submit_command(report) -> tuple[list[str], dict]:
+    env = python_env()
+    return [str(VENV_BIN / "spark-submit"), "--master", os.environ.get("SHARDFLOW_BENCH_MASTER", "local[2]"),
+            "--jars", JDBC_JAR, "--conf", "spark.ui.enabled=false",
+            "--conf", f"spark.driver.extraJavaOptions={driver_java_options()}",
+            "--conf", f"spark.pyspark.python={env['PYSPARK_PYTHON']}",
+            "--conf", f"spark.pyspark.driver.python={env['PYSPARK_DRIVER_PYTHON']}",
+            str(ROOT / "spark_jobs" / "full_load.py"), "--task", TASK_NAME, "--report", str(report)], env
+
+
+def _on_host(host_dir, report, logf) -> None:
+    """The load as the Airflow operator runs it when the job host is up (dm_core/jobhost)."""
+    from dm_core.jobhost import client, wire
+
+    with open(logf, "a") as out:
+        rc = client.run("full_load", ["--task", TASK_NAME, "--report", str(report)], env=client.shardflow_env(),
+                        on_line=lambda line: out.write(line + "\n"), path=wire.socket_path(host_dir))
+    if rc:
+        raise RuntimeError(f"full_load on the job host exited {rc}: see {logf}")
+
+
+def run_shardflow(stack: Stack, count: int, rows: int, host_dir=None, label: str = "submit") -> dict:
+    """``host_dir``: a running job host's directory (the load goes there), None: spark-submit."""
     from dm_core.config.task import parse_task
     from dm_core.full.phase import finish as finish_phase, prepare
+    from dm_core.jobhost import service
     from dm_core.state import StateStore
     from tests.integration.helpers import register
 
     _reset_downstream(stack)
     text = task_yaml(stack)
     task = parse_task(text, f"<bench {TASK_NAME}>")
-    logf = work_dir() / "spark-small.log"
+    logf = work_dir() / f"spark-small-{label}.log"
+    logf.unlink(missing_ok=True)
     report = work_dir() / "small-report.json"
-    env = python_env()
-    cmd = [str(VENV_BIN / "spark-submit"), "--master", os.environ.get("SHARDFLOW_BENCH_MASTER", "local[2]"),
-           "--jars", JDBC_JAR, "--conf", "spark.ui.enabled=false",
-           "--conf", f"spark.driver.extraJavaOptions={driver_java_options()}",
-           "--conf", f"spark.pyspark.python={env['PYSPARK_PYTHON']}",
-           "--conf", f"spark.pyspark.driver.python={env['PYSPARK_DRIVER_PYTHON']}",
-           str(ROOT / "spark_jobs" / "full_load.py"), "--task", TASK_NAME, "--report", str(report)]
+    cmd, env = _submit_command(report)
     with StateStore(stack.state_dsn) as store:
         register(store, {sid: ep for (sid, _), ep in zip(SOURCES, stack.ups)}, TASK_NAME, text)
         with TreeRSS() as rss, full._servers(stack) as servers:
+            if host_dir is not None:
+                rss.watch(service.start(host_dir))   # running already: its start-up is not timed
             t0 = time.monotonic()
             prepare(task, store)
             t1 = time.monotonic()
-            finish(run_logged(cmd, logf, env=env, cwd=work_dir(), rss=rss, timeout=3600), "spark-submit full_load.py")
+            if host_dir is None:
+                finish(run_logged(cmd, logf, env=env, cwd=work_dir(), rss=rss, timeout=3600), "spark-submit full_load.py")
+            else:
+                _on_host(host_dir, report, logf)
             t2 = time.monotonic()
             finish_phase(task, store)
             seconds = time.monotonic() - t0
@@ -168,13 +201,30 @@ def run_shardflow(stack: Stack, count: int, rows: int) -> dict:
     got = _downstream_rows(stack)
     rep = json.loads(report.read_text())
     one_pass = [line for line in logf.read_text().splitlines() if "small tables copied in one pass" in line]
+    how = ("prepare() + spark-submit --master local[2] spark_jobs/full_load.py + finish()" if host_dir is None else
+           "prepare() + full_load on the running job host (dm_core/jobhost) + finish()")
     return figures(got, 0, seconds, rss.peak, cpu_seconds=full._cpu(servers, rss), prepare_seconds=round(t1 - t0, 3),
                    spark_seconds=round(t2 - t1, 3), load_seconds=rep["seconds"],
+                   start_up_seconds=rep.get("start_up_seconds"), stages=rep.get("stages"),
                    finish_seconds=round(seconds - (t2 - t0), 3),
                    one_pass=one_pass[-1].split(": ", 1)[-1] if one_pass else None,
                    rows_ok=full._check_rows("shardflow", got, count * rows), spark_log=str(logf),
-                   how="prepare() + spark-submit --master local[2] spark_jobs/full_load.py + finish(), each table "
-                       "copied as itself")
+                   how=how + ", each table copied as itself")
+
+
+def _host_runs(stack: Stack, count: int, rows: int) -> dict:
+    """The first job of a host started just before (start-up untimed), then a second job on it."""
+    from dm_core.jobhost import service
+
+    host_dir = work_dir() / "job-host"
+    try:
+        first = guarded("shardflow: full_load on a job host started before", run_shardflow, stack, count, rows,
+                        host_dir, "host")
+        again = guarded("shardflow: full_load on the job host, its second job", run_shardflow, stack, count, rows,
+                        host_dir, "host-again")
+    finally:
+        service.stop(host_dir)
+    return {"shardflow_host": first, "shardflow_host_again": again}
 
 
 def run(stack: Stack, count: int, rows: int) -> dict:
@@ -182,8 +232,9 @@ def run(stack: Stack, count: int, rows: int) -> dict:
     log.info("small tables: %d tables of %d rows, data %s", count, rows, data["seeded"])
     res = {
         "mydumper_myloader": guarded("baseline: mydumper + myloader", run_mydumper, stack, count, rows),
-        "shardflow": guarded("shardflow: Spark full phase (small tables in one pass)", run_shardflow, stack, count,
-                             rows),
+        "shardflow": guarded("shardflow: spark-submit of the full phase (small tables in one pass)", run_shardflow,
+                             stack, count, rows),
+        **_host_runs(stack, count, rows),
     }
     try:
         _reset_downstream(stack)
@@ -191,5 +242,11 @@ def run(stack: Stack, count: int, rows: int) -> dict:
         log.warning("could not drop the downstream copies: %s", e)
     return {"data": {**data, "layout": f"2 sources x 1 schema x {count // 2} tables, 6 columns"},
             "results": res,
-            "ratios": {"vs_myloader": ratio(res["shardflow"].get("rows_per_s"),
-                                            res["mydumper_myloader"].get("rows_per_s"))}}
+            "ratios": {"vs_myloader": ratio(res["shardflow_host"].get("rows_per_s"),
+                                            res["mydumper_myloader"].get("rows_per_s")),
+                       "vs_myloader_second_job": ratio(res["shardflow_host_again"].get("rows_per_s"),
+                                                       res["mydumper_myloader"].get("rows_per_s")),
+                       "spark_submit_vs_myloader": ratio(res["shardflow"].get("rows_per_s"),
+                                                         res["mydumper_myloader"].get("rows_per_s")),
+                       "host_vs_spark_submit": ratio(res["shardflow_host"].get("rows_per_s"),
+                                                     res["shardflow"].get("rows_per_s"))}}

@@ -25,6 +25,7 @@ come from the state store (SHARDFLOW_STATE_DSN in the environment).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -322,6 +323,15 @@ class _Stages:
             for k, v in got.items():
                 self.total[k] = self.total.get(k, 0) + v
 
+    @contextlib.contextmanager
+    def timed(self, name: str):
+        """Driver seconds of a step, added under ``name``."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add({name: time.monotonic() - t0})
+
 
 def _lander(spark, task, st, up_ep, target_ep, args):
     """``land(plan_id, chunk) -> rows`` for dm_core.full.loader: read, transform, write, merge."""
@@ -574,26 +584,32 @@ def _small_tables(spark, task, store, per_source, target_ep, args):
     t0 = time.monotonic()
     cores = spark.sparkContext.defaultParallelism
     copied = jobs = 0
+    clock = args.stages.timed
     with StateStore(store.dsn) as own:
         for sid, pool, tables in per_source:
             left = [t for t in tables if args.tidb and not t[0].key]  # TiDB, keyless: the staging path
-            prepared = small_tables.prepare(task, own, [t for t in tables if not (args.tidb and not t[0].key)],
-                                            target_ep)
+            with clock("small tables: plan"):
+                prepared = small_tables.prepare(task, own, [t for t in tables if not (args.tidb and not t[0].key)],
+                                                target_ep)
             results += prepared.done
             left += prepared.rest
             verb = chunk_writer.verb(task.instance(sid).loader.on_duplicate_logical)
             by_name = {st.name: (st, ep, n) for st, ep, n, _ in prepared.todo}
             for todo in small_tables.batches(prepared.todo, cores):
-                batch, other = small_tables.specs(task, todo, target_ep, verb=verb,
-                                                  turn_of=lambda schema, table: args.turns.of(target_ep, schema, table))
+                with clock("small tables: shape, query"):
+                    batch, other = small_tables.specs(task, todo, target_ep, verb=verb,
+                                                      turn_of=lambda schema, table: args.turns.of(target_ep, schema,
+                                                                                                  table))
                 left += other
                 if not batch:
                     continue
                 spark.sparkContext.setJobDescription(f"{len(batch)} small tables of {sid}")
                 t1 = time.monotonic()
-                got = spark.sparkContext.parallelize(batch, min(len(batch), cores)).mapPartitions(
-                    small_tables.copy_specs(target_ep)).collect()
-                landed, failed = small_tables.record(task, own, batch, got)
+                with clock("small tables: copy (Spark jobs)"):
+                    got = spark.sparkContext.parallelize(batch, min(len(batch), cores)).mapPartitions(
+                        small_tables.copy_specs(target_ep)).collect()
+                with clock("small tables: record"):
+                    landed, failed = small_tables.record(task, own, batch, got)
                 log.info("%s: %d small tables copied in %.2fs (%d rows; executors %.2fs)", sid, len(landed),
                          time.monotonic() - t1, sum(r["rows"] for r in got), sum(r["seconds"] for r in got))
                 results += landed

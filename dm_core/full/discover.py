@@ -66,16 +66,19 @@ def discover(conn, source_id: str, rules) -> list[SourceTable]:
                   if s.lower() not in SYSTEM_SCHEMAS and rules.block_allow.allow_table(s, t)]
         if not tables:
             return []
+        # only the allowed tables' schemas: information_schema then opens no other schema's tables
+        schemas = sorted({s for s, *_ in tables})
         cur.execute(
             "SELECT table_schema, table_name, column_name, data_type, is_nullable FROM information_schema.columns "
-            "ORDER BY table_schema, table_name, ordinal_position"
+            "WHERE table_schema IN %s ORDER BY table_schema, table_name, ordinal_position", (schemas,)
         )
         cols: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
         for s, t, c, dt, nullable in cur.fetchall():
             cols.setdefault((s, t), []).append((c, dt.lower(), nullable == "YES"))
         cur.execute(
             "SELECT table_schema, table_name, index_name, column_name, non_unique FROM information_schema.statistics "
-            "ORDER BY table_schema, table_name, index_name = 'PRIMARY' DESC, index_name, seq_in_index"
+            "WHERE table_schema IN %s ORDER BY table_schema, table_name, index_name = 'PRIMARY' DESC, index_name, "
+            "seq_in_index", (schemas,)
         )
         idx: dict[tuple[str, str], dict[str, tuple[bool, list[str]]]] = {}
         for s, t, i, c, nu in cur.fetchall():

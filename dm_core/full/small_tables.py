@@ -16,10 +16,11 @@ Protocol; each table still lands exactly once, as a one-chunk table of loader.py
    copied: just before its batch, ``specs`` reads its shape (extract.chunk_shape, the columns
    of the batch's tables in one query per side) and builds its line query (text_rows.py).
 2. ``copy_specs`` (on executors: a Spark job per batch of specs, its partitions spread
-   over the cores): one upstream connection per source and one downstream connection per
-   partition; each table is one ``LOAD DATA`` plus its marker, one transaction
+   over the cores, each partition's tables on THREADS_PER_TASK threads): one upstream
+   connection per source and one downstream connection per thread; each table is one
+   ``LOAD DATA`` plus its marker, one transaction
    (load_data.load_chunk, which also takes one of a merged table's write turns). A failing table
-   is rolled back and reported, the partition goes on with the next one.
+   is rolled back and reported, the thread goes on with the next one.
 3. ``record`` (driver, after each batch): every landed table's chunk is recorded
    (``full_chunk``), with the loader's fault points around it. A table that failed in the
    batch (DDL changed it while it was read, a deadlock) goes back to the per-table path,
@@ -46,7 +47,8 @@ from dm_core.full.plan_store import PlanStore, epoch_of
 
 log = logging.getLogger("shardflow.full")
 
-BATCH_PER_CORE = 32  # tables per executor task of one Spark job: progress is recorded per job
+BATCH_PER_CORE = 128  # tables per executor task of one Spark job: progress is recorded per job
+THREADS_PER_TASK = 2  # tables copied at once by one executor task (copy_specs)
 
 
 @dataclass
@@ -188,81 +190,97 @@ def batches(specs: list, cores: int) -> list[list]:
     """The tables to copy in groups of ``BATCH_PER_CORE`` per core: one Spark job each.
 
     >>> [len(b) for b in batches(list(range(150)), 2)]
-    [64, 64, 22]
+    [150]
     """
     size = max(1, BATCH_PER_CORE * max(1, cores))
     return [specs[i:i + size] for i in range(0, len(specs), size)]
 
 
-def copy_specs(target_ep: Endpoint):
-    """Step 2: the ``mapPartitions`` function of one batch (runs on an executor)."""
+def copy_specs(target_ep: Endpoint, threads: int = THREADS_PER_TASK):
+    """Step 2: the ``mapPartitions`` function of one batch (runs on an executor): its specs
+    on ``threads`` threads, each with connections of its own. Why threads: a small table's
+    copy is mostly waiting for the two servers (a query, a LOAD DATA, a commit)."""
 
     def run(specs):
-        import time
+        from concurrent.futures import ThreadPoolExecutor
 
-        from dm_core.db import connect_native
-        from dm_core.full import load_data
-        from dm_core.full.extract import lenient
-
-        ups: dict = {}
-        downs: dict = {}   # drifted? -> connection (a lenient session stays lenient)
-
-        def down_conn(drifted: bool):
-            if drifted not in downs:
-                c = connect_native(target_ep, local_infile=True)
-                c.autocommit(False)
-                if drifted:
-                    lenient(c)
-                downs[drifted] = c
-            return downs[drifted]
-
-        try:
-            for s in specs:
-                t0 = time.monotonic()
-                key = _key(s.up_ep)
-                try:
-                    faults.hit("full.small_table")
-                    if key not in ups:
-                        ups[key] = connect_native(s.up_ep, downstream=False)
-                    conn = down_conn(s.drifted)
-
-                    snap = {} if s.snapshot else None
-
-                    def marker(rows):
-                        faults.hit("full.before_chunk_merge")
-                        with conn.cursor() as c:
-                            chunk_writer.insert_marker(c, s.meta, s.plan_id, 0, s.task, s.source_id,
-                                                       f"{s.schema}.{s.table}", rows, snap)
-
-                    stats = load_data.load_chunk(conn, s.sql, text_rows.read_lines(ups[key], s.query, snap), marker,
-                                                 encoder=text_rows.as_text,
-                                                 duplicates_fail=s.duplicates_fail, turn=s.turn)
-                    yield {"name": s.name, "rows": stats.rows, "seconds": time.monotonic() - t0, "error": None}
-                except Exception as e:  # this table goes back to the per-table path; the others go on
-                    for pool, k in ((ups, key), (downs, s.drifted)):
-                        bad = pool.pop(k, None)  # a connection left mid-result or mid-statement is not reused
-                        if bad is not None:
-                            try:
-                                bad.close()
-                            except Exception:
-                                pass
-                    yield {"name": s.name, "rows": 0, "seconds": time.monotonic() - t0, "error": f"{type(e).__name__}: {e}"}
-        finally:
-            for c in [*ups.values(), *downs.values()]:
-                try:
-                    c.close()
-                except Exception:
-                    pass
+        specs = list(specs)
+        if threads <= 1 or len(specs) < 2:
+            yield from _copy(specs, target_ep)
+            return
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="small-tables") as ex:
+            for got in ex.map(lambda part: list(_copy(part, target_ep)), [specs[i::threads] for i in range(threads)]):
+                yield from got
 
     return run
 
 
+def _copy(specs, target_ep: Endpoint):
+    """Copy ``specs`` one after another on one upstream and one downstream connection."""
+    import time
+
+    from dm_core.db import connect_native
+    from dm_core.full import load_data
+    from dm_core.full.extract import lenient
+
+    ups: dict = {}
+    downs: dict = {}   # drifted? -> connection (a lenient session stays lenient)
+
+    def down_conn(drifted: bool):
+        if drifted not in downs:
+            c = connect_native(target_ep, local_infile=True)
+            c.autocommit(False)
+            if drifted:
+                lenient(c)
+            downs[drifted] = c
+        return downs[drifted]
+
+    try:
+        for s in specs:
+            t0 = time.monotonic()
+            key = _key(s.up_ep)
+            try:
+                faults.hit("full.small_table")
+                if key not in ups:
+                    ups[key] = connect_native(s.up_ep, downstream=False)
+                conn = down_conn(s.drifted)
+
+                snap = {} if s.snapshot else None
+
+                def marker(rows):
+                    faults.hit("full.before_chunk_merge")
+                    with conn.cursor() as c:
+                        chunk_writer.insert_marker(c, s.meta, s.plan_id, 0, s.task, s.source_id,
+                                                   f"{s.schema}.{s.table}", rows, snap)
+
+                stats = load_data.load_chunk(conn, s.sql, text_rows.read_lines(ups[key], s.query, snap), marker,
+                                             encoder=text_rows.as_text,
+                                             duplicates_fail=s.duplicates_fail, turn=s.turn)
+                yield {"name": s.name, "rows": stats.rows, "seconds": time.monotonic() - t0, "error": None}
+            except Exception as e:  # this table goes back to the per-table path; the others go on
+                for pool, k in ((ups, key), (downs, s.drifted)):
+                    bad = pool.pop(k, None)  # a connection left mid-result or mid-statement is not reused
+                    if bad is not None:
+                        try:
+                            bad.close()
+                        except Exception:
+                            pass
+                yield {"name": s.name, "rows": 0, "seconds": time.monotonic() - t0, "error": f"{type(e).__name__}: {e}"}
+    finally:
+        for c in [*ups.values(), *downs.values()]:
+            try:
+                c.close()
+            except Exception:
+                pass
+
+
 def record(task, store, specs: list, results: list[dict]) -> tuple[list[TableResult], list[Spec]]:
-    """Step 3: record the tables a batch landed; returns their results and the specs that
+    """Step 3: record the tables a batch landed, one state-store transaction per source (500
+    tables, one transaction each, took 0.5-1 s); returns their results and the specs that
     failed (for the per-table path)."""
     by_name = {s.name: s for s in specs}
-    landed, failed = [], []
-    ends: dict = {}   # per upstream: the binlog end once the batch was committed (loader.binlog_end)
+    failed: list[Spec] = []
+    ok: dict[str, list] = {}   # source id -> [(spec, result)] landed downstream
     for r in results:
         s = by_name[r["name"]]
         if r["error"]:
@@ -271,13 +289,16 @@ def record(task, store, specs: list, results: list[dict]) -> tuple[list[TableRes
             failed.append(s)
             continue
         faults.hit("full.after_chunk_merge")
-        if _key(s.up_ep) not in ends:
-            ends[_key(s.up_ep)] = binlog_end(task, s.up_ep)
-        store.mark_chunk_done(task.name, s.source_id, s.schema, s.table, 0, r["rows"], read_by=ends[_key(s.up_ep)])
-        landed.append(TableResult(s.name, plan_id=s.plan_id, chunks=1, loaded=[0], rows=r["rows"]))
-        log.info("%s chunk 0: %d rows loaded in %.2fs (in the one pass of small tables)", s.name, r["rows"],
-                 r.get("seconds") or 0.0)
-        faults.hit("full.after_chunk_write")
+        ok.setdefault(s.source_id, []).append((s, r))
+    landed = []
+    for sid, group in ok.items():
+        end = binlog_end(task, group[0][0].up_ep)   # the upstream's binlog end once the batch was committed
+        store.mark_chunks_done(task.name, sid, [(s.schema, s.table, 0, r["rows"]) for s, r in group], read_by=end)
+        for s, r in group:
+            landed.append(TableResult(s.name, plan_id=s.plan_id, chunks=1, loaded=[0], rows=r["rows"]))
+            log.info("%s chunk 0: %d rows loaded in %.2fs (in the one pass of small tables)", s.name, r["rows"],
+                     r.get("seconds") or 0.0)
+            faults.hit("full.after_chunk_write")
     missing = set(by_name) - {r["name"] for r in results}
     failed += [by_name[n] for n in sorted(missing)]   # cannot happen (every spec yields); never lose one
     return landed, failed

@@ -179,13 +179,22 @@ def _routed_references(item: Item, schema: str, route) -> str:
 def show_create(up_conn, schema: str, table: str) -> str:
     """The upstream's ``SHOW CREATE TABLE``, with an sql_mode that does not alter it
     (ANSI_QUOTES, NO_TABLE_OPTIONS, NO_KEY_OPTIONS, NO_FIELD_OPTIONS would)."""
+    return show_creates(up_conn, [(schema, table)])[0]
+
+
+def show_creates(up_conn, tables: list[tuple[str, str]]) -> list[str]:
+    """``show_create`` of many tables, the session's sql_mode set aside once for all of them
+    (three round trips a table less: 500 small tables spent 1.5 s of 7 in them)."""
     with up_conn.cursor() as cur:
         cur.execute("SELECT @@SESSION.sql_mode")
         mode = cur.fetchone()[0]
         cur.execute("SET SESSION sql_mode = ''")
         try:
-            cur.execute(f"SHOW CREATE TABLE {qt(schema, table)}")
-            return cur.fetchone()[1]
+            out = []
+            for schema, table in tables:
+                cur.execute(f"SHOW CREATE TABLE {qt(schema, table)}")
+                out.append(cur.fetchone()[1])
+            return out
         finally:
             cur.execute("SET SESSION sql_mode = %s", (mode,))
 
@@ -298,10 +307,14 @@ def ensure_targets(down_conn, members: list[tuple[object, SourceTable]], mapped_
     ``connect_down()``: more downstream connections (as ``down_conn``: foreign key checks off),
     so ``threads`` CREATE TABLEs run at once (each one creates a file downstream; hundreds of
     small tables took 25 ms each one after another)."""
+    texts: dict[int, str] = {}
+    for up_conn in {id(c): c for c, _ in members}.values():
+        sts = [st for c, st in members if c is up_conn]
+        texts.update(zip(map(id, sts), show_creates(up_conn, [(st.schema, st.table) for st in sts])))
     groups: dict[tuple[str, str], list[tuple[SourceTable, ShowCreate]]] = {}
-    for up_conn, st in members:
+    for _, st in members:
         tkey = (st.target_schema.lower(), st.target_table.lower())
-        groups.setdefault(tkey, []).append((st, parse_show_create(show_create(up_conn, st.schema, st.table))))
+        groups.setdefault(tkey, []).append((st, parse_show_create(texts[id(st)])))
     chosen = [pick_definition(g, exact=exact) for g in groups.values()]  # every refusal before any CREATE
     conn_of = {id(st): up for up, st in members}
     databases: dict[str, str] = {}   # target database (lower case) -> its CREATE, from its first table
