@@ -152,7 +152,7 @@ def cmd_check_task(a) -> int:
     task = load_task_file(a.file)  # every problem of the file, each naming its key, or nothing
     _print_warnings(task.warnings)
     if a.start_time is not None:
-        from dm_core.state.start import check_start_time
+        from dm_core.start import check_start_time
 
         check_start_time(task, a.start_time)
     print(f"task file {a.file}: valid (task {task.name}, task-mode {task.task_mode}, "

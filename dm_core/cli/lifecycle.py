@@ -214,7 +214,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
     """``on_loaded(task)``: called once the file parsed (dmctl prints its warnings there)."""
     from dm_core.config.task import load_task_file
     from dm_core.sources import source_endpoint
-    from dm_core.state.start import decide_start
+    from dm_core.start import decide_start
 
     task = load_task_file(a.file)  # an invalid file (or a missing ${ENV}) raises here: nothing is started
     if on_loaded is not None:

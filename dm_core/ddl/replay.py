@@ -9,7 +9,7 @@ Where that happens -- only inside the safe-mode range, and only there is this mo
 2. a crash after a DDL ran downstream and before the checkpoint moved past it.
 
 Rule (what DM's schema tracker gives DM): the statement runs first on an empty copy of the
-downstream table (``dm_core.ddl.probe``): if the copy ends as the table is, the statement is
+downstream table (``dm_core.ddl.dry_run``): if the copy ends as the table is, the statement is
 in effect and nothing runs; if it changes the copy, the table is before it and it runs as it
 is (an unnamed ADD INDEX whose index the table has excepted: it would add a second one). If
 the copy refuses it with "already there", part of it is in effect (a user added an index by
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 
-from dm_core.ddl import probe
+from dm_core.ddl import dry_run
 
 log = logging.getLogger("shardflow.sync.ddl")
 
@@ -105,10 +105,10 @@ def pending_parts(conn, sql: str, kind: str) -> list[str]:
         # a column dropped and added again: its values reset, which no definition shows; running
         # it again is right either way, since the replay writes every row change after it again
         return [sql]
-    verdict, _ = probe.outcome(conn, sql, *n.target)
-    if verdict == probe.SAME:
+    verdict, _ = dry_run.outcome(conn, sql, *n.target)
+    if verdict == dry_run.SAME:
         return []
-    if verdict == probe.CHANGES:
+    if verdict == dry_run.CHANGES:
         if changes and all(g is True for g in got) and all(ch.op == "add_index" and ch.index.implicit
                                                            for ch in changes):
             return []   # an unnamed index the table has: run again it would add a second copy

@@ -27,7 +27,7 @@ Protocol:
    checkpoints (DM: a task whose load finished resumes sync); a stop during the full phase
    kept the low watermark and the loaded chunks → the full DAG loads only missing chunks.
    Nothing is forgotten unless ``--remove-meta``. dmctl, the precheck DAG and the test
-   harness take this decision through one function, ``dm_core.state.start.decide_start``,
+   harness take this decision through one function, ``dm_core.start.decide_start``,
    with the checks that the task file still fits the recorded progress.
 3. pause/resume, whole task or ``-s`` sources: ``requested`` per source. A syncer checks its
    gate before each window, so a pause takes effect within one window; resuming a source

@@ -180,7 +180,7 @@ ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS keyless_handoff boolean;
 ALTER TABLE {s}.full_chunk ADD COLUMN IF NOT EXISTS read_by_file text;
 ALTER TABLE {s}.full_chunk ADD COLUMN IF NOT EXISTS read_by_pos bigint;
 -- the file of the last start-task, sealed: what a restart's file is compared with (config_text
--- follows the file Airflow reads; dm_core/state/restart_check.py)
+-- follows the file Airflow reads; dm_core/state/progress_fit.py)
 ALTER TABLE {s}.task ADD COLUMN IF NOT EXISTS started_text text;
 UPDATE {s}.task SET started_text = config_text WHERE started_text IS NULL;
 -- Prometheus metrics (dm_core/metrics): aggregates the syncer adds with the writes it makes anyway

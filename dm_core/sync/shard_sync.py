@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from dm_core import faults
 from dm_core.errors import ErrorCode
 from dm_core.position import Position
-from dm_core.shardddl import executor, state_check
+from dm_core.shardddl import executor, state_fit
 from dm_core.shardddl.common import EXEC, HOLD, SKIP, WAIT, fmt_tables, lock_id_of
 from dm_core.shardddl.ddl_norm import CREATE, IGNORE, NormalizedDDL
 from dm_core.shardddl.downstream import read_table_schema
@@ -124,13 +124,13 @@ class ShardSync:
         Optimistic mode: the held tables; returns where to read from instead of ``start`` when
         the lock released some of them meanwhile (another source ran the change last).
         Raises SHARD_DDL_STATE_CHANGED when the saved state holds rows back under a mode or a
-        membership the task file no longer has (state_check.py)."""
+        membership the task file no longer has (state_fit.py)."""
         saved = state.get("shard_groups")
-        clash = state_check.source_conflicts(self.task, self.source_id, saved)
-        if not clash and saved and state_check.holds(saved):   # a lock it waits on must be one the task can settle
+        clash = state_fit.source_conflicts(self.task, self.source_id, saved)
+        if not clash and saved and state_fit.holds(saved):   # a lock it waits on must be one the task can settle
             from dm_core.shardddl.coordinator import list_locks
 
-            clash = state_check.lock_conflicts(self.task, list_locks(self.store, self.task.name, active_only=True))
+            clash = state_fit.lock_conflicts(self.task, list_locks(self.store, self.task.name, active_only=True))
         if clash:
             raise ErrorCode.SHARD_DDL_STATE_CHANGED.error("; ".join(clash) + ". Nothing was skipped or applied.")
         if self.mode == "optimistic":
@@ -153,7 +153,7 @@ class ShardSync:
         else:
             groups = SourceShardGroups()
             self._saved = None
-        dropped = state_check.prune(groups, self.task.rules_for(self.source_id))
+        dropped = state_fit.prune(groups, self.task.rules_for(self.source_id))
         if dropped:   # an idle group must not wait for them in its next round
             log.info("source %s: %s left the task's sharding groups (the task file no longer routes them there)",
                      self.source_id, fmt_tables(dropped))

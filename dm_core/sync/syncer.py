@@ -279,7 +279,7 @@ class Syncer:
             if st.get("start_time"):   # start-task --start-time: the checkpoint moves to that time first
                 st = self.positions.start_at_time(st, up, server)
             start = self.positions.start(st, until, up, server)
-            rewind = self.shard.load(st, start)   # refuses state the task file no longer fits (state_check.py)
+            rewind = self.shard.load(st, start)   # refuses state the task file no longer fits (state_fit.py)
         except Terminal as e:   # no place to start from on this server (checkpoint.py says why)
             return self._refuse_start(e, WindowResult(self.source_id, "-", "-", str(until)))
         if rewind is not None:

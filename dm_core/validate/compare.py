@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from dm_core.db import connect, is_mariadb
 from dm_core.sources import source_endpoint, target_endpoint
-from dm_core.validate.check import RecheckContext, conclude
+from dm_core.validate.verdict import RecheckContext, conclude
 from dm_core.validate.checksum import DOWN, ZERO, Servers, Sums, chunk_sums
 from dm_core.validate.chunks import plan_chunks
 from dm_core.validate import drill

@@ -15,7 +15,7 @@ from typing import Iterator
 import pymysql
 
 from dm_core.db import qt
-from dm_core.validate.check import check_table
+from dm_core.validate.verdict import check_table
 from dm_core.validate.diff import Tally
 from dm_core.validate.rows import Record, select_list, types_of
 

@@ -42,7 +42,7 @@ class PrecheckOperator(BaseOperator):
         from dm_core.check import run_prechecks
         from dm_core.errors import ShardflowError
         from dm_core.sources import source_endpoint, target_endpoint
-        from dm_core.state.start import decide_start
+        from dm_core.start import decide_start
 
         task = runtime.load_task(self.task_file)
         for w in task.warnings:     # keys the task file sets that shardflow does not act on

@@ -155,7 +155,7 @@ def start(files: DMFiles, store):
 
 def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = True, start_time: str | None = None):
     """What `dmctl start-task [--remove-meta] [--start-time T] FILE` has Airflow run, in this
-    process: the start decided as dmctl and the precheck DAG decide it (state.start.decide_start:
+    process: the start decided as dmctl and the precheck DAG decide it (dm_core.start.decide_start:
     its refusals, then the resume point), the reset (--remove-meta), the precheck as the precheck
     DAG runs it (a task resuming from checkpoints skips the sharding items, as in DM), the start in
     the state store, then the phases the decision calls for: the full phase unless it finished
@@ -165,7 +165,7 @@ def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = Tr
     from dm_core.config.task import load_task_file
     from dm_core.reset import reset_task
     from dm_core.sources import source_endpoint, target_endpoint
-    from dm_core.state.start import decide_start
+    from dm_core.start import decide_start
 
     task = load_task_file(str(task_file))
     text = Path(task_file).read_text()

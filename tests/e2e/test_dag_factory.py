@@ -1,6 +1,6 @@
-"""The DAG factory under real Airflow parsing: three DAGs per valid task file (four with a
-shard-mode: the unlock DAG), and a broken
-file shows up as an import error naming the file and the key while the others still load."""
+"""The DAG factory under real Airflow parsing: the DAGs of each valid task file (with a
+shard-mode also the unlock DAG) and the operations DAGs, and a broken file shows up as an
+import error naming the file and the key while the others still load."""
 
 import os
 import shutil

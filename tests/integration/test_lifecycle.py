@@ -109,7 +109,7 @@ def test_start_time_is_one_starts_and_refused_over_shard_ddl_state(scenario):
     """`start-task --start-time` writes the time for the sources it starts; the next start-task
     forgets it; a task with shard DDL state takes one only with --remove-meta (the groups'
     positions would contradict the new start)."""
-    from dm_core.state.start import refuse_start_time_with_shard_state
+    from dm_core.start import refuse_start_time_with_shard_state
     from dm_core.errors import ErrorCode, ShardflowError
 
     task, store, (s1, s2), *_, text = scenario

@@ -51,7 +51,7 @@ def downstream_alters(down: Endpoint, tdb: str) -> list[str]:
     out = []
     for (arg,) in rows:
         text = arg.decode(errors="replace") if isinstance(arg, (bytes, bytearray)) else str(arg)
-        # a replay's probe runs the statement on an empty copy first (dm_core/ddl/probe.py): not the table
+        # a replay's probe runs the statement on an empty copy first (dm_core/ddl/dry_run.py): not the table
         if text.lstrip().upper().startswith("ALTER TABLE") and f"`{tdb}`" in text and "`_sf_probe_" not in text:
             out.append(" ".join(text.split()))
     return out

@@ -1,5 +1,5 @@
 """A task file changed between stop-task and start-task while shard DDL state holds rows back
-(dm_core/shardddl/state_check.py), and a source stopped under a running task.
+(dm_core/shardddl/state_fit.py), and a source stopped under a running task.
 
 Before: a shard-mode switch or a table taken out of the block-allow list during an open
 pessimistic round lost the rows the round held back, or left the round waiting forever with the

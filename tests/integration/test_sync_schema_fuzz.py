@@ -633,7 +633,7 @@ if os.environ.get("FUZZ_SEEDS"):  # a longer hunt: FUZZ_SEEDS=100-140
 
 
 # seeds that found the bugs below (the workload generator as of this file's first version)
-FOUND = [302,   # bug A: a MODIFY of a key column's charset lost in a crash replay (fixed: ddl/probe.py)
+FOUND = [302,   # bug A: a MODIFY of a key column's charset lost in a crash replay (fixed: ddl/dry_run.py)
          pytest.param(323, marks=pytest.mark.xfail(strict=True, reason="bug B (seed 323: INSERT IGNORE clipped a "
                                                                       "PERSISTENT generated column; paused on 1264)"))]
 
@@ -722,7 +722,7 @@ def replay(f: Fuzz, *steps):
 
 REPLAY_BASE = "CREATE TABLE t (id int PRIMARY KEY, a int NULL, s varchar(20) CHARACTER SET utf8mb4 NOT NULL, KEY i (a))"
 
-# What the fuzz found first (bug A, fixed by dm_core/ddl/probe.py): a DDL replayed in the
+# What the fuzz found first (bug A, fixed by dm_core/ddl/dry_run.py): a DDL replayed in the
 # safe-mode range (a crash after the exit point covered it, or the full phase's catch-up) was
 # judged "already in effect" from information_schema's column names, types, nullability,
 # defaults and index names, each change against the table before the statement: a change of

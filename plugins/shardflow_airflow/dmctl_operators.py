@@ -1,4 +1,4 @@
-"""Operators of the operations DAGs (ops_dags.py): what a data engineer does with dmctl, done
+"""Operators of the operations DAGs (operations_dags.py): what a data engineer does with dmctl, done
 from the Airflow UI's trigger form.
 
 Each runs the dmctl command itself, in the task's process, so a command behaves exactly as on

@@ -1,9 +1,9 @@
-"""dm_core/ddl/probe.py on the real downstream: a statement on an empty copy says whether the
+"""dm_core/ddl/dry_run.py on the real downstream: a statement on an empty copy says whether the
 table is already past it, whatever the session's sql_mode, and leaves no table behind."""
 
 import pytest
 
-from dm_core.ddl import probe
+from dm_core.ddl import dry_run
 from dm_core.db import connect, qi, qt
 
 from .helpers import drop_schemas
@@ -13,12 +13,12 @@ pytestmark = pytest.mark.integration
 
 T = "CREATE TABLE {t} (id int PRIMARY KEY, a int NULL, s varchar(20) CHARACTER SET utf8mb4 NOT NULL, KEY i (a))"
 CASES = [  # (statement, verdict over T as it is)
-    ("ALTER TABLE {t} MODIFY s varchar(20) CHARACTER SET latin1 NOT NULL", probe.CHANGES),
-    ("ALTER TABLE {t} MODIFY s varchar(20) CHARACTER SET utf8mb4 NOT NULL", probe.SAME),
-    ("ALTER TABLE {t} MODIFY a int NULL AFTER s", probe.CHANGES),
-    ("ALTER TABLE {t} DROP INDEX i, ADD INDEX i (a)", probe.SAME),
-    ("ALTER TABLE {t} DROP INDEX i, ADD INDEX i (a, s)", probe.CHANGES),
-    ("ALTER TABLE {t} ENGINE=InnoDB", probe.SAME),
+    ("ALTER TABLE {t} MODIFY s varchar(20) CHARACTER SET latin1 NOT NULL", dry_run.CHANGES),
+    ("ALTER TABLE {t} MODIFY s varchar(20) CHARACTER SET utf8mb4 NOT NULL", dry_run.SAME),
+    ("ALTER TABLE {t} MODIFY a int NULL AFTER s", dry_run.CHANGES),
+    ("ALTER TABLE {t} DROP INDEX i, ADD INDEX i (a)", dry_run.SAME),
+    ("ALTER TABLE {t} DROP INDEX i, ADD INDEX i (a, s)", dry_run.CHANGES),
+    ("ALTER TABLE {t} ENGINE=InnoDB", dry_run.SAME),
 ]
 
 
@@ -37,7 +37,7 @@ def test_the_verdict_whatever_the_sql_mode(stack, table, sql, verdict, mode):
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION sql_mode = %s", (mode,))
-        got, err = probe.outcome(conn, sql.format(t=f"`{table}`.`t`"), table, "t")
+        got, err = dry_run.outcome(conn, sql.format(t=f"`{table}`.`t`"), table, "t")
         assert (got, err) == (verdict, None)
     finally:
         conn.close()
@@ -50,7 +50,7 @@ def test_young_probe_tables_and_user_tables_are_left_alone(stack, table):
         f"CREATE TABLE {qt(table, '_sf_probe_old')} (id int)")
     conn = connect(stack["down"])
     try:
-        probe.outcome(conn, f"ALTER TABLE `{table}`.`t` ADD COLUMN x int", table, "t")
+        dry_run.outcome(conn, f"ALTER TABLE `{table}`.`t` ADD COLUMN x int", table, "t")
         with conn.cursor() as cur:
             cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s ORDER BY 1",
                         (table,))

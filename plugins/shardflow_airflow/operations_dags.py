@@ -44,11 +44,11 @@ def _start_time_param():
                              "zone, or 2021-10-21T00:01:00+08:00; empty: from meta or the checkpoints")
 
 
-def build_ops_dags(task_names: list[str]) -> dict:
+def build_operations_dags(task_names: list[str]) -> dict:
     """``task_names``: the tasks the factory found, offered in the forms (any name may be typed)."""
     from airflow.sdk import DAG, Param
 
-    from shardflow_airflow.ops import AddTaskOperator, HandleErrorOperator, OperateTaskOperator, RegisterSourceOperator
+    from shardflow_airflow.dmctl_operators import AddTaskOperator, HandleErrorOperator, OperateTaskOperator, RegisterSourceOperator
 
     dags = {}
     with DAG("shardflow_register_source", description="register an upstream MySQL/MariaDB source (dmctl operate-source "

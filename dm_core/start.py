@@ -19,8 +19,8 @@ as it was:
 2. With ``--remove-meta`` the start is fresh: nothing recorded is kept, so nothing is checked
    against it.
 3. Otherwise, once the task was started before, the file must fit what that start left:
-   the shard DDL state its sources keep (dm_core/shardddl/state_check.py,
-   SHARD_DDL_STATE_CHANGED) and the progress they recorded (dm_core/state/restart_check.py,
+   the shard DDL state its sources keep (dm_core/shardddl/state_fit.py,
+   SHARD_DDL_STATE_CHANGED) and the progress they recorded (dm_core/state/progress_fit.py,
    CONFIG_INVALID). The file compared against is the one of the last start: dmctl compares
    the file it is given, the precheck DAG the file Airflow reads (which dmctl wrote, unless it
    was changed under it since).
@@ -30,6 +30,9 @@ as it was:
 The caller acts on the answer: dmctl ends earlier runs, stores the start and triggers the
 precheck DAG; the precheck DAG runs DM's check items (a resuming start skips the sharding
 items, as DM does) and hands over to the phase the resume point names.
+
+This module sits above ``state``, ``shardddl`` and ``config`` (as dm_core/reset.py does), so
+none of them imports another to decide a start.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from dataclasses import dataclass, field
 from dm_core.errors import ErrorCode
 from dm_core.state import lifecycle as lc
 
-# the prefix of restart_check's refusal of a moved downstream
+# the prefix of progress_fit's refusal of a moved downstream
 MOVED = "target-database moved"
 
 
@@ -114,8 +117,8 @@ def refuse_start_time_with_shard_state(store, task) -> None:
 def refuse_shard_state_changes(store, task) -> None:
     """A start from the checkpoints with a file the kept shard DDL state does not fit (shard-mode
     switched, a table or source taken out while rows are held back for it): refused before
-    anything is stored (dm_core/shardddl/state_check.py says why)."""
-    from dm_core.shardddl.state_check import conflicts
+    anything is stored (dm_core/shardddl/state_fit.py says why)."""
+    from dm_core.shardddl.state_fit import conflicts
 
     found = conflicts(task, store)
     if found:
@@ -127,8 +130,8 @@ def refuse_shard_state_changes(store, task) -> None:
 def refuse_progress_changes(store, task, old_text: str, new_text: str, *, same_downstream: bool = False) -> None:
     """A start from recorded progress with a file that progress would be wrong under (the
     downstream moved, the shape of a part-loaded full phase changed, task-mode full then a
-    syncing mode): refused before anything is stored (dm_core/state/restart_check.py)."""
-    from dm_core.state.restart_check import refusals
+    syncing mode): refused before anything is stored (dm_core/state/progress_fit.py)."""
+    from dm_core.state.progress_fit import refusals
 
     states = store.all_source_states(task.name)
     found = refusals(old_text, new_text, states, lc.resume_point(task, states))

@@ -15,7 +15,8 @@ COLUMN a`` over a table already past it empties the column the load filled).
 
 The copy is a plain table ``_sf_probe_<connection id>`` in the target's schema (a temporary
 table cannot be partitioned on MariaDB, nor altered on TiDB), dropped at once; a leftover of a
-killed process is dropped by a probe in that schema ten minutes later. Foreign keys are not
+killed process is dropped by a dry run in that schema ten minutes later (the prefix is what
+finds leftovers in downstreams, so it stays as it is). Foreign keys are not
 copied by ``LIKE`` and are left out of the comparison, so a statement naming another table (a
 foreign key's parent, a rename, an exchange) is not tried: the caller decides by the
 statement's parts alone (replay.pending_parts).
@@ -44,7 +45,7 @@ def _definition(conn, schema: str, table: str) -> str:
 
 
 def _drop_leftovers(cur, schema: str) -> None:
-    """Drop probe tables older than a probe ever lives (a process killed mid-probe): by age, not
+    """Drop copies older than a dry run ever lives (a process killed mid-run): by age, not
     by the connection, which another user's or another TiDB instance's PROCESSLIST hides."""
     cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
                 "AND CREATE_TIME < NOW() - INTERVAL 10 MINUTE", (schema,))
@@ -68,21 +69,21 @@ def outcome(conn, sql: str, schema: str, table: str) -> tuple[str, Exception | N
         return None, None
     with conn.cursor() as cur:
         cur.execute("SELECT CONNECTION_ID()")
-        probe = f"_sf_probe_{cur.fetchone()[0]}"
+        copy = f"_sf_probe_{cur.fetchone()[0]}"
         _drop_leftovers(cur, schema)
         main = spans[0]
-        on_probe = sql[:main.start] + qt(schema, probe) + sql[main.end:]
-        cur.execute(f"DROP TABLE IF EXISTS {qt(schema, probe)}")
+        on_copy = sql[:main.start] + qt(schema, copy) + sql[main.end:]
+        cur.execute(f"DROP TABLE IF EXISTS {qt(schema, copy)}")
         try:
             try:
-                cur.execute(f"CREATE TABLE {qt(schema, probe)} LIKE {qt(schema, table)}")
+                cur.execute(f"CREATE TABLE {qt(schema, copy)} LIKE {qt(schema, table)}")
             except Exception:  # noqa: BLE001 - no copy (a privilege, a server without LIKE): not tried
                 return None, None
             try:
-                cur.execute(on_probe)
+                cur.execute(on_copy)
             except Exception as e:  # noqa: BLE001 - the caller reads the server's error number
                 return None, e
-            same = _definition(conn, schema, probe) == _definition(conn, schema, table)
+            same = _definition(conn, schema, copy) == _definition(conn, schema, table)
             return (SAME if same else CHANGES), None
         finally:
-            cur.execute(f"DROP TABLE IF EXISTS {qt(schema, probe)}")
+            cur.execute(f"DROP TABLE IF EXISTS {qt(schema, copy)}")

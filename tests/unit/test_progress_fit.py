@@ -1,10 +1,10 @@
-"""start-task's refusals of a changed task file (dm_core/state/restart_check.py), table-driven:
+"""start-task's refusals of a changed task file (dm_core/state/progress_fit.py), table-driven:
 what the old and new file say, the sources' recorded progress, and what must be named."""
 
 import pytest
 import yaml
 
-from dm_core.state.restart_check import refusals
+from dm_core.state.progress_fit import refusals
 
 BASE = {"name": "t", "task-mode": "all", "target-database": {"host": "db1", "port": 4000},
         "mysql-instances": [{"source-id": "s1", "route-rules": ["r"], "column-mapping-rules": ["c"]}],

@@ -17,7 +17,7 @@ silently wrong under a new one (the first three confirmed on the stack):
 
 Each is refused with what changed and the way out (the old file, or ``--remove-meta``).
 Pure functions of the two files' YAML and the sources' states, so the rules are testable
-without servers; ``dm_core/shardddl/state_check.py`` does the same for shard DDL state.
+without servers; ``dm_core/shardddl/state_fit.py`` does the same for shard DDL state.
 """
 
 from __future__ import annotations
