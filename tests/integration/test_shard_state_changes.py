@@ -1,16 +1,18 @@
 """A task file changed between stop-task and start-task while shard DDL state holds rows back
 (dm_core/shardddl/state_fit.py), and a source stopped under a running task.
 
-Before: a shard-mode switch or a table taken out of the block-allow list during an open
-pessimistic round lost the rows the round held back, or left the round waiting forever with the
-source "caught up"; a source taken out while a lock waited on it left the lock active for good;
-`operate-source stop` of one source paused the task's other sources with an internal error.
+Taken as they are, these changes would lose rows: a shard-mode switch or a table taken out of
+the block-allow list during an open pessimistic round would drop the rows the round holds back,
+or leave the round waiting forever with the source "caught up"; a source taken out while a lock
+waits on it would leave the lock active for good; `operate-source stop` of one source must not
+pause the task's other sources.
 
-Now: `dmctl start-task` refuses such a file (nothing stored, nothing started) naming what the
-state holds; a file changed where Airflow reads it makes the source pause at its window's start
-(50024) with nothing skipped; going back to the old file and finishing the round brings every
-held row. A table taken out while its group is idle leaves the group, so the next round does not
-wait for it. The sync runs in process as the sensors' pokes run it (shard_helpers.drive).
+What a user sees instead: `dmctl start-task` refuses such a file (nothing stored, nothing
+started) naming what the state holds; a file changed where Airflow reads it makes the source
+pause at its window's start (50024) with nothing skipped; going back to the old file and
+finishing the round brings every held row. A table taken out while its group is idle leaves
+the group, so the next round does not wait for it. The sync runs in process as the sensors'
+pokes run it (shard_helpers.drive).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Probes: a task file changed between `dmctl stop-task` and `dmctl start-task` (no --remove-meta),
+"""A task file changed between `dmctl stop-task` and `dmctl start-task` (no --remove-meta),
 outside shard DDL state (dm_core/shardddl/state_fit.py covers that).
 
 Each test plays what a restart does with the new file, as the DAGs would: the state store
 gets the new text (start-task stores it; the Spark load reads it from there), then the phase
 the restart resumes at runs (prepare / load / finish, or the sync from the checkpoints).
-Each case diverged or wedged without a word before (found by review, confirmed here): now a
-changed file the recorded progress does not fit is refused by `dmctl start-task`
+Taken as it is, each change would diverge or wedge without a word: a changed file the
+recorded progress does not fit is refused by `dmctl start-task`
 (dm_core/state/progress_fit.py), a missing target pauses the source outside the replay range
 even with `safe-mode: true`, task-mode incremental -> all resumes the sync, and task-mode
 incremental after a stopped all-mode start begins at its `meta`. The xfail is a gap DM shares.

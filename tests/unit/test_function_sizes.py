@@ -17,21 +17,13 @@ PRODUCT = ("dm_core", "plugins", "dags", "spark_jobs")
 MAX_LINES = 100
 MAX_PARAMS = 8
 
-# (file, function) → why it is allowed for now
+# file → its functions over a limit today; each file is being reworked (the binlog window's
+# decode loop; the full phase put in stage order; the Spark full job made a thin driver)
 ALLOWED = {
-    ("dm_core/binlog/window.py", "__init__"): "the binlog window is being reworked",
-    ("dm_core/binlog/window.py", "_run"): "the binlog window's decode loop is being reworked",
-    ("dm_core/binlog/window.py", "_statement"): "the binlog window is being reworked",
-    ("dm_core/full/chunk_writer.py", "insert_marker"): "the full phase is being put in stage order",
-    ("dm_core/full/chunk_writer.py", "merge"): "the full phase is being put in stage order",
-    ("dm_core/full/chunk_writer.py", "write_rows"): "the full phase is being put in stage order",
-    ("spark_jobs/full_load.py", "_rows_writer"): "the Spark full job is becoming a thin driver",
-    ("spark_jobs/full_load.py", "_write_chunk"): "the Spark full job is becoming a thin driver",
-    ("spark_jobs/full_load.py", "_arrow_writer"): "the Spark full job is becoming a thin driver",
-    ("spark_jobs/full_load.py", "_text_writer"): "the Spark full job is becoming a thin driver",
-    ("spark_jobs/full_load.py", "_text_to_staging"): "the Spark full job is becoming a thin driver",
-    ("spark_jobs/full_load.py", "_stage_chunk"): "the Spark full job is becoming a thin driver",
-    ("spark_jobs/full_load.py", "_lander"): "the Spark full job is becoming a thin driver",
+    "dm_core/binlog/window.py": ("__init__", "_run", "_statement"),
+    "dm_core/full/chunk_writer.py": ("insert_marker", "merge", "write_rows"),
+    "spark_jobs/full_load.py": ("_rows_writer", "_write_chunk", "_arrow_writer", "_text_writer", "_text_to_staging",
+                                "_stage_chunk", "_lander"),
 }
 
 
@@ -61,7 +53,7 @@ def oversized() -> dict[tuple[str, str], str]:
 
 def test_no_product_function_is_over_100_lines_or_8_parameters():
     over = oversized()
-    new = sorted(v for k, v in over.items() if k not in ALLOWED)
+    new = sorted(v for (f, fn), v in over.items() if fn not in ALLOWED.get(f, ()))
     assert not new, (f"functions over {MAX_LINES} lines or {MAX_PARAMS} parameters (split them where a reader "
                      "would name the parts; group parameters into a typed record):\n" + "\n".join(new))
 
