@@ -3,6 +3,7 @@ schema, and spark-submit of spark_jobs/full_load.py the way the full DAG runs it
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -115,3 +116,28 @@ def staging_leftovers(down, meta_schema: str, plan_ids) -> list[str]:
     names = [r[0] for r in execute(down, "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
                                          "AND table_name LIKE '\\_sf\\_stage\\_%%'", args=(meta_schema,))]
     return [n for n in names if any(n.startswith(f"_sf_stage_{p[:20]}_") for p in plan_ids)]
+
+
+@contextlib.contextmanager
+def one_table_task(stack, tag: str, rows: int):
+    """A registered, prepared task ``tag`` over one upstream table ``t`` (id, v) of ``rows``
+    rows, routed into the database ``t<tag>``: yields (task, store, that database); the task,
+    its state and both databases are dropped afterwards."""
+    from dm_core.full.phase import prepare
+    from dm_core.state import StateStore
+
+    schema, tdb, sid = tag, f"t{tag}", f"{tag}-src"
+    up, down = stack["up1"], stack["down"]
+    execute(up, f"CREATE DATABASE {schema}", f"CREATE TABLE {schema}.t (id int PRIMARY KEY, v varchar(10))",
+            f"INSERT INTO {schema}.t SELECT seq, CONCAT('v', seq) FROM {schema}.seq_1_to_{rows}")
+    text = task_yaml(tag, down, [(sid, schema)], tdb)
+    store = StateStore()
+    try:
+        task = register(store, tag, text, {sid: up})
+        prepare(task, store)
+        yield task, store, tdb
+    finally:
+        cleanup(store, tag, text)
+        store.close()
+        drop(up, schema)
+        drop(down, tdb)

@@ -4,13 +4,11 @@ applied to that job only, and a refusal for a variable the executors would need.
 
 import pytest
 
-from dm_core.full.phase import prepare
-from dm_core.state import StateStore
 from dm_core.validate.compare import compare_task, render
 from spark_jobs.job_host import EXECUTOR_ENV
 from tests import spark_host
 
-from .test_full_support import cleanup, drop, execute, register, run_load, spark_env, submit_cmd, task_yaml
+from .test_full_support import one_table_task, run_load, spark_env, submit_cmd
 
 pytestmark = pytest.mark.integration
 
@@ -38,25 +36,12 @@ def test_a_variable_the_executors_read_is_refused_and_the_host_goes_on():
 
 
 def test_a_jobs_driver_environment_is_its_own(stack, uniq):
-    schema, tdb, name, sid = f"jh{uniq}", f"jht{uniq}", f"jh{uniq}", f"jh-{uniq}"
-    up, down = stack["up1"], stack["down"]
-    execute(up, f"CREATE DATABASE {schema}", f"CREATE TABLE {schema}.t (id int PRIMARY KEY, v varchar(10))",
-            f"INSERT INTO {schema}.t SELECT seq, CONCAT('v', seq) FROM {schema}.seq_1_to_50")
-    text = task_yaml(name, down, [(sid, schema)], tdb)
-    store = StateStore()
-    try:
-        task = register(store, name, text, {sid: up})
-        prepare(task, store)
-        refused = run_load(name, env={"SHARDFLOW_WRITE_MODE": "bogus"})   # argparse: not a write mode
+    with one_table_task(stack, f"jh{uniq}", 50) as (task, store, _):
+        refused = run_load(task.name, env={"SHARDFLOW_WRITE_MODE": "bogus"})   # argparse: not a write mode
         assert refused.returncode == 2, refused.stderr[-2000:]
         assert "SHARDFLOW_WRITE_MODE='bogus' is not one of load, staging, rows" in refused.stderr, refused.stderr
-        loaded = run_load(name)   # the next job on the same host: the default write mode again
+        loaded = run_load(task.name)   # the next job on the same host: the default write mode again
         assert loaded.returncode == 0, loaded.stderr[-3000:]
         assert "write mode load" in loaded.stderr
         diffs = compare_task(task, store)
         assert diffs and all(d.equal for d in diffs), render(diffs)
-    finally:
-        cleanup(store, name, text)
-        store.close()
-        drop(up, schema)
-        drop(down, tdb)

@@ -6,12 +6,10 @@ import sys
 
 import pytest
 
-from dm_core.full.phase import prepare
-from dm_core.state import StateStore
 from dm_core.validate.compare import compare_task, render
 from tests import spark_host
 
-from .test_full_support import cleanup, drop, execute, register, spark_env, submit_cmd, task_yaml
+from .test_full_support import execute, one_table_task, spark_env, submit_cmd
 
 pytestmark = pytest.mark.integration
 
@@ -38,26 +36,13 @@ def airflow_env(monkeypatch):
 
 def _load_through_operator(stack, uniq, tag: str, capsys) -> str:
     """What the task log shows (Airflow's operators log to stdout outside a task runner)."""
-    schema, tdb, name, sid = f"op{tag}{uniq}", f"opt{tag}{uniq}", f"op{tag}{uniq}", f"op{tag}-{uniq}"
-    up, down = stack["up1"], stack["down"]
-    execute(up, f"CREATE DATABASE {schema}", f"CREATE TABLE {schema}.t (id int PRIMARY KEY, v varchar(10))",
-            f"INSERT INTO {schema}.t SELECT seq, CONCAT('v', seq) FROM {schema}.seq_1_to_80")
-    text = task_yaml(name, down, [(sid, schema)], tdb)
-    store = StateStore()
-    try:
-        task = register(store, name, text, {sid: up})
-        prepare(task, store)
-        _operator(name).execute({})
+    with one_table_task(stack, f"op{tag}{uniq}", 80) as (task, store, tdb):
+        _operator(task.name).execute({})
         shown = capsys.readouterr().out
         diffs = compare_task(task, store)
         assert diffs and all(d.equal for d in diffs), render(diffs)
-        assert execute(down, f"SELECT COUNT(*) FROM {tdb}.t")[0][0] == 80
+        assert execute(stack["down"], f"SELECT COUNT(*) FROM {tdb}.t")[0][0] == 80
         return shown
-    finally:
-        cleanup(store, name, text)
-        store.close()
-        drop(up, schema)
-        drop(down, tdb)
 
 
 def test_the_operator_loads_through_the_running_job_host(stack, uniq, airflow_env, capsys):

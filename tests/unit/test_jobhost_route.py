@@ -1,0 +1,36 @@
+"""Where a Spark job runs (dm_core/jobhost/route.py): the job host only when it can run the job
+as a spark-submit of its own would, and the task log's reason for every other case."""
+
+import pytest
+
+from dm_core.jobhost.route import choose
+
+UP = {"pid": 7, "master": "local[2]", "running": 1, "waiting": 0, "jobs": 4}
+STD = {"spark.ui.enabled": "false", "spark.pyspark.python": "/p", "spark.driver.extraJavaOptions": "-X"}
+
+CASES = [
+    # environment, master, conf, host status -> on the host?, start one?, words of the reason
+    ({}, "local[2]", STD, UP, True, False, "job host pid 7 (master local[2], 4 jobs run, 1 ahead of this one)"),
+    ({}, "local[2]", STD, None, False, False, "no job host runs"),
+    ({"SHARDFLOW_JOB_HOST": "start"}, "local[2]", STD, None, False, True, "no job host runs"),
+    ({"SHARDFLOW_JOB_HOST": "start"}, "local[2]", STD, UP, True, False, "job host pid 7"),
+    ({"SHARDFLOW_JOB_HOST": "off"}, "local[2]", STD, UP, False, False, "SHARDFLOW_JOB_HOST=off"),
+    ({"SHARDFLOW_FAULTS": "full.after_chunk_write=3"}, "local[2]", STD, UP, False, False,
+     "SHARDFLOW_FAULTS is set: the executors read it"),
+    ({}, "spark://m:7077", STD, UP, False, False, "the job host runs master local[2], the job's connection says "
+                                                  "spark://m:7077"),
+    ({}, "local[2]", {**STD, "spark.executor.memory": "4g"}, UP, False, False,
+     "Spark conf of its own (spark.executor.memory)"),
+]
+
+
+@pytest.mark.parametrize("environ, master, conf, status, host, start, why", CASES)
+def test_route(environ, master, conf, status, host, start, why):
+    got = choose(master=master, conf=conf, environ=environ, status=status)
+    assert (got.host, got.start_host) == (host, start)
+    assert why in got.why
+
+
+def test_an_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="SHARDFLOW_JOB_HOST='sometimes' is not one of use, start, off"):
+        choose(master="local[2]", conf={}, environ={"SHARDFLOW_JOB_HOST": "sometimes"}, status=UP)
