@@ -56,7 +56,8 @@ def _serve_requests(spark, path: str, slot: threading.Lock) -> None:
                 answer = run_job(JOBS, spark, request, text, out)
             with open(request["answer"], "w") as f:
                 json.dump({**answer, "log": text.getvalue(), "out": out.getvalue()}, f)
-            print(f"{DONE_MARK} {request['answer']}", flush=True)
+            # the process's own stdout: a socket job running now has sys.stdout redirected to its client
+            print(f"{DONE_MARK} {request['answer']}", file=sys.__stdout__, flush=True)
 
 
 def _watch_jvm(sc, server) -> None:
