@@ -3,7 +3,8 @@ Airflow UI renders it; it is plain data, so anything else can too).
 
 Per task: status, phase (from the latest DAG runs), per-source stage, checkpoint, lag,
 rows/s and their recent history (the sensors record each window), full-phase tables and
-chunks loaded, the error of a paused source, shard DDL locks with who is waited for, the last
+chunks loaded, the error of a paused source, a source whose sensor waits for an Airflow worker
+slot (dm_core/slot_wait.py decides it, as for query-status), shard DDL locks with who is waited for, the last
 validation, and the *actions*
 a user may take. An action is "trigger DAG X with conf Y": the page renders each as a
 button, so new operations are new entries of :func:`actions`, not new page code.
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from dm_core.state.lifecycle import dag_id
+from dm_core.slot_wait import slot_wait
+from dm_core.state.lifecycle import dag_id, sensor_task_id
 
 SYNCED_LAG_SECONDS = 10.0   # a syncing source this close to its upstream counts as synced
 LOCKS_SHOWN = 20            # active shard DDL locks listed (with an Unlock button each), the worst first
@@ -59,7 +61,7 @@ def phase(status: str, runs: dict, sources: list[dict]) -> str:
 
 
 def synced(sources: list[dict]) -> bool:
-    return bool(sources) and all(s["stage"] == "sync" and s["lag_seconds"] is not None
+    return bool(sources) and all(s["stage"] == "sync" and s["lag_seconds"] is not None and not s.get("slot_wait")
                                  and s["lag_seconds"] <= SYNCED_LAG_SECONDS for s in sources)
 
 
@@ -105,8 +107,9 @@ def actions(name: str, shard_mode: str | None, locks: list[dict], status: str = 
     return out
 
 
-def _source(s: dict) -> dict:
+def _source(s: dict, sensors: dict, now) -> dict:
     return {"source": s["source_id"], "stage": s["stage"],
+            "slot_wait": slot_wait(sensors.get(sensor_task_id(s["source_id"])), now),
             "checkpoint": f"({s['binlog_file']}, {s['binlog_pos']})" if s.get("binlog_file") else None,
             "lag_seconds": s.get("lag_seconds"), "rows_per_second": s.get("rows_per_second"),
             "applied_rows": s.get("applied_rows"), "error": s.get("error"), "error_statement": s.get("error_stmt"),
@@ -114,11 +117,12 @@ def _source(s: dict) -> dict:
 
 
 def by_urgency(sources: list[dict]) -> list[dict]:
-    """Sources as a person reads them on a fleet: paused or failed first, then the ones most
-    behind (greatest lag; none measured yet after those), then by name."""
+    """Sources as a person reads them on a fleet: paused or failed first, then those waiting for a
+    worker slot (they sync nothing, so their lag is not measured), then the ones most behind
+    (greatest lag; none measured yet after those), then by name."""
     def key(s: dict):
         lag = s.get("lag_seconds")
-        return (s["stage"] not in ("paused", "error"), lag is None, -(lag or 0.0), s["source"])
+        return (s["stage"] not in ("paused", "error"), not s.get("slot_wait"), lag is None, -(lag or 0.0), s["source"])
 
     return sorted(sources, key=key)
 
@@ -156,8 +160,10 @@ def _validation(store, name: str) -> dict | None:
                         "pending": [asdict(d) for d in t.pending[:20]]} for t in shown]}
 
 
-def task_overview(store, name: str, runs: dict) -> dict:
-    """Everything the page shows for one task. ``runs``: DAG kind → state of its newest run.
+def task_overview(store, name: str, runs: dict, sensors: dict | None = None, now=None) -> dict:
+    """Everything the page shows for one task. ``runs``: DAG kind → state of its newest run;
+    ``sensors``: task id → task instance (Airflow's REST API) of the sensors of its running
+    incremental run that are scheduled or queued; ``now``: the time their wait is measured to.
     Its cost does not grow with the task's tables: per-table state is counted in the store,
     and only the first ``*_SHOWN`` locks and tables, the worst first, are listed."""
     from dm_core.config.task import parse_task
@@ -170,14 +176,15 @@ def task_overview(store, name: str, runs: dict) -> dict:
         mode, shard_mode, error = task.task_mode, task.shard_mode, None
     except Exception as e:  # e.g. an env var the page's process lacks: still show the state
         mode, shard_mode, error = "?", None, f"task file does not load here: {str(e).splitlines()[0]}"
-    sources = by_urgency([_source(s) for s in store.all_source_states(name)])
+    sources = by_urgency([_source(s, sensors or {}, now) for s in store.all_source_states(name)])
     all_locks = sorted((coordinator.summary(lk) for lk in coordinator.list_locks(store, name, active_only=True)),
                        key=_lock_urgency)
     locks = all_locks[:LOCKS_SHOWN]
     last = _validation(store, name)
     return {"task": name, "status": status, "task_mode": mode, "shard_mode": shard_mode, "config_error": error,
             "phase": phase(status, runs, sources), "synced": synced(sources), "runs": runs,
-            "sources": sources, "stages": counts(s["stage"] for s in sources), "full": full_progress(store, name),
+            "sources": sources, "stages": counts(s["stage"] for s in sources),
+            "slot_waits": sum(1 for s in sources if s["slot_wait"]), "full": full_progress(store, name),
             "windows": store.windows(name), "locks": locks, "lock_counts": counts(lk["status"] for lk in all_locks),
             "locks_not_shown": len(all_locks) - len(locks), "validation": last,
             "validation_running": running_validation(store, name),

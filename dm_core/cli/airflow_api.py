@@ -135,6 +135,12 @@ class AirflowAPI:
         out = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances?limit=100") or {}
         return out.get("task_instances", [])
 
+    def task_instances_of(self, dag_ids: list[str], states: list[str], limit: int = 1000) -> list[dict]:
+        """Task instances of several DAGs' runs in ``states`` (one call)."""
+        out = self._call("POST", "/api/v2/dags/~/dagRuns/~/taskInstances/list",
+                         {"dag_ids": dag_ids, "state": states, "page_limit": limit}) or {}
+        return out.get("task_instances", [])
+
     def end_task(self, dag_id: str, run_id: str, task_id: str, state: str, note: str) -> None:
         """Set one task instance to ``state`` (success | failed | skipped); a running one is killed.
         One that finished meanwhile (Airflow answers 409 "already in ... state": a sensor that saw

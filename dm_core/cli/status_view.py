@@ -11,14 +11,11 @@ task is active in Airflow). The message always says what happens next, so a sour
 from __future__ import annotations
 
 import datetime
-import os
 
+from dm_core.slot_wait import slot_wait
 from dm_core.state import lifecycle as lc
 
 _ACTIVE = ("queued", "running")
-# a sensor scheduled or queued in Airflow for longer than this, while its task runs, waits for a
-# worker slot: every syncing source holds one slot for as long as it syncs (docs/operations.md, Sizing)
-SLOT_WAIT_S = float(os.environ.get("SHARDFLOW_SLOT_WAIT_S") or 30)
 
 
 def airflow_view(api, name: str, generation: int | None) -> dict:
@@ -161,28 +158,7 @@ def _sensor(name: str, st: dict, view: dict) -> tuple[str, str]:
 
 
 def _slot_wait(ti: dict, state: str, now: datetime.datetime | None = None) -> str:
-    """What a source whose sensor is scheduled or queued in Airflow waits for: after
-    ``SLOT_WAIT_S``, a worker slot (scheduled: the scheduler has none to give it -- parallelism,
-    the pool, the DAG's cap; queued: no Celery worker takes it -- every slot is busy, or no
-    worker runs)."""
-    since = _when(ti.get("queued_when") if state == "queued" else ti.get("scheduled_when"))
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    waited = (now - since).total_seconds() if since else None
-    if waited is None or waited < SLOT_WAIT_S:
-        return f"its sensor is {state} in Airflow: it starts syncing when a worker takes it"
-    where = ("the scheduler has no slot to give it (AIRFLOW__CORE__PARALLELISM, the pool "
-             f"{ti.get('pool') or 'default_pool'})" if state == "scheduled" else
-             f"no worker takes it from queue {ti.get('queue') or 'default'} (every slot busy, or no worker runs)")
-    return (f"waiting for a worker slot: its sensor has been {state} in Airflow for {waited:.0f}s while the task "
-            f"runs; {where}. Each syncing source holds one slot for as long as it syncs: add slots or a worker "
-            f"(docs/operations.md, Sizing)")
-
-
-def _when(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    try:
-        t = datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)
+    """What a source whose sensor is scheduled or queued in Airflow waits for (dm_core/slot_wait.py
+    decides whether that is a worker slot)."""
+    return (slot_wait({**ti, "state": state}, now)
+            or f"its sensor is {state} in Airflow: it starts syncing when a worker takes it")

@@ -105,3 +105,42 @@ def test_a_small_task_still_lists_everything(stack):
     assert [s["source"] for s in ov["sources"]] == sorted(small.sources, key=lambda s: -small.lag[s])
     assert ov["validation"]["not_shown"] == 0 and len(ov["validation"]["tables"]) == 1
     assert "more tables not listed" not in html and "more active locks" not in html
+
+
+def test_a_source_whose_sensor_gets_no_worker_slot_says_so(stack, fleet):
+    """A sensor queued (or scheduled) in Airflow past SHARDFLOW_SLOT_WAIT_S is shown "waiting
+    for a worker slot", with the message query-status gives, right after the paused source; one
+    queued a moment ago is only starting and is not named."""
+    import datetime
+
+    from dm_core.cli.status_view import _slot_wait
+    from dm_core.overview import task_overview
+    from dm_core.slot_wait import SLOT_WAIT_S
+    from dm_core.state.lifecycle import sensor_task_id
+    from shardflow_airflow.ui.migrations_app import render_page
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ago = (now - datetime.timedelta(seconds=SLOT_WAIT_S + 90)).isoformat()
+    least, second = sorted(fleet.lag, key=lambda s: fleet.lag[s])[:2]     # the two least behind
+    starting = sorted(fleet.lag, key=lambda s: fleet.lag[s])[2]
+    sensors = {sensor_task_id(least): {"task_id": sensor_task_id(least), "state": "queued", "queued_when": ago,
+                                       "queue": "default"},
+               sensor_task_id(second): {"task_id": sensor_task_id(second), "state": "scheduled", "scheduled_when": ago,
+                                      "pool": "default_pool"},
+               sensor_task_id(starting): {"task_id": sensor_task_id(starting), "state": "queued",
+                                          "queued_when": now.isoformat()}}
+    with StateStore(stack["state_dsn"]) as store:
+        ov = task_overview(store, NAME, {"precheck": "success", "full": "success", "incremental": "running"},
+                           sensors, now=now)
+    html = render_page([ov], "admin")
+    listed = [s["source"] for s in ov["sources"]]
+    assert listed[:3] == [fleet.paused, second, least]          # waiting for a slot: right after the paused one
+    by = {s["source"]: s for s in ov["sources"]}
+    assert by[least]["slot_wait"] == _slot_wait(sensors[sensor_task_id(least)], "queued", now=now)
+    assert "waiting for a worker slot" in by[least]["slot_wait"] and "queue default" in by[least]["slot_wait"]
+    assert "default_pool" in by[second]["slot_wait"]
+    assert by[starting]["slot_wait"] is None and ov["slot_waits"] == 2 and not ov["synced"]
+    assert re.findall(r'<tr class="source" data-source="([^"]+)"', html)[:3] == listed[:3]
+    row = html.split(f'data-source="{least}"', 1)[1].split('<tr class="source"', 1)[0]
+    assert "waiting for a worker slot" in row and "queued in Airflow for" in _text(row)
+    assert "2 waiting for a worker slot" in _text(html)

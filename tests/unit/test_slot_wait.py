@@ -7,7 +7,7 @@ import datetime
 
 import pytest
 
-from dm_core.cli import status_view
+from dm_core import slot_wait
 from dm_core.cli.status_view import _slot_wait, describe
 
 NOW = datetime.datetime(2024, 1, 1, 0, 10, tzinfo=datetime.timezone.utc)
@@ -34,7 +34,7 @@ def test_slot_wait(ti, state, words, absent):
 
 def test_query_status_says_waiting_for_a_worker_slot():
     long_ago = (datetime.datetime.now(datetime.timezone.utc)
-                - datetime.timedelta(seconds=status_view.SLOT_WAIT_S + 60)).isoformat()
+                - datetime.timedelta(seconds=slot_wait.SLOT_WAIT_S + 60)).isoformat()
     view = {"phases": {}, "active": {"incremental": [RUN]}, "waiting": [], "sensor_run": "r2",
             "sensors": {"sync_s1": {"task_id": "sync_s1", "state": "queued", "queued_when": long_ago}}}
     info = {"status": "running", "generation": 3}

@@ -11,8 +11,9 @@ access; an action is carried out by calling Airflow's REST API *with the user's 
 so Airflow decides whether this user may trigger that DAG, and only actions the page itself
 offers for the task (dm_core/overview.py) are accepted.
 
-Data: the state store (dm_core/overview.py) and the newest run of each of the task's DAGs
-from Airflow's REST API. No password is read or shown.
+Data: the state store (dm_core/overview.py), the newest run of each of the task's DAGs and the
+sensors waiting to be run (a source waiting for a worker slot) from Airflow's REST API. No
+password is read or shown.
 
 /metrics is for Prometheus, which cannot log in to Airflow: open, as DM's /metrics are, unless
 SHARDFLOW_METRICS_TOKEN is set; then it needs ``Authorization: Bearer <that token>``. It
@@ -63,6 +64,22 @@ def _runs(api, names: list[str]) -> dict[str, dict]:
     return out
 
 
+def _sensors(api, names: list[str], runs: dict[str, dict]) -> dict[str, dict]:
+    """task → {task id → task instance} of the sensors waiting (scheduled or queued) in its
+    running incremental run, in one call; dm_core/slot_wait.py decides which wait for a slot."""
+    from dm_core.slot_wait import WAITING_STATES
+    from dm_core.state.lifecycle import dag_id
+
+    ids = {dag_id(n, "incremental"): n for n in names if runs[n].get("incremental") == "running"}
+    out: dict[str, dict] = {n: {} for n in names}
+    if ids:
+        for ti in api.task_instances_of(list(ids), list(WAITING_STATES)):
+            n = ids.get(ti.get("dag_id"))
+            if n is not None:
+                out[n][ti.get("task_id")] = ti
+    return out
+
+
 def overview(request, token: str) -> list[dict]:
     from dm_core.overview import task_overview
     from dm_core.state import lifecycle
@@ -75,7 +92,8 @@ def overview(request, token: str) -> list[dict]:
         names = [n for n, _ in store.list_tasks()
                  if lifecycle.dag_id(n, "precheck") in known or lifecycle.dag_id(n, "validate") in known]
         runs = _runs(api, names)
-        return [task_overview(store, n, runs[n]) for n in names]
+        sensors = _sensors(api, names, runs)
+        return [task_overview(store, n, runs[n], sensors[n]) for n in names]
 
 
 def sparkline(points: list[float | None], width: int = 220, height: int = 40) -> str:
