@@ -116,13 +116,15 @@ def prepare(task, store, tables, target_ep) -> Prepared:
                     adoptable.append((st, ep, n, plan_id))
             marked = chunk_writer.marked_chunks_of(down, task.meta_schema, [a[3] for a in adoptable])
             by = binlog_end(task, candidates[0][1]) if any(0 in marked.get(a[3], {}) for a in adoptable) else None
+            adopted = []
             for st, ep, n, plan_id in adoptable:
                 if 0 in marked.get(plan_id, {}):
-                    store.mark_chunk_done(task.name, st.source_id, st.schema, st.table, 0, marked[plan_id][0],
-                                          read_by=by)
+                    adopted.append((st.schema, st.table, 0, marked[plan_id][0]))
                     out.done.append(TableResult(st.name, plan_id=plan_id, chunks=1, adopted=[0]))
                 else:
                     out.todo.append((st, ep, n, plan_id))
+            if adopted:   # a batch committed downstream but not recorded: its tables in one transaction
+                store.mark_chunks_done(task.name, candidates[0][0].source_id, adopted, read_by=by)
     finally:
         down.close()
         for c in ups.values():

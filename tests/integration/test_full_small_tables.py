@@ -87,6 +87,10 @@ def test_killed_mid_pass_then_rerun_copies_only_the_rest(fleet, tmp_path):
     small = [t for n, t in rep["tables"].items() if not n.endswith(".big")]
     assert sum(len(t["adopted"]) for t in small) == SMALL, "the batch committed what the driver had not recorded"
     assert all(len(t["skipped"]) + len(t["adopted"]) + len(t["loaded"]) == 1 for t in small), small
+    sid = next(iter(rep["tables"])).split(":", 1)[0]
+    recorded = store.chunk_read_bys(task.name, sid)     # what a third run skips
+    names = [n.split(":", 1)[1].split(".", 1) for n in rep["tables"] if not n.endswith(".big")]
+    assert len(names) == SMALL and all(len(recorded[s, t]) == 1 for s, t in names), recorded
     _equal(task, store)
 
 
