@@ -295,26 +295,22 @@ def run_mydumper(stack: Stack, rows: int, nbytes: int) -> dict:
 
 
 # ---- baseline B: INTO OUTFILE + LOAD DATA INFILE ------------------------------------------------
-def run_outfile(stack: Stack, rows: int, nbytes: int) -> dict:
-    shards = layout(stack, rows)
-    _reset_downstream(stack)
-    wd = work_dir() / "outfile"
+def _server_copy(stack: Stack, shards: list[Shard], name: str, create: list[str], copy) -> tuple[float, int, ServerCPU]:
+    """The raw limits' frame: the ``create`` statements downstream, then ``copy(shard, path, up
+    cursor, down cursor)`` for every shard, THREADS at a time, with ``path`` in a fresh directory
+    the servers share (INTO OUTFILE writes there, LOAD DATA INFILE reads). Returns (seconds,
+    bytes of the files, the servers' CPU)."""
+    wd = work_dir() / name
     shutil.rmtree(wd, ignore_errors=True)
     wd.mkdir()
     os.chmod(wd, 0o777)  # the servers write and read here
 
-    def copy(sh: Shard) -> None:
-        path = escape_string(str(wd / f"{sh.source_id}.{sh.schema}.{sh.table}.tsv"))
-        t = qt(sh.schema, sh.table)
-        up = connect(sh.ep)
-        down = connect(stack.down)
+    def one(sh: Shard) -> None:
+        up, down = connect(sh.ep), connect(stack.down)
         try:
             with up.cursor() as ucur, down.cursor() as dcur:
-                ucur.execute(f"SHOW CREATE TABLE {t}")
-                dcur.execute(f"USE {bench_schema(sh.schema)}")
-                dcur.execute(ucur.fetchone()[1])
-                ucur.execute(f"SELECT * INTO OUTFILE '{path}' CHARACTER SET utf8mb4 FROM {t}")
-                dcur.execute(f"LOAD DATA INFILE '{path}' INTO TABLE {t} CHARACTER SET utf8mb4")
+                copy(sh, escape_string(str(wd / f"{sh.source_id}.{sh.schema}.{sh.table}.tsv")), ucur, dcur)
+            down.commit()
         finally:
             up.close()
             down.close()
@@ -322,13 +318,30 @@ def run_outfile(stack: Stack, rows: int, nbytes: int) -> dict:
     try:
         with _servers(stack) as servers:
             t0 = time.monotonic()
-            execute(stack.down, *[f"CREATE DATABASE {bench_schema(s)}" for s in sorted({sh.schema for sh in shards})])
+            execute(stack.down, *create)
             with ThreadPoolExecutor(max_workers=THREADS) as ex:
-                list(ex.map(copy, shards))
+                list(ex.map(one, shards))
             seconds = time.monotonic() - t0
-        file_bytes = sum(f.stat().st_size for f in wd.iterdir())
+        return seconds, sum(f.stat().st_size for f in wd.iterdir()), servers
     finally:
         shutil.rmtree(wd, ignore_errors=True)
+
+
+def run_outfile(stack: Stack, rows: int, nbytes: int) -> dict:
+    shards = layout(stack, rows)
+    _reset_downstream(stack)
+
+    def copy(sh: Shard, path: str, ucur, dcur) -> None:
+        t = qt(sh.schema, sh.table)
+        ucur.execute(f"SHOW CREATE TABLE {t}")
+        dcur.execute(f"USE {bench_schema(sh.schema)}")
+        dcur.execute(ucur.fetchone()[1])
+        ucur.execute(f"SELECT * INTO OUTFILE '{path}' CHARACTER SET utf8mb4 FROM {t}")
+        dcur.execute(f"LOAD DATA INFILE '{path}' INTO TABLE {t} CHARACTER SET utf8mb4")
+
+    seconds, file_bytes, servers = _server_copy(
+        stack, shards, "outfile", [f"CREATE DATABASE {bench_schema(s)}" for s in sorted({sh.schema for sh in shards})],
+        copy)
     got = _downstream_rows(stack, shards)
     return figures(got, nbytes, seconds, None, file_bytes=file_bytes, cpu_seconds=_cpu(servers),
                    rows_ok=_check_rows("INTO OUTFILE + LOAD DATA", got, rows),
@@ -349,44 +362,24 @@ def run_raw_merge(stack: Stack, rows: int, nbytes: int, one_table: bool = False)
 
     shards = layout(stack, rows, one_table)
     _reset_downstream(stack)
-    wd = work_dir() / "raw-merge"
-    shutil.rmtree(wd, ignore_errors=True)
-    wd.mkdir()
-    os.chmod(wd, 0o777)  # the servers write and read here
     target = qt(TARGET_DB, "t")
     instance = {sid: i for i, (sid, _) in enumerate(SOURCES, 1)}
     turns = threading.Semaphore(MERGE_STREAMS)
     waited = []
 
-    def copy(sh: Shard) -> None:
-        path = escape_string(str(wd / f"{sh.source_id}.{sh.schema}.{sh.table}.tsv"))
+    def copy(sh: Shard, path: str, ucur, dcur) -> None:
         high = partition_or_value([str(instance[sh.source_id]), PREFIX + "_", "t_"], sh.schema, sh.table)
-        up = connect(sh.ep)
-        down = connect(stack.down)
-        try:
-            with up.cursor() as ucur, down.cursor() as dcur:
-                ucur.execute(f"SELECT id | {int(high)}, k, name, amount, created_at, note INTO OUTFILE '{path}' "
-                             f"CHARACTER SET utf8mb4 FROM {qt(sh.schema, sh.table)}")
-                t = time.monotonic()
-                with turns:
-                    waited.append(time.monotonic() - t)
-                    dcur.execute(f"LOAD DATA INFILE '{path}' INTO TABLE {target} CHARACTER SET utf8mb4")
-                    down.commit()
-        finally:
-            up.close()
-            down.close()
+        ucur.execute(f"SELECT id | {int(high)}, k, name, amount, created_at, note INTO OUTFILE '{path}' "
+                     f"CHARACTER SET utf8mb4 FROM {qt(sh.schema, sh.table)}")
+        t = time.monotonic()
+        with turns:
+            waited.append(time.monotonic() - t)
+            dcur.execute(f"LOAD DATA INFILE '{path}' INTO TABLE {target} CHARACTER SET utf8mb4")
 
-    try:
-        with _servers(stack) as servers:
-            t0 = time.monotonic()
-            execute(stack.down, f"CREATE DATABASE {bench_schema(TARGET_DB)}",
-                    _DDL.format(t=target).replace("id int NOT NULL AUTO_INCREMENT", "id bigint NOT NULL AUTO_INCREMENT"))
-            with ThreadPoolExecutor(max_workers=THREADS) as ex:
-                list(ex.map(copy, shards))
-            seconds = time.monotonic() - t0
-        file_bytes = sum(f.stat().st_size for f in wd.iterdir())
-    finally:
-        shutil.rmtree(wd, ignore_errors=True)
+    seconds, file_bytes, servers = _server_copy(
+        stack, shards, "raw-merge",
+        [f"CREATE DATABASE {bench_schema(TARGET_DB)}",
+         _DDL.format(t=target).replace("id int NOT NULL AUTO_INCREMENT", "id bigint NOT NULL AUTO_INCREMENT")], copy)
     got = query(stack.down, f"SELECT COUNT(*) FROM {target}")[0][0]
     return figures(got, nbytes, seconds, None, file_bytes=file_bytes, cpu_seconds=_cpu(servers),
                    load_wait_seconds=round(sum(waited), 1), rows_ok=_check_rows("raw merge", got, rows),

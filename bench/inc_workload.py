@@ -279,7 +279,7 @@ def binlog_bytes(up: Endpoint, start: Position, end: Position) -> int | None:
     if start.file == end.file:
         return end.pos - start.pos
     sizes = {r[0]: int(r[1]) for r in query(up, "SHOW BINARY LOGS")}
-    files = sorted((f for f in sizes if start.key() <= Position(f, 0).key() <= end.key()),
+    files = sorted((f for f in sizes if Position(start.file, 0).key() <= Position(f, 0).key() <= end.key()),
                    key=lambda f: Position(f, 0).key())
     if not files or files[0] != start.file:
         return None
