@@ -5,7 +5,7 @@ Protocol for one chunk (chunk_id of plan plan_id; every step is safe to redo):
 1. ``stage``: drop any leftover staging table of this chunk, create it in the task's meta
    schema downstream (``dm_meta``) with the target's column types and no keys, and let
    Spark's JDBC writer fill it (rewriteBatchedStatements; rows never leave the JVM: measured
-   1.6x the pymysql executemany path at 500k rows, 1.7x at 2M, see spark_jobs/full_load.py).
+   1.6x the pymysql executemany path at 500k rows, 1.7x at 2M).
 2. ``merge``: one downstream transaction: ``REPLACE | INSERT IGNORE | INSERT INTO target
    SELECT ... FROM staging`` (loaders.on-duplicate-logical) plus a marker row
    ``(plan_id, chunk_id, rows)`` in ``{meta}.shardflow_full_chunk``. Commit.
@@ -24,13 +24,14 @@ Staging tables of a job that died and is never rerun stay in the meta schema (na
 ``_sf_stage_<plan>_<chunk>``); a rerun drops and refills them.
 
 The same marker protocol serves the row path (:func:`write_rows`, pymysql executemany
-from Spark executors), kept for measurement and for targets where staging is not wanted.
+from Spark executors, write.rows_writer), kept for measurement and for targets where staging is not wanted.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 
 from dm_core.classify import errno_of
 from dm_core.db import as_str, ensure_table, qi, qt
@@ -230,34 +231,51 @@ def marker_sql(meta_schema: str, *, snapshot: bool = False) -> str:
             "VALUES (%s, %s, %s, %s, %s, %s)")
 
 
-def insert_marker(cur, meta_schema: str, plan_id: str, chunk_id: int, task: str, source_id: str, table_name: str,
-                  rows: int, snapshot: dict | None = None) -> None:
+@dataclass(frozen=True)
+class Mark:
+    """Which chunk a marker row names: the plan and chunk, the task, the source and its
+    upstream ``schema.table``."""
+
+    plan_id: str
+    chunk_id: int
+    task: str
+    source_id: str
+    table_name: str
+
+
+def mark_of(job) -> Mark:
+    """The marker of a chunk's write (write.ChunkJob)."""
+    st = job.st
+    return Mark(job.plan_id, job.chunk_id, job.task_name, st.source_id, f"{st.schema}.{st.table}")
+
+
+def insert_marker(cur, meta_schema: str, mark: Mark, rows: int, snapshot: dict | None = None) -> None:
     """The chunk's marker row on ``cur`` (in the chunk's transaction); ``snapshot``: the read's
     binlog position (``{"file", "pos"}``, empty when it has none: snapshot_read.py), or None
     when the read records none."""
-    args = (plan_id, chunk_id, task, source_id, table_name, rows)
+    args = (mark.plan_id, mark.chunk_id, mark.task, mark.source_id, mark.table_name, rows)
     if snapshot is not None:
         args += (snapshot.get("file"), snapshot.get("pos"))
     cur.execute(marker_sql(meta_schema, snapshot=snapshot is not None), args)
 
 
-def merge(conn, meta_schema: str, staging: str, st, columns: list[str], sql_verb: str, plan_id: str,
-          chunk_id: int, task: str, *, attempts: int = 3, snapshot: dict | None = None) -> int:
-    """Step 2: staging → target and the marker, one transaction. Returns the chunk's rows.
-    ``snapshot``: the binlog position the chunk was read at, for the marker (``insert_marker``).
-    ``conn`` must have autocommit off. Tables of several shards merge into one target at the
-    same time, so REPLACE may deadlock (1213) or time out on a lock (1205): the server rolled
-    the whole transaction back, so it is simply run again."""
-    cols = ", ".join(qi(c) for c in columns)
+def merge(conn, job, staging: str, *, attempts: int = 3, snapshot: dict | None = None) -> int:
+    """Step 2: staging → target and the marker, one transaction, for the chunk of ``job``
+    (write.ChunkJob). Returns the chunk's rows. ``snapshot``: the binlog position the chunk
+    was read at, for the marker (``insert_marker``). ``conn`` must have autocommit off. Tables
+    of several shards merge into one target at the same time, so REPLACE may deadlock (1213)
+    or time out on a lock (1205): the server rolled the whole transaction back, so it is
+    simply run again."""
+    meta_schema, st = job.meta, job.st
+    cols = ", ".join(qi(c) for c in job.columns)
     for attempt in range(1, attempts + 1):
         try:
             with conn.cursor() as cur:
                 cur.execute(f"SELECT COUNT(*) FROM {qt(meta_schema, staging)}")
                 n = int(cur.fetchone()[0])
-                cur.execute(f"{sql_verb} INTO {qt(st.target_schema, st.target_table)} ({cols}) "
+                cur.execute(f"{job.verb} INTO {qt(st.target_schema, st.target_table)} ({cols}) "
                             f"SELECT {cols} FROM {qt(meta_schema, staging)}")
-                insert_marker(cur, meta_schema, plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n,
-                              snapshot)
+                insert_marker(cur, meta_schema, mark_of(job), n, snapshot)
             conn.commit()
             return n
         except BaseException as e:
@@ -268,25 +286,25 @@ def merge(conn, meta_schema: str, staging: str, st, columns: list[str], sql_verb
     raise AssertionError("unreachable")
 
 
-def write_rows(conn, meta_schema: str, st, columns: list[str], sql_verb: str, plan_id: str, chunk_id: int,
-               task: str, rows, batch: int) -> int:
-    """The row path: executemany in batches of ``batch`` rows, marker, one transaction."""
-    sql = (f"{sql_verb} INTO {qt(st.target_schema, st.target_table)} ({', '.join(qi(c) for c in columns)}) "
-           f"VALUES ({', '.join(['%s'] * len(columns))})")
+def write_rows(conn, job, rows) -> int:
+    """The row path: executemany in batches of ``job.batch`` rows, marker, one transaction."""
+    st = job.st
+    sql = (f"{job.verb} INTO {qt(st.target_schema, st.target_table)} ({', '.join(qi(c) for c in job.columns)}) "
+           f"VALUES ({', '.join(['%s'] * len(job.columns))})")
     n = 0
     try:
         with conn.cursor() as cur:
             buf = []
             for r in rows:
                 buf.append(tuple(bytes(v) if isinstance(v, bytearray) else v for v in r))
-                if len(buf) >= batch:
+                if len(buf) >= job.batch:
                     cur.executemany(sql, buf)
                     n += len(buf)
                     buf = []
             if buf:
                 cur.executemany(sql, buf)
                 n += len(buf)
-            insert_marker(cur, meta_schema, plan_id, chunk_id, task, st.source_id, f"{st.schema}.{st.table}", n)
+            insert_marker(cur, job.meta, mark_of(job), n)
         conn.commit()
     except BaseException:
         conn.rollback()

@@ -5,8 +5,8 @@ Why: the staging path (chunk_writer.py) writes every row twice downstream (the s
 table, then ``INSERT ... SELECT``); ``LOAD DATA`` is the cheapest way a MySQL-protocol
 server takes rows (one statement, the server parses plain text) and writes each row once.
 
-Protocol for one chunk, on a Spark executor (spark_jobs/full_load.py hands the chunk's Arrow
-batches over with ``mapInArrow``):
+Protocol for one chunk, on a Spark executor (write.py hands over the chunk's lines, or its
+Arrow batches from ``mapInArrow``):
 
 1. open a downstream connection with autocommit off and ``local_infile`` on;
 2. a named pipe in a private temporary directory; a thread runs ``LOAD DATA LOCAL INFILE
@@ -36,7 +36,7 @@ Restart at any point: before 3 commits nothing of the chunk is in the target (In
 LOAD DATA is transactional; a killed connection rolls it back), after it the marker is
 there and the rerun adopts the chunk (loader.py). So keyless tables stay exactly-once.
 A server that commits LOAD DATA in pieces of its own (TiDB before 7.x split it into
-20k-row transactions) loses that for keyless tables: spark_jobs/full_load.py keeps such
+20k-row transactions) loses that for keyless tables: land.py keeps such
 tables on the staging path; keyed tables stay exact through REPLACE (a replayed row is
 replaced by itself) and safe-mode replay after the high watermark.
 

@@ -1,8 +1,7 @@
 """Driver-side bookkeeping of one table's full load: plan → skip → adopt → land → record.
 
-The Spark specifics (how a chunk's rows reach the target) come in as ``land(plan_id, chunk) -> rows``
-from spark_jobs/full_load.py, so this module stays free of pyspark and its rules read in
-one place:
+How a chunk's rows reach the target comes in as ``land(plan_id, chunk) -> rows`` (land.Lander),
+so this module stays free of Spark and its rules read in one place:
 
 1. plan: the persisted chunk plan (plan_store.py), computed on the first run only;
 2. skip: chunks recorded in the state store (``full_chunk``) are done;

@@ -3,7 +3,7 @@
 Why: a chunk lands in one transaction with its marker (chunk_writer.py), so a chunk cut off by a
 lost connection left nothing behind, and loading it again is safe -- unless the connection went
 while the COMMIT was under way and the server committed it unheard: then its marker is there,
-and the chunk counts as landed instead of being loaded again (full_load's ``land``). A restarted downstream (a
+and the chunk counts as landed instead of being loaded again (land.Lander). A restarted downstream (a
 TiDB rolling restart, a failover, a killed process) used to fail the whole full phase, which
 then waited for someone to run `dmctl start-task`; DM's loader retries such errors itself.
 

@@ -252,8 +252,8 @@ def _copy(specs, target_ep: Endpoint):
                 def marker(rows):
                     faults.hit("full.before_chunk_merge")
                     with conn.cursor() as c:
-                        chunk_writer.insert_marker(c, s.meta, s.plan_id, 0, s.task, s.source_id,
-                                                   f"{s.schema}.{s.table}", rows, snap)
+                        chunk_writer.insert_marker(c, s.meta, chunk_writer.Mark(s.plan_id, 0, s.task, s.source_id,
+                                                                                 f"{s.schema}.{s.table}"), rows, snap)
 
                 stats = load_data.load_chunk(conn, s.sql, text_rows.read_lines(ups[key], s.query, snap), marker,
                                              encoder=text_rows.as_text,

@@ -45,7 +45,7 @@ def spark():
 def _spark_map(spark, rule, typ, values):
     from pyspark.sql import functions as F
 
-    from spark_jobs.full_load import qcol
+    from dm_core.full.jdbc_read import qcol
 
     t = ColumnMapper([rule]).plan("s_2", "t_3", ["id"]).transforms[0]
     df = spark.createDataFrame([(v,) for v in values], f"id {typ}")

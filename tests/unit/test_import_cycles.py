@@ -138,7 +138,7 @@ def test_the_graph_sees_lazy_and_relative_imports():
     graph = import_graph()
     assert "dm_core.cli.dmctl" in graph and "shardflow_airflow.sensors" in graph and "shardflow_dags" in graph
     assert "dm_core.reset" in graph["dm_core.cli.lifecycle"]          # an import inside a function
-    assert "dm_core.faults" in graph["spark_jobs.full_load"]            # ``from dm_core import faults``
+    assert "dm_core.faults" in graph["dm_core.full.loader"]             # ``from dm_core import faults``
     assert "shardflow_airflow.factory" in graph["shardflow_dags"]
 
 
