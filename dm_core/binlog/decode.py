@@ -700,8 +700,13 @@ class TableCodec:
         return fn
 
 
+# Least recently used first (dict order), sized to hold every table of a source at once: one that
+# cycles through more tables than this compiles each TABLE_MAP again every time it meets it. A
+# codec is about 5 KB (16,384: about 90 MB at most); a NO_LOG upstream takes two per table. Too
+# small (4,096, cleared when full), a source of 5,000 tables syncs at a tenth of its speed
+# (docs/operations.md, "10,000 tables").
 _TABLE_CACHE: dict[tuple, TableCodec] = {}
-_TABLE_CACHE_MAX = 4096
+_TABLE_CACHE_MAX = 16_384
 
 
 def compile_table(body: bytes, charsets: Mapping[int, str], *, mariadb: bool,
@@ -715,14 +720,15 @@ def compile_table(body: bytes, charsets: Mapping[int, str], *, mariadb: bool,
     tracked table is part of the key).
     """
     key = (body, mariadb, charsets_key, tracked)
-    codec = _TABLE_CACHE.get(key)
+    codec = _TABLE_CACHE.pop(key, None)
     if codec is None:
         if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
-            _TABLE_CACHE.clear()
+            del _TABLE_CACHE[next(iter(_TABLE_CACHE))]
         td = ev.parse_table_map(body, mariadb=mariadb)
         if tracked is not None:
             name_by_position(td, tracked)
-        codec = _TABLE_CACHE[key] = TableCodec(td, charsets, mariadb)
+        codec = TableCodec(td, charsets, mariadb)
+    _TABLE_CACHE[key] = codec   # the newest at the end
     return codec
 
 

@@ -180,7 +180,8 @@ class SourceGroup:
         k = self.resolved + 1
         if self.complete(k):
             return []
-        return [(t, m.nth(k)) for t, m in sorted(self.members.items()) if m.nth(k) is not None]
+        # sorted after the filter: asked at every step, and most of thousands of members are not past it
+        return sorted(((t, m.nth(k)) for t, m in self.members.items() if m.nth(k) is not None), key=lambda x: x[0])
 
     def complete(self, k: int) -> bool:
         return bool(self.members) and all(m.total() >= k for m in self.members.values())
