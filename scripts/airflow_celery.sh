@@ -14,6 +14,11 @@
 # its task instances stop heartbeating, the scheduler fails them and Airflow's retry puts each
 # sensor on a worker that lives, where the source resumes from its checkpoint (the fence in the
 # state store keeps two processes from syncing one source). docs/operations.md has the numbers.
+#
+# SHARDFLOW_CELERY_NETNS=1 (root; off by default): each worker runs in a network namespace of its
+# own and reaches the servers over a veth link (scripts/celery_netns.sh); the servers stay on
+# 127.0.0.1. SHARDFLOW_CELERY_NETNS_PORTS adds ports to those forwarded (the stack's, Airflow's,
+# the broker's and the fleet's).
 #   scripts/airflow_celery.sh up|down|status
 #   scripts/airflow_celery.sh kill-worker N    SIGKILL worker N and every process under it (tests)
 #   scripts/airflow_celery.sh start-worker N   start worker N again
@@ -23,6 +28,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STACK_WORKER=${SHARDFLOW_STACK_WORKER:-0}   # (airflow_env.sh sets it to 0: the ports it prints are this stack's)
 WORKERS=${SHARDFLOW_CELERY_WORKERS:-2}
 CONCURRENCY=${SHARDFLOW_CELERY_CONCURRENCY:-24}
+NETNS=${SHARDFLOW_CELERY_NETNS:-0}
 # the scheduler's cap on running + queued tasks: every slot of every worker
 export AIRFLOW__CORE__PARALLELISM=${AIRFLOW__CORE__PARALLELISM:-$((WORKERS * CONCURRENCY))}
 # a task whose worker died is failed (and retried elsewhere) after this long without a heartbeat
@@ -99,14 +105,30 @@ ensure_redis() {
   echo "redis://127.0.0.1:$port/0" >"$BROKER_FILE"
 }
 
-start() {  # name args...: one component in a process group of its own
+start() {  # name args...: one component in a process group of its own (under $RUN_IN's command, if any)
   local name=$1; shift
   if alive "$name"; then return; fi
-  AIRFLOW__CELERY__BROKER_URL=$(broker) setsid airflow "$@" >"$DIR/$name.log" 2>&1 </dev/null &
+  # shellcheck disable=SC2086  # RUN_IN: the words of a command that execs airflow, or none
+  AIRFLOW__CELERY__BROKER_URL=$(broker) setsid ${RUN_IN:-} airflow "$@" >"$DIR/$name.log" 2>&1 </dev/null &
   echo $! >"$(pidf "$name")"
 }
 
+netns_ports() {  # every server a worker reaches over TCP: the stack's, Airflow's, the broker's, the fleet's
+  local url=$1 hostport fleet extra=${SHARDFLOW_CELERY_NETNS_PORTS:-}
+  hostport=${url#redis://}; hostport=${hostport%%/*}
+  fleet=$("$ROOT/scripts/fleet.sh" env | sed -n 's/.*SHARDFLOW_FLEET_PORTS=\([0-9,]*\).*/\1/p')
+  echo "$SHARDFLOW_PG_PORT" "$SHARDFLOW_UP1_PORT" "$SHARDFLOW_UP2_PORT" "$SHARDFLOW_DOWN_PORT" "$PORT" \
+    "${hostport#*:}" ${fleet//,/ } ${extra//,/ }
+}
+
 start_worker() {  # n
+  local RUN_IN=""
+  if [ "$NETNS" = 1 ] && ! alive "worker$1"; then
+    # shellcheck disable=SC2046  # one port a word
+    "$ROOT/scripts/celery_netns.sh" up $((PORT / 100)) "$1" "$DIR/netns-w$1" $(netns_ports "$(broker)")
+    # Spark's driver binds the host name's address, which the namespace lacks
+    RUN_IN="ip netns exec $("$ROOT/scripts/celery_netns.sh" name $((PORT / 100)) "$1") env SPARK_LOCAL_IP=127.0.0.1"
+  fi
   start "worker$1" celery worker --concurrency "$CONCURRENCY" --celery-hostname "worker$1@%h" \
     --skip-serve-logs --without-gossip --without-mingle
 }
@@ -147,7 +169,8 @@ case "${1:-}" in
     done
     pw=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['admin'])" \
           "$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated" 2>/dev/null || echo "?")
-    log "up: $AIRFLOW__API__BASE_URL  login: admin / $pw; $WORKERS Celery workers x $CONCURRENCY slots, broker $(broker) (logs: $DIR)" ;;
+    where=""; [ "$NETNS" = 1 ] && where=", each in a network namespace of its own"
+    log "up: $AIRFLOW__API__BASE_URL  login: admin / $pw; $WORKERS Celery workers x $CONCURRENCY slots$where, broker $(broker) (logs: $DIR)" ;;
   down)
     names=()
     for n in $(seq 1 "$WORKERS"); do names+=("worker$n"); done
@@ -158,6 +181,10 @@ case "${1:-}" in
       [ $left = 0 ] && break; sleep 1
     done
     for name in "${names[@]}"; do stop_tree "$name" KILL; rm -f "$(pidf "$name")"; done
+    for d in "$DIR"/netns-w*; do   # (whether or not SHARDFLOW_CELERY_NETNS is set now)
+      [ -d "$d" ] || continue
+      "$ROOT/scripts/celery_netns.sh" down $((PORT / 100)) "${d##*-w}" "$d"; rmdir "$d" 2>/dev/null || true
+    done
     # the broker's queue and bookkeeping: tasks left in it would be delivered to the next `up`
     url=$(broker); hostport=${url#redis://}; hostport=${hostport%%/*}; db=${url##*/}
     if redis-cli -h "${hostport%:*}" -p "${hostport#*:}" -n "$db" ping 2>/dev/null | grep -q PONG; then

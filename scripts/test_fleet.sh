@@ -7,6 +7,7 @@
 # What this script starts it stops again; the stack is started if it is down (and then stopped).
 # `airflow standalone` must not run on the same stack (make airflow-down). About 6 minutes.
 #   SHARDFLOW_FLEET_N (16), SHARDFLOW_FLEET_RATE (100 txn/s per source); extra arguments go to pytest.
+#   SHARDFLOW_CELERY_NETNS=1 (root): each worker in a network namespace of its own (scripts/celery_netns.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
