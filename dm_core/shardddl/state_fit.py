@@ -153,24 +153,14 @@ def holds(saved) -> bool:
     return not SourceShardGroups.from_json(_decoded(saved)).idle
 
 
-def prune(groups, rules, known: dict | None = None) -> list[Table]:
+def prune(groups, rules) -> list[Table]:
     """Drop from idle groups the members the rules no longer route to the group's target;
-    returns them. A group with a round open is left alone (``source_conflicts`` reports it).
-    ``known``: the answers of earlier calls with the same rules, by (table, target), kept by the
-    caller (a source's groups are pruned at every window's start)."""
-    known = {} if known is None else known
-
-    def selected(t: Table, target: Table) -> bool:
-        got = known.get((t, target))
-        if got is None:
-            got = known[(t, target)] = _selected(rules, t, target)
-        return got
-
+    returns them. A group with a round open is left alone (``source_conflicts`` reports it)."""
     out = []
     for g in groups.groups.values():
         if not g.idle:
             continue
-        for t in [t for t in g.members if not selected(t, g.target)]:
+        for t in [t for t in g.members if not _selected(rules, t, g.target)]:
             g.members.pop(t)
             out.append(t)
     return out

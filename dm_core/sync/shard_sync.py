@@ -67,7 +67,6 @@ unlock LOCK`` → ``coordinator.unlock(store, LOCK, owner=..., force_remove=...,
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 
@@ -108,12 +107,6 @@ class ShardSync:
         self._saved: str | None = None
         self._idle: bool | None = None  # groups.idle, cached: asked per transaction, changed only here
         self._replay = False  # the DDL being handled lies in the safe-mode range
-        # Pessimistic: the saved state (as the store returns it) that ``groups`` equals while nothing
-        # changed either since; the next window's start reuses the groups instead of parsing,
-        # checking and pruning every member again (O(members) a window: 0.2 s at 5,000 tables)
-        self._clean: dict | None = None
-        self._clean_holds = False      # whether that state holds rows back
-        self._selected: dict = {}      # state_fit.prune's answers per (table, target): the rules are fixed
 
     # ---- set-up ---------------------------------------------------------------------------
     @property
@@ -133,15 +126,8 @@ class ShardSync:
         Raises SHARD_DDL_STATE_CHANGED when the saved state holds rows back under a mode or a
         membership the task file no longer has (state_fit.py)."""
         saved = state.get("shard_groups")
-        # the same state as the last window's: its conflicts with the (same) task file were none
-        same = self.mode == "pessimistic" and saved is not None and self._clean is not None and saved == self._clean
-        self._clean = None
-        if same:
-            clash, holding = [], self._clean_holds
-        else:
-            clash = state_fit.source_conflicts(self.task, self.source_id, saved)
-            holding = bool(not clash and saved and state_fit.holds(saved))
-        if holding:   # a lock it waits on must be one the task can settle
+        clash = state_fit.source_conflicts(self.task, self.source_id, saved)
+        if not clash and saved and state_fit.holds(saved):   # a lock it waits on must be one the task can settle
             from dm_core.shardddl.coordinator import list_locks
 
             clash = state_fit.lock_conflicts(self.task, list_locks(self.store, self.task.name, active_only=True))
@@ -161,32 +147,26 @@ class ShardSync:
             return self.groups.replay_start()
         if self.mode != "pessimistic":
             return None
-        if same:
-            groups = self.groups
-        elif saved:
+        if saved:
             groups = SourceShardGroups.from_json(saved)
             self._saved = groups.to_json()
         else:
             groups = SourceShardGroups()
             self._saved = None
-        dropped = state_fit.prune(groups, self.task.rules_for(self.source_id), self._selected)
+        dropped = state_fit.prune(groups, self.task.rules_for(self.source_id))
         if dropped:   # an idle group must not wait for them in its next round
             log.info("source %s: %s left the task's sharding groups (the task file no longer routes them there)",
                      self.source_id, fmt_tables(dropped))
-        added = False
         for target, tables in self.membership.tables_of(self.source_id).items():
             if not self.membership.sharded(target):
                 continue
             if target not in groups.groups:
                 groups.groups[target] = SourceGroup(target, tables)
-                added = True
             # A saved group lacks only tables created after it was saved: their CREATE TABLE
             # is still ahead in the binlog and adds them at the version of that moment
             # (added now, at the window's start, they would wait for DDLs they never run).
         self.groups = groups
         self._idle = None
-        if saved is not None and not dropped and not added:
-            self._clean, self._clean_holds = saved, holding
         return None
 
     def _released(self) -> list[tuple[str, str]]:
@@ -234,22 +214,15 @@ class ShardSync:
     def committed(self, pos: Position) -> None:
         self._idle = None
         if self.groups is not None:
-            before = _progress(self.groups)
             self.groups.committed(pos)
-            if before is None or _progress(self.groups) != before:
-                self._clean = None
 
     def persist(self) -> None:
         if self.groups is None:
             return
-        if self._clean is not None:
-            return   # as loaded or last written, unchanged since
         text = self.groups.to_json()
         if text != self._saved:
             self.store.update_source_state(self.task.name, self.source_id, shard_groups=text)
             self._saved = text
-        if isinstance(self.groups, SourceShardGroups):
-            self._clean, self._clean_holds = json.loads(text), not self.groups.idle
 
     def lost_replay(self, err, at: Position):
         """``err`` as the source should pause on it: a binlog position lost while replaying
@@ -280,7 +253,6 @@ class ShardSync:
         """The operator skipped a replay whose binlog is gone: (tables, where to go on from, the
         groups' state to write with the checkpoint in one write; None: no shard state)."""
         self.load(state)
-        self._clean = None
         if not isinstance(self.groups, (HeldTables, SourceShardGroups)):
             return [], None, None
         tables, horizon = self.groups.give_up_replay()
@@ -327,12 +299,6 @@ class ShardSync:
     def handle(self, txn, n: NormalizedDDL, dconn, *, replay: bool = False) -> ShardStep:
         """``replay``: the DDL lies in the source's safe-mode range, where the downstream may
         already have it (executor.run_operation then runs only what is not in effect)."""
-        try:
-            return self._handle(txn, n, dconn, replay=replay)
-        finally:
-            self._clean = None   # it may change the groups after persisting them (a resolved round)
-
-    def _handle(self, txn, n: NormalizedDDL, dconn, *, replay: bool = False) -> ShardStep:
         self._idle = None
         self._replay = replay
         table = n.tables[0]
@@ -468,9 +434,3 @@ class ShardSync:
             faults.hit("shardddl.sync.after_skip_ack")
         return None
 
-
-def _progress(groups) -> tuple | None:
-    """What ``committed`` may change in pessimistic groups (None: other state, always taken as changed)."""
-    if not isinstance(groups, SourceShardGroups):
-        return None
-    return groups.horizon, tuple((g.reached, g.replay) for g in groups.groups.values())
