@@ -115,58 +115,6 @@ def _warm_up(sc) -> None:
         log.warning("warming up the executors failed (the load goes on): %s", e)
 
 
-def _small_tables(spark, task, store, per_source, target_ep, settings):
-    """Tables that fit in one chunk, copied in one pass (dm_core/full/small_tables.py): their
-    results, and ``per_source`` with only the tables left for the per-table path."""
-    from dm_core.full import chunk_writer, small_tables
-    from dm_core.state.store import StateStore
-
-    if settings.write_mode != "load" or not settings.load_data_ok or settings.read != "auto":
-        return [], per_source
-    results, rest = [], []
-    t0 = time.monotonic()
-    cores = spark.sparkContext.defaultParallelism
-    copied = jobs = 0
-    clock = settings.stages.timed
-    with StateStore(store.dsn) as own:
-        for sid, pool, tables in per_source:
-            left = [t for t in tables if settings.tidb and not t[0].key]  # TiDB, keyless: the staging path
-            with clock("small tables: plan"):
-                prepared = small_tables.prepare(task, own, [t for t in tables if not (settings.tidb and not t[0].key)],
-                                                target_ep)
-            results += prepared.done
-            left += prepared.rest
-            verb = chunk_writer.verb(task.instance(sid).loader.on_duplicate_logical)
-            by_name = {st.name: (st, ep, n) for st, ep, n, _ in prepared.todo}
-            for todo in small_tables.batches(prepared.todo, cores):
-                with clock("small tables: shape, query"):
-                    batch, other = small_tables.specs(task, todo, target_ep, verb=verb,
-                                                      turn_of=lambda schema, table: settings.turns.of(target_ep, schema,
-                                                                                                      table))
-                left += other
-                if not batch:
-                    continue
-                spark.sparkContext.setJobDescription(f"{len(batch)} small tables of {sid}")
-                t1 = time.monotonic()
-                with clock("small tables: copy (Spark jobs)"):
-                    got = spark.sparkContext.parallelize(batch, min(len(batch), cores)).mapPartitions(
-                        small_tables.copy_specs(target_ep)).collect()
-                with clock("small tables: record"):
-                    landed, failed = small_tables.record(task, own, batch, got)
-                log.info("%s: %d small tables copied in %.2fs (%d rows; executors %.2fs)", sid, len(landed),
-                         time.monotonic() - t1, sum(r["rows"] for r in got), sum(r["seconds"] for r in got))
-                results += landed
-                left += [by_name[s.name] for s in failed]
-                copied += len(landed)
-                jobs += 1
-            rest.append((sid, pool, left))
-    if results:
-        log.info("%d small tables copied in one pass (%d Spark jobs), %d recorded before, in %.1fs; %d tables load "
-                 "chunk by chunk", copied, jobs, len(results) - copied, time.monotonic() - t0,
-                 sum(len(t) for _, _, t in rest))
-    return results, rest
-
-
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -238,6 +186,7 @@ class _Starting:
 
 
 def _load(args, session: _Starting, started: float) -> int:
+    from dm_core.full import small_tables
     from dm_core.full.land import LoadSettings, Stages
     from dm_core.full.load_data import load_data_allowed
     from dm_core.full.turns import Turns
@@ -261,7 +210,7 @@ def _load(args, session: _Starting, started: float) -> int:
                   args.table_writers)
     settings = LoadSettings(args.write_mode, args.read, args.write_batch, load_data_ok, tidb, turns, Stages())
     t0 = time.monotonic()
-    small_results, per_source = _small_tables(spark, task, store, per_source, target_ep, settings)
+    small_results, per_source = small_tables.load(spark, task, store, per_source, target_ep, settings)
     if small_results:  # the rest share the cores among fewer tables
         per_table = _chunks_at_once(spark, per_source)
     peaks = {sid: _Peak() for sid, _, _ in per_source}

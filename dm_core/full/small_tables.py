@@ -26,6 +26,8 @@ Protocol; each table still lands exactly once, as a one-chunk table of loader.py
    batch (DDL changed it while it was read, a deadlock) goes back to the per-table path,
    which reads its shape again and retries as loader.py does.
 
+``load`` runs these steps for the Spark job, batch after batch.
+
 A kill at any step converges: before a table's commit nothing of it is downstream; after
 it, its marker is, and the rerun adopts it in step 1 instead of loading it again.
 Tables that need the Spark JDBC path (FLOAT/DOUBLE, spatial; text_rows.py) or another
@@ -35,6 +37,7 @@ write mode stay on the per-table path.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 from dm_core import faults
@@ -219,8 +222,6 @@ def copy_specs(target_ep: Endpoint, threads: int = THREADS_PER_TASK):
 
 def _copy(specs, target_ep: Endpoint):
     """Copy ``specs`` one after another on one upstream and one downstream connection."""
-    import time
-
     from dm_core.db import connect_native
     from dm_core.full import load_data
     from dm_core.full.extract import lenient
@@ -304,3 +305,54 @@ def record(task, store, specs: list, results: list[dict]) -> tuple[list[TableRes
     missing = set(by_name) - {r["name"] for r in results}
     failed += [by_name[n] for n in sorted(missing)]   # cannot happen (every spec yields); never lose one
     return landed, failed
+
+
+def load(spark, task, store, per_source, target_ep, settings):
+    """The Spark job's pass over the tables that fit in one chunk, on the job's Spark session
+    (``spark``) with its land.LoadSettings: their results, and ``per_source`` ((source id,
+    pool-size, [(table, endpoint, chunk rows)])) with only the tables left for the per-table
+    path (loader.py)."""
+    from dm_core.state.store import StateStore
+
+    if settings.write_mode != "load" or not settings.load_data_ok or settings.read != "auto":
+        return [], per_source
+    results, rest = [], []
+    t0 = time.monotonic()
+    cores = spark.sparkContext.defaultParallelism
+    copied = jobs = 0
+    clock = settings.stages.timed
+    with StateStore(store.dsn) as own:
+        for sid, pool, tables in per_source:
+            left = [t for t in tables if settings.tidb and not t[0].key]  # TiDB, keyless: the staging path
+            with clock("small tables: plan"):
+                prepared = prepare(task, own, [t for t in tables if not (settings.tidb and not t[0].key)], target_ep)
+            results += prepared.done
+            left += prepared.rest
+            verb = chunk_writer.verb(task.instance(sid).loader.on_duplicate_logical)
+            by_name = {st.name: (st, ep, n) for st, ep, n, _ in prepared.todo}
+            for todo in batches(prepared.todo, cores):
+                with clock("small tables: shape, query"):
+                    batch, other = specs(task, todo, target_ep, verb=verb,
+                                         turn_of=lambda schema, table: settings.turns.of(target_ep, schema, table))
+                left += other
+                if not batch:
+                    continue
+                spark.sparkContext.setJobDescription(f"{len(batch)} small tables of {sid}")
+                t1 = time.monotonic()
+                with clock("small tables: copy (Spark jobs)"):
+                    got = spark.sparkContext.parallelize(batch, min(len(batch), cores)).mapPartitions(
+                        copy_specs(target_ep)).collect()
+                with clock("small tables: record"):
+                    landed, failed = record(task, own, batch, got)
+                log.info("%s: %d small tables copied in %.2fs (%d rows; executors %.2fs)", sid, len(landed),
+                         time.monotonic() - t1, sum(r["rows"] for r in got), sum(r["seconds"] for r in got))
+                results += landed
+                left += [by_name[s.name] for s in failed]
+                copied += len(landed)
+                jobs += 1
+            rest.append((sid, pool, left))
+    if results:
+        log.info("%d small tables copied in one pass (%d Spark jobs), %d recorded before, in %.1fs; %d tables load "
+                 "chunk by chunk", copied, jobs, len(results) - copied, time.monotonic() - t0,
+                 sum(len(t) for _, _, t in rest))
+    return results, rest
