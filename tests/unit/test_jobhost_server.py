@@ -65,6 +65,9 @@ def test_jobs_from_several_clients_run_one_at_a_time_and_the_later_one_is_told(h
     assert not any(line.startswith("VAR=") for line in first["lines"]), first
     assert second["rc"] == 3 and second["lines"][:1] == ["VAR=unset"] and "holding" not in second["lines"], second
     assert "waits for 1 job(s) ahead of it" in second["notes"][0]
+    deadline = time.monotonic() + 10   # the count moves once the server has closed the job
+    while client.status(server.path)["jobs"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert client.status(server.path)["jobs"] == 2
 
 
