@@ -86,62 +86,63 @@ def may_lose(up: str, down: str) -> bool:
     return up != down and down not in _WIDER.get(up, ())
 
 
-@item("table_schema", scope="task")
-def target_charsets(ctx):
+def _existing_targets(ctx) -> list[tuple[object, list[tuple[object, object, object]]]]:
+    """Each target table the user made beforehand (the full phase creates the others from the
+    upstream's definitions), with its (upstream table, upstream column, target column) pairs."""
     down = {(t.schema.lower(), t.table.lower()): t for t in ctx.target.tables or ()}
-    out, checked = [], 0
+    out = []
     for key, members in sorted(ctx.targets.items()):
         tbl = down.get(key)
         if tbl is None:
-            continue   # the full phase creates it with the upstream's charsets
-        checked += 1
+            continue
         have = {c.name.lower(): c for c in tbl.columns}
+        out.append((tbl, [(t, c, have[c.name.lower()]) for t in members for c in t.columns
+                          if c.name.lower() in have]))
+    return out
+
+
+@item("table_schema", scope="task")
+def target_charsets(ctx):
+    targets = _existing_targets(ctx)
+    out = []
+    for tbl, pairs in targets:
         seen = set()
-        for t in members:
-            for c in t.columns:
-                d = have.get(c.name.lower())
-                if d is None or not c.charset or not d.charset or not may_lose(c.charset, d.charset):
-                    continue
-                if (c.name.lower(), c.charset.lower()) in seen:
-                    continue
-                seen.add((c.name.lower(), c.charset.lower()))
-                out.append(warned(f"column {c.name} of {t.name} is {c.charset} and its target {tbl.name}.{d.name} "
-                                  f"is {d.charset}, which lacks some of its characters: a value with one is refused "
-                                  "when it comes (the full load's chunk fails, the sync pauses), never written "
-                                  "changed", f"ALTER TABLE {tbl.name} MODIFY {d.name} ... CHARACTER SET {c.charset}, "
-                                  "or drop the target table and let the full phase create it", table=tbl.name))
-    if not checked:
+        for t, c, d in pairs:
+            if not c.charset or not d.charset or not may_lose(c.charset, d.charset):
+                continue
+            if (c.name.lower(), c.charset.lower()) in seen:
+                continue
+            seen.add((c.name.lower(), c.charset.lower()))
+            out.append(warned(f"column {c.name} of {t.name} is {c.charset} and its target {tbl.name}.{d.name} "
+                              f"is {d.charset}, which lacks some of its characters: a value with one is refused "
+                              "when it comes (the full load's chunk fails, the sync pauses), never written "
+                              "changed", f"ALTER TABLE {tbl.name} MODIFY {d.name} ... CHARACTER SET {c.charset}, "
+                              "or drop the target table and let the full phase create it", table=tbl.name))
+    if not targets:
         return []   # the full phase creates every target with the upstream's charsets
-    return out or [passed(f"{checked} existing target table(s): their text columns hold what the upstream's do")]
+    return out or [passed(f"{len(targets)} existing target table(s): their text columns hold what the upstream's do")]
 
 
 @item("table_schema", scope="task")
 def target_types(ctx):
-    down = {(t.schema.lower(), t.table.lower()): t for t in ctx.target.tables or ()}
-    out, checked, seen = [], 0, set()
-    for key, members in sorted(ctx.targets.items()):
-        tbl = down.get(key)
-        if tbl is None:
-            continue   # the full phase creates it with the upstream's definitions
-        checked += 1
-        have = {c.name.lower(): c for c in tbl.columns}
-        for t in members:
-            for c in t.columns:
-                d = have.get(c.name.lower())
-                if d is None or c.name.lower() in {m.lower() for m in t.mapped_columns}:
-                    continue   # a mapped column's values are changed by the rule, on purpose
-                why = narrower(c.norm_type, d.norm_type)
-                if why is None or (tbl.name, d.name.lower(), c.norm_type) in seen:
-                    continue
-                seen.add((tbl.name, d.name.lower(), c.norm_type))
-                out.append(warned(f"column {c.name} of {t.name} is {c.norm_type} and its target {tbl.name}.{d.name} "
-                                  f"is {d.norm_type}: {why}. A value that does not fit is refused when it comes "
-                                  "(the full load's chunk fails naming the row, the sync pauses), never written "
-                                  "changed", f"ALTER TABLE {tbl.name} MODIFY {d.name} {c.norm_type} ..., or drop the "
-                                  "target table and let the full phase create it", table=tbl.name))
-    if not checked:
+    targets = _existing_targets(ctx)
+    out, seen = [], set()
+    for tbl, pairs in targets:
+        for t, c, d in pairs:
+            if c.name.lower() in {m.lower() for m in t.mapped_columns}:
+                continue   # a mapped column's values are changed by the rule, on purpose
+            why = narrower(c.norm_type, d.norm_type)
+            if why is None or (tbl.name, d.name.lower(), c.norm_type) in seen:
+                continue
+            seen.add((tbl.name, d.name.lower(), c.norm_type))
+            out.append(warned(f"column {c.name} of {t.name} is {c.norm_type} and its target {tbl.name}.{d.name} "
+                              f"is {d.norm_type}: {why}. A value that does not fit is refused when it comes "
+                              "(the full load's chunk fails naming the row, the sync pauses), never written "
+                              "changed", f"ALTER TABLE {tbl.name} MODIFY {d.name} {c.norm_type} ..., or drop the "
+                              "target table and let the full phase create it", table=tbl.name))
+    if not targets:
         return []
-    return out or [passed(f"{checked} existing target table(s): their columns hold every upstream value")]
+    return out or [passed(f"{len(targets)} existing target table(s): their columns hold every upstream value")]
 
 
 @item("table_schema", scope="task")
