@@ -56,6 +56,25 @@ def _ep(port_key: str, name: str):
     return Endpoint("127.0.0.1", int(STACK[port_key]), STACK["SHARDFLOW_STACK_USER"], STACK["SHARDFLOW_STACK_PASSWORD"], name=name)
 
 
+@pytest.fixture(autouse=True)
+def _log_handlers_outlive_captures():
+    """Airflow binds its log handlers to the ``sys.stdout`` of its first import; inside a test that
+    is the test's capture (capsys), closed after the test. A later record (py4j logs when the
+    garbage collector closes a connection) then fails on it and prints "--- Logging error ---",
+    with the current test's source lines, into that test's output. Handlers left on a closed
+    stream are moved to the process's own stdout after each test."""
+    yield
+    import logging
+
+    loggers = [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(v, logging.Logger) and v.handlers)]
+    for logger in loggers:
+        for h in logger.handlers:
+            if isinstance(h, logging.StreamHandler) and getattr(h.stream, "closed", False):
+                with h.lock:   # not setStream: it flushes the closed stream first
+                    h.stream = sys.__stdout__
+
+
 @pytest.fixture(scope="session")
 def stack():
     """The running local stack (make stack-up); tests that need it fail loudly if it is down."""

@@ -205,6 +205,24 @@ def load_chunk(conn, sql: str, items, before_commit=lambda rows: None, *, encode
         _release_turn(conn, held)
 
 
+def _write_items(out, items, encoder, stats: LoadStats) -> None:
+    """Encode each item and write it to ``out`` (the statement's pipe or a spool file),
+    adding the rows and the time spent reading, encoding and writing to ``stats``."""
+    clock = time.perf_counter
+    items = iter(items)
+    while True:
+        t0 = clock()
+        item = next(items, None)
+        t1 = clock()
+        if item is None:
+            return
+        text, n = encoder(item)
+        t2 = clock()
+        out.write(text)
+        stats.read, stats.encode, stats.write = stats.read + t1 - t0, stats.encode + t2 - t1, stats.write + clock() - t2
+        stats.rows += n
+
+
 def _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail) -> LoadStats:
     tmp = tempfile.mkdtemp(prefix="sf-load-")
     pipe = os.path.join(tmp, "rows.tsv")
@@ -226,19 +244,7 @@ def _load_streamed(conn, sql, items, before_commit, encoder, duplicates_fail) ->
         fd = _open_writer(pipe, loader)
         if fd is not None:
             with os.fdopen(fd, "wb") as out:
-                items = iter(items)
-                while True:
-                    t0 = clock()
-                    item = next(items, None)
-                    t1 = clock()
-                    if item is None:
-                        break
-                    text, n = encoder(item)
-                    t2 = clock()
-                    out.write(text)
-                    stats.read, stats.encode, stats.write = stats.read + t1 - t0, stats.encode + t2 - t1, \
-                        stats.write + clock() - t2
-                    stats.rows += n
+                _write_items(out, items, encoder, stats)
         t0 = clock()
         loader.join()
         if "error" in outcome:
@@ -287,19 +293,7 @@ def _load_spooled(conn, sql, items, before_commit, encoder, duplicates_fail, tur
     held = None
     try:
         with open(path, "wb", buffering=1 << 20) as out:
-            items = iter(items)
-            while True:
-                t0 = clock()
-                item = next(items, None)
-                t1 = clock()
-                if item is None:
-                    break
-                text, n = encoder(item)
-                t2 = clock()
-                out.write(text)
-                stats.read, stats.encode, stats.write = stats.read + t1 - t0, stats.encode + t2 - t1, \
-                    stats.write + clock() - t2
-                stats.rows += n
+            _write_items(out, items, encoder, stats)
         t0 = clock()
         held = _take_turn(conn, turn, wait_s=TURN_TIMEOUT_S)
         if held is None:

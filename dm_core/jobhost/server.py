@@ -124,8 +124,8 @@ class Server:
                 wire.send(stream, self.status())
             elif kind == "stop":
                 log.info("stop requested: no new jobs; the running one finishes")
+                self.stop()   # before the answer: a client told "stopping" must find the host stopped
                 wire.send(stream, {"kind": "stopping"})
-                self.stop()
             elif kind == "run":
                 self._run(request, stream)
             else:

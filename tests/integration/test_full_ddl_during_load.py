@@ -22,7 +22,7 @@ from dm_core.state.schema import SCHEMA
 
 from .helpers import register, shard_task_yaml
 from .shard_helpers import assert_settled, assert_union, columns, drive, make_tables, run
-from .test_full_support import spark_env, submit_cmd
+from .test_full_support import job_lines, spark_env, submit_cmd
 from .test_sync_ddl_coverage import show_create
 
 pytestmark = pytest.mark.integration
@@ -103,7 +103,7 @@ def test_ddl_during_the_full_load_converges(stack, uniq, mode, tmp_path):
             mid_load.append(_chunks_done(stack["state_dsn"], name) < total and proc.poll() is None)
             _on_all(tables, *stmts)
         rc = proc.wait(timeout=600)
-        assert rc == 0, (tmp_path / "load.err").read_text()[-5000:]
+        assert rc == 0, job_lines(tmp_path / "load.err")
         assert mid_load[:2] == [True, True], f"the DDLs must land while chunks are still to load: {mid_load}"
         finish(task, store)
         run(up1, f"INSERT INTO {tables[0][1]} (name, amount) VALUES ('after-high', 5)")

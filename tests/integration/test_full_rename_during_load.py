@@ -36,7 +36,7 @@ from dm_core.state.schema import SCHEMA
 
 from .helpers import register, shard_task_yaml
 from .shard_helpers import assert_settled, assert_union, columns, drive, make_tables, run
-from .test_full_support import spark_env, submit_cmd
+from .test_full_support import job_lines, spark_env, submit_cmd
 
 pytestmark = pytest.mark.integration
 
@@ -99,13 +99,13 @@ class _Load:
     def wait_chunks(self, table, n):
         deadline = time.monotonic() + 300
         while _chunks(self.stack["state_dsn"], self.name, table) < n:
-            assert self.proc.poll() is None, (self.tmp / "load.err").read_text()[-5000:]
+            assert self.proc.poll() is None, job_lines(self.tmp / "load.err")
             assert time.monotonic() < deadline, f"no {n} chunks of {table} within 300 s"
             time.sleep(0.05)
 
     def wait(self):
         rc = self.proc.wait(timeout=600)
-        assert rc == 0, (self.tmp / "load.err").read_text()[-5000:]
+        assert rc == 0, job_lines(self.tmp / "load.err")
 
     def close(self):
         if self.proc is not None and self.proc.poll() is None:

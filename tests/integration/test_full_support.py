@@ -54,6 +54,16 @@ def run_load(task_name: str, *args: str, master: str = "local[2]", env: dict | N
                           capture_output=True, text=True, timeout=timeout)
 
 
+def job_lines(path, tail: int = 5000) -> str:
+    """A spark-submit's stderr without Spark's own log lines: the job's log and traceback,
+    which Spark's start-up and shut-down lines would push out of an assertion message."""
+    import re
+
+    spark = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN|DEBUG) ")
+    text = Path(path).read_text(errors="replace")
+    return "\n".join(line for line in text.splitlines() if not spark.match(line))[-tail:]
+
+
 def read_report(path) -> dict:
     return json.loads(Path(path).read_text())
 
