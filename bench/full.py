@@ -1,7 +1,7 @@
 """Full copy: the Spark full phase vs mydumper+myloader vs the servers' own file copy.
 
-Data: ``rows`` rows spread evenly over 2 sources × 2 schemas × 2 tables with 6 columns
-(the FIELD-NOTES baseline shape). Source 1 holds bench_full_01/02, source 2 bench_full_03/04
+Data: ``rows`` rows spread evenly over 2 sources × 2 schemas × 2 tables with 6 columns.
+Source 1 holds bench_full_01/02, source 2 bench_full_03/04
 (distinct names, so the baselines can load every table into the downstream side by side),
 tables t_01/t_02. Seeded server-side from the SEQUENCE engine with the binlog off for the
 session; reused by later runs when the row count and layout version match.

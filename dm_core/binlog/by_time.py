@@ -79,7 +79,7 @@ def instant(conn, st: StartTime) -> int:
                     "CONVERT_TZ(%s, @@global.time_zone, '+00:00'))", (st.local.isoformat(" "),))
         (got,) = cur.fetchone()
     if got is None:
-        from dm_core.ddl.session import upstream_time_zone
+        from dm_core.ddl.upstream_session import upstream_time_zone
 
         st = StartTime(st.text, st.local, _offset(upstream_time_zone(conn)))
         return instant(conn, st)

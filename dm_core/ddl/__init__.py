@@ -8,6 +8,7 @@ tables (none of them owns it):
                 upstream's own text
     replay.py   running a DDL again over a downstream that may already have it (safe-mode
                 range only)
-    session.py  the upstream session a DDL ran in, around its replay: clock, time zone,
+    upstream_session.py
+                the upstream session a DDL ran in, around its replay: clock, time zone,
                 sql_mode (as its QUERY event records them)
 """

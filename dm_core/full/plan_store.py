@@ -57,7 +57,7 @@ class PlanStore:
 
         self._conn = psycopg2.connect(dsn, connect_timeout=10)
         with transaction(self._conn) as cur:
-            apply_schema(cur, _DDL, 724015, newest=("full_plan_chunk", "predicate"))
+            apply_schema(cur, _DDL, "full_plan", newest=("full_plan_chunk", "predicate"))
 
     def close(self) -> None:
         self._conn.close()

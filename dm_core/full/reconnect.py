@@ -3,9 +3,9 @@
 Why: a chunk lands in one transaction with its marker (chunk_writer.py), so a chunk cut off by a
 lost connection left nothing behind, and loading it again is safe -- unless the connection went
 while the COMMIT was under way and the server committed it unheard: then its marker is there,
-and the chunk counts as landed instead of being loaded again (land.Lander). A restarted downstream (a
-TiDB rolling restart, a failover, a killed process) used to fail the whole full phase, which
-then waited for someone to run `dmctl start-task`; DM's loader retries such errors itself.
+and the chunk counts as landed instead of being loaded again (land.Lander). Without it, a restarted downstream (a
+TiDB rolling restart, a failover, a killed process) would fail the whole full phase, which
+would then wait for someone to run `dmctl start-task`; DM's loader retries such errors itself.
 
 What counts as lost: the MySQL client errors of a connection that broke or could not be made
 (``LOST_CODES``), and shardflow's own "cannot connect" errors (``Transient``: the upstream or

@@ -47,12 +47,10 @@ PARTS: dict[str, Part] = {
 FENCE_LOCK_CLASS = 724012
 
 
-def lock_key(part: str | int) -> int:
-    """The advisory lock key of a part of ``PARTS``, by name (or its key itself, checked)."""
-    if isinstance(part, int):
-        if part not in {p.lock_key for p in PARTS.values()}:
-            raise ValueError(f"advisory lock key {part} is not one of the state store's parts (PARTS)")
-        return part
+def lock_key(part: str) -> int:
+    """The advisory lock key of a part of ``PARTS``, by its name."""
+    if part not in PARTS:
+        raise ValueError(f"{part!r} is not one of the state store's parts (PARTS: {', '.join(PARTS)})")
     return PARTS[part].lock_key
 
 
@@ -213,14 +211,14 @@ $$;
 """
 
 
-def apply_schema(cur, ddl: str, part: str | int, *, newest: tuple[str, str]) -> None:
+def apply_schema(cur, ddl: str, part: str, *, newest: tuple[str, str]) -> None:
     """Create or migrate tables of the state store's schema, once.
 
     ``newest`` (table, column) is the last thing ``ddl`` adds: when it exists, the whole
     script has run (it runs in one transaction) and nothing is executed, because even
     ``CREATE INDEX IF NOT EXISTS`` and ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS`` take
     table locks that deadlock with sensors updating those tables. Concurrent first starts
-    serialise on the advisory lock of ``part`` (a name of ``PARTS``, or its lock key).
+    serialise on the advisory lock of ``part`` (a name of ``PARTS``).
     Whoever adds to a script moves ``newest``.
     """
     probe = ("SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "

@@ -16,6 +16,8 @@ stages in order, each in its own module:
                                 route, column mapping, extract columns → ``job.RowJob``
     5   ddl.py, shard_sync.py   DDL: route the statement, coordinate shard DDL locks, run it
                                 (dm_core/ddl: kinds, replay, the upstream session's clock and sql_mode)
+        logged_statements.py    statements a STATEMENT/MIXED session logged instead of rows:
+                                skipped or the source pauses (statements.py reads them)
     6   compactor.py            several changes of one row in a batch become one
     7   causality.py            jobs spread over workers without reordering a row
     8   merger.py, dml.py       one worker's jobs → statements (safe mode: REPLACE)

@@ -23,7 +23,7 @@ carries the event flag LOG_EVENT_THREAD_SPECIFIC_F, by which an ALTER, TRUNCATE 
 statement on one is told from one on the real table of the same name; a CREATE TABLE ...
 SELECT / LIKE naming one builds a real table from a temporary one, which the binlog holds
 neither the definition nor the rows of (told by the session's temporary tables the syncer
-has seen created: sync/session_statements.py).
+has seen created: sync/logged_statements.py).
 
 Where a row-change statement writes is judged by database (``databases_written``): for
 INSERT, REPLACE, LOAD DATA, UPDATE and DELETE, the databases of the tables it names as written

@@ -43,7 +43,7 @@ from dm_core.ddl.parsed import parse_ddl
 from dm_core.ddl.text import default_reading, tokenize
 from dm_core.shardddl.ddl_norm import combine, normalize
 from dm_core.ddl import replay as ddl_replay
-from dm_core.ddl.session import event_session, mode_names, upstream_time_zone, without_lexical
+from dm_core.ddl.upstream_session import event_session, mode_names, upstream_time_zone, without_lexical
 from dm_core.schema_tracker.tracker import SchemaTracker
 from dm_core.sync import isolate, safe_mode, statements
 from dm_core.sync.ddl import TABLE_DDL, route_ddl
@@ -56,7 +56,7 @@ from dm_core.sync.checkpoint import SourcePositions, lag_seconds
 from dm_core.sync.row_path import RowPath
 from dm_core.sync.schema_overlay import FilterEvents, SchemaOverlays
 from dm_core.sync.gc_pause import rare_young_collections
-from dm_core.sync.session_statements import SessionStatements
+from dm_core.sync.logged_statements import LoggedStatements
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
 from dm_core.sync.workers import WorkerPool
 from dm_core.binlog import BinlogWindow
@@ -179,7 +179,7 @@ class Syncer:
         self._upstream_zone: str | None = None
         self._up = None                               # the upstream endpoint, from the window's start
         self._modes: dict[int, str] = {}              # sql_mode bitmap -> the upstream's names
-        self.session_statements = SessionStatements(source_id, self.rules.block_allow, self._upstream)
+        self.logged_statements = LoggedStatements(source_id, self.rules.block_allow, self._upstream)
         self._last_ts = None
         self.shard = ShardSync(task, source_id, store)
         self.online = OnlineDDL(task, source_id, store, self.rules) if task.online_ddl else None
@@ -446,7 +446,7 @@ class Syncer:
                 f"this change)"), w.res)
             return False
         if txn.statements:   # statements a STATEMENT/MIXED session logged among the rows
-            stop = self.session_statements.in_transaction(txn, self._ddl_mode, w.ops.at if w.ops else None,
+            stop = self.logged_statements.in_transaction(txn, self._ddl_mode, w.ops.at if w.ops else None,
                                                           lambda stmt, op: self._operator_at(w, txn, stmt, op))
             if stop is not None:
                 stmt, err = stop
@@ -461,7 +461,7 @@ class Syncer:
             e.position = e.position or txn.start
             raise
         if txn.xid is not None:
-            self.session_statements.prepared(txn)
+            self.logged_statements.prepared(txn)
         p = w.pending
         p.spans.append((txn.start, txn.end))
         p.jobs.extend(jobs)
@@ -553,7 +553,7 @@ class Syncer:
         """``replay``: the DDL lies in the safe-mode range, where the downstream may already
         have it (dm_core/ddl/replay.py)."""
         sql = txn.ddl
-        handled, err = self.session_statements.on_ddl(txn, self._ddl_mode(txn))
+        handled, err = self.logged_statements.on_ddl(txn, self._ddl_mode(txn))
         if handled:   # about the session's temporary tables: nothing downstream, or a pause
             return err
         if self.online is not None:
@@ -573,7 +573,7 @@ class Syncer:
         mode = self._ddl_mode(txn)   # how the text reads (ANSI_QUOTES ...) and what it means
         said = statements.kind_of(sql, mode)
         if said is not None:
-            return self.session_statements.row_statement(txn, sql, said, mode)
+            return self.logged_statements.row_statement(txn, sql, said, mode)
         if parse_ddl(sql, txn.ddl_schema, mode).kind not in TABLE_DDL:
             # GRANT, CREATE USER, triggers, views, OPTIMIZE/ANALYZE/REPAIR…: not table data; DM skips them too
             log.info("source %s: skipping non-table statement at %s: %.200s", self.source_id, txn.start, redact_sql(sql))
@@ -687,7 +687,7 @@ class Syncer:
                 return
 
     def _ddl_mode(self, txn: Txn) -> str | None:
-        """The sql_mode names of the session a DDL ran in (ddl/session.py), or None when its
+        """The sql_mode names of the session a DDL ran in (ddl/upstream_session.py), or None when its
         event does not record one; each bitmap asked of the upstream once."""
         if txn.sql_mode is None:
             return None

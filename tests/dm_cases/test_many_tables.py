@@ -8,7 +8,7 @@ source files (conf/, vendored unchanged) and our own statements:
 - three rounds of inserts into every table; while the task is paused, `t1` gets a DATETIME
   and `t2` a TIMESTAMP column `DEFAULT current_timestamp` (filling their existing rows with
   the upstream's clock); after resume every table is equal, the new columns included, which
-  needs each DDL replayed at its event's time and zone (dm_core/ddl/session.py);
+  needs each DDL replayed at its event's time and zone (dm_core/ddl/upstream_session.py);
 - one more row into `t1` and `t2`: equal again (the replay's clock was set back).
 
 DM also checks its own metrics and log lines, a small TiDB transaction limit and a killed

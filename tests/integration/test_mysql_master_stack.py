@@ -147,7 +147,7 @@ def test_precheck_runs_against_mysql(stack, schema, flavour, metadata):
 
 @pytest.mark.parametrize("flavour", ["5.7", "8.0"])
 def test_session_helpers_read_mysql_answers(stack, schema, flavour):
-    from dm_core.ddl.session import mode_names
+    from dm_core.ddl.upstream_session import mode_names
     from dm_core.full import snapshot_read
 
     b = BinlogBuilder(flavour, server_uuid=UUID)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from dm_core.state.schema import PARTS, lock_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,4 +32,6 @@ def test_every_state_table_is_registered_under_the_module_that_creates_it():
 def test_each_part_has_its_own_lock_key():
     keys = [p.lock_key for p in PARTS.values()]
     assert len(set(keys)) == len(keys), keys
-    assert lock_key("online_ddl") == PARTS["online_ddl"].lock_key == lock_key(PARTS["online_ddl"].lock_key)
+    assert lock_key("online_ddl") == PARTS["online_ddl"].lock_key
+    with pytest.raises(ValueError, match="full_plan"):   # a raw key is no name: the error lists the parts
+        lock_key(PARTS["full_plan"].lock_key)

@@ -37,7 +37,7 @@ log = logging.getLogger("shardflow.sync")
 _XA_KEPT = 100_000
 
 
-class SessionStatements:
+class LoggedStatements:
     """One source's judge of statement-logged changes and temporary tables."""
 
     def __init__(self, source_id: str, block_allow, upstream=None):
