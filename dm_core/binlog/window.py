@@ -409,8 +409,13 @@ class _Cold:
                     tracker.check_names(codec.td, (fno, pos), file)
                 else:
                     tracked = tracker.for_rows(codec.td, (fno, pos), file)
-                    codec = _PASSED if tracked is None else compile_table(
-                        body, charsets, mariadb=mariadb, charsets_key=charsets_key, tracked=tracked)
+                    if tracked is None:
+                        # rows from before the full phase's seed: passed over at this position only,
+                        # so the map is not remembered (the same map after the seed must decode)
+                        self.tables[tid] = _PASSED
+                        self.table_bodies.pop(tid, None)
+                        return
+                    codec = compile_table(body, charsets, mariadb=mariadb, charsets_key=charsets_key, tracked=tracked)
             self.tables[tid] = codec
         except ShardflowError:
             raise
