@@ -180,17 +180,22 @@ def _columns(conn, schema: str, table: str) -> list[tuple[str, str, str, str, st
 
 def columns_of_tables(conn, tables) -> dict[tuple[str, str], list[tuple]]:
     """(schema, table) -> its columns as ``_columns`` gives them, for many tables in one query
-    per 200 databases (the small tables' pass reads hundreds of shapes at once)."""
+    per 200 databases (the small tables' pass reads hundreds of shapes at once). The query
+    names the tables too: a batch of 256 out of a database of 5,000 read every table's columns
+    (30,000 rows a batch, 2.5 of its 3.4 s)."""
     schemas = sorted({s for s, _ in tables})
     want = set(tables)
     out: dict[tuple[str, str], list[tuple]] = {t: [] for t in want}
     for i in range(0, len(schemas), 200):
         part = schemas[i:i + 200]
+        in_part = set(part)
+        names = sorted({t for s, t in want if s in in_part})
         with conn.cursor() as cur:
             cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, EXTRA, "
                         "CHARACTER_SET_NAME FROM information_schema.COLUMNS "
                         f"WHERE TABLE_SCHEMA IN ({', '.join(['%s'] * len(part))}) "
-                        "ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION", part)
+                        f"AND TABLE_NAME IN ({', '.join(['%s'] * len(names))}) "
+                        "ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION", [*part, *names])
             for r in cur.fetchall():
                 r = tuple(None if v is None else as_str(v) for v in r)
                 if (r[0], r[1]) in want:

@@ -298,6 +298,21 @@ def ensure_databases(down_conn, schemas: list[tuple[object, str, str]]) -> list[
     return done
 
 
+_NAMED_HEAD = re.compile(r"\ACREATE TABLE `(?:[^`]|``)+` ")
+
+
+def _parse_once(text: str, parsed: dict) -> ShowCreate:
+    """``parse_show_create(text)``, once per body: shards and many small tables share one
+    definition under different names (10,000 parses were 10 s of a full phase's prepare). The
+    result names no table, and its readers only read it."""
+    head = _NAMED_HEAD.match(text)
+    body = text[head.end():] if head else text
+    got = parsed.get(body)
+    if got is None:
+        got = parsed[body] = parse_show_create(text)
+    return got
+
+
 def ensure_targets(down_conn, members: list[tuple[object, SourceTable]], mapped_columns, *,
                    routes=None, exact: bool = False, connect_down=None, threads: int = 4) -> list[str]:
     """Create every missing target schema/table. ``members`` pairs an upstream connection
@@ -312,9 +327,10 @@ def ensure_targets(down_conn, members: list[tuple[object, SourceTable]], mapped_
         sts = [st for c, st in members if c is up_conn]
         texts.update(zip(map(id, sts), show_creates(up_conn, [(st.schema, st.table) for st in sts])))
     groups: dict[tuple[str, str], list[tuple[SourceTable, ShowCreate]]] = {}
+    parsed: dict[str, ShowCreate] = {}
     for _, st in members:
         tkey = (st.target_schema.lower(), st.target_table.lower())
-        groups.setdefault(tkey, []).append((st, parse_show_create(texts[id(st)])))
+        groups.setdefault(tkey, []).append((st, _parse_once(texts[id(st)], parsed)))
     chosen = [pick_definition(g, exact=exact) for g in groups.values()]  # every refusal before any CREATE
     conn_of = {id(st): up for up, st in members}
     databases: dict[str, str] = {}   # target database (lower case) -> its CREATE, from its first table
