@@ -21,8 +21,8 @@ changes before it and writes those after it exactly.
 Where no position comes back -- MySQL (no such variables), a server without a binlog, an
 engine without snapshots (MyISAM, Aria: ``transactional``), an XA transaction prepared before
 the snapshot and not committed in it (``_xa_across``: the sync applies XA rows where they are
-in the binlog, at the PREPARE) -- nothing is recorded and the table's catch-up replays in
-safe mode from the low watermark.
+in the binlog, at the PREPARE) -- nothing is recorded and the table's catch-up takes safe
+mode's inexact path for keyless rows (keyless_ledger's ``LEGACY`` verdict), with the limits above.
 """
 
 from __future__ import annotations
