@@ -53,32 +53,47 @@ def allowed_databases(conn, rules) -> list[tuple[str, str]]:
             if s.lower() not in SYSTEM_SCHEMAS and rules.block_allow.selects_schema(s)]
 
 
-def discover(conn, source_id: str, rules) -> list[SourceTable]:
-    """Allowed base tables of one source with their routes, keys and size estimates."""
+def discover(conn, source_id: str, rules, *, within: tuple[str, str] | None = None) -> list[SourceTable]:
+    """Allowed base tables of one source with their routes, keys and size estimates.
+    ``within``: only this (schema, table), when the caller needs one table.
+
+    Why the schema list first: information_schema.tables opens every table it lists to read
+    its row estimate, so listing a server of 10,000 tables took 1-2 s; the schemas the rules
+    can never allow a table of are left out of the query, and their tables are not opened."""
     faults.hit("upstream.list_tables")
     with conn.cursor() as cur:
+        if within is not None:
+            where, args = "table_schema = %s AND table_name = %s", within
+        else:
+            cur.execute("SELECT schema_name FROM information_schema.schemata")
+            wanted = [r[0] for r in cur.fetchall() if r[0].lower() not in SYSTEM_SCHEMAS
+                      and rules.block_allow.may_allow_tables_of(r[0])]
+            if not wanted:
+                return []
+            where, args = "table_schema IN %s", (wanted,)
         cur.execute(
             "SELECT table_schema, table_name, COALESCE(table_rows, 0), COALESCE(avg_row_length, 0), "
-            "COALESCE(engine, '') FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
-            "ORDER BY table_schema, table_name"
+            f"COALESCE(engine, '') FROM information_schema.tables WHERE table_type = 'BASE TABLE' AND {where} "
+            "ORDER BY table_schema, table_name", args
         )
         tables = [(s, t, int(n), int(a), e) for s, t, n, a, e in cur.fetchall()
                   if s.lower() not in SYSTEM_SCHEMAS and rules.block_allow.allow_table(s, t)]
         if not tables:
             return []
         # only the allowed tables' schemas: information_schema then opens no other schema's tables
-        schemas = sorted({s for s, *_ in tables})
+        if within is None:
+            where, args = "table_schema IN %s", (sorted({s for s, *_ in tables}),)
         cur.execute(
             "SELECT table_schema, table_name, column_name, data_type, is_nullable FROM information_schema.columns "
-            "WHERE table_schema IN %s ORDER BY table_schema, table_name, ordinal_position", (schemas,)
+            f"WHERE {where} ORDER BY table_schema, table_name, ordinal_position", args
         )
         cols: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
         for s, t, c, dt, nullable in cur.fetchall():
             cols.setdefault((s, t), []).append((c, dt.lower(), nullable == "YES"))
         cur.execute(
             "SELECT table_schema, table_name, index_name, column_name, non_unique FROM information_schema.statistics "
-            "WHERE table_schema IN %s ORDER BY table_schema, table_name, index_name = 'PRIMARY' DESC, index_name, "
-            "seq_in_index", (schemas,)
+            f"WHERE {where} ORDER BY table_schema, table_name, index_name = 'PRIMARY' DESC, index_name, "
+            "seq_in_index", args
         )
         idx: dict[tuple[str, str], dict[str, tuple[bool, list[str]]]] = {}
         for s, t, i, c, nu in cur.fetchall():

@@ -8,12 +8,13 @@ tables beside a few big ones, and DM's mydumper/myloader take them in a second.
 
 Protocol; each table still lands exactly once, as a one-chunk table of loader.py does:
 
-1. driver, one connection per source, one downstream, one to the state store: ``prepare``
-   takes each table whose estimated rows are under half a chunk, and its persisted plan
+1. driver, in a thread one batch ahead of the copies (``_ahead``), one connection per source,
+   one downstream, one to the state store: ``prepare`` takes each table of the batch whose
+   estimated rows are under half a chunk, and its persisted plan
    (plan_store.py; computed from the real rows, so a wrong estimate only sends a table back
    to the per-table path); a table whose plan has one chunk is small. Its chunk is skipped
    when recorded, adopted when its marker is committed downstream (chunk_writer.py), else
-   copied: just before its batch, ``specs`` reads its shape (extract.chunk_shape, the columns
+   copied: ``specs`` reads its shape (extract.chunk_shape, the columns
    of the batch's tables in one query per side) and builds its line query (text_rows.py).
 2. ``copy_specs`` (on executors: a Spark job per batch of specs, its partitions spread
    over the cores, each partition's tables on THREADS_PER_TASK threads): one upstream
@@ -307,29 +308,26 @@ def record(task, store, specs: list, results: list[dict]) -> tuple[list[TableRes
     return landed, failed
 
 
-def _shaped_ahead(todo_batches: list, clock, shape):
-    """``shape(batch)`` of each batch, the next one read while the caller copies this one.
+def _ahead(groups: list, work):
+    """``work(group)`` of each group, the next one done in a thread while the caller copies this one.
 
-    Why: reading a batch's shapes is queries to both servers (about 1.2 s for 256 tables) and
-    copying it is a Spark job of about the same length; one after the other they were half of
-    the pass at 10,000 tables. A shape is now read a batch (a second or two) before its copy
-    rather than just before: a table altered in between is met as one altered just after its
-    shape was read, as before (a query that no longer fits fails the table's copy, and the
-    per-table path loads it)."""
+    Why: planning a batch (one ``MIN/MAX/COUNT`` per table upstream, its plan rows in the state
+    store) and reading its shapes (queries to both servers) took about 2.5 s per 256 tables, and
+    copying it is a Spark job of about the same length; one after the other they were a third of
+    the pass at 10,000 tables. A batch is now planned and shaped one batch (a second or two)
+    before its copy rather than just before: a table altered in between is met as one altered
+    just after its shape was read, as before (a query that no longer fits fails the table's
+    copy, and the per-table path loads it)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def timed(todo):
-        with clock("small tables: shape, query (beside the copies)"):
-            return shape(todo)
-
-    if not todo_batches:
+    if not groups:
         return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="small-tables-shape") as ahead:
-        nxt = ahead.submit(timed, todo_batches[0])
-        for i in range(len(todo_batches)):
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="small-tables-ahead") as ahead:
+        nxt = ahead.submit(work, groups[0])
+        for i in range(len(groups)):
             got = nxt.result()
-            if i + 1 < len(todo_batches):
-                nxt = ahead.submit(timed, todo_batches[i + 1])
+            if i + 1 < len(groups):
+                nxt = ahead.submit(work, groups[i + 1])
             yield got
 
 
@@ -347,21 +345,27 @@ def load(spark, task, store, per_source, target_ep, settings):
     cores = spark.sparkContext.defaultParallelism
     copied = jobs = 0
     clock = settings.stages.timed
-    with StateStore(store.dsn) as own:
+    # two state-store sessions: the ahead thread plans while this one records
+    with StateStore(store.dsn) as own, StateStore(store.dsn) as planner:
         for sid, pool, tables in per_source:
             left = [t for t in tables if settings.tidb and not t[0].key]  # TiDB, keyless: the staging path
-            with clock("small tables: plan"):
-                prepared = prepare(task, own, [t for t in tables if not (settings.tidb and not t[0].key)], target_ep)
-            results += prepared.done
-            left += prepared.rest
             verb = chunk_writer.verb(task.instance(sid).loader.on_duplicate_logical)
-            by_name = {st.name: (st, ep, n) for st, ep, n, _ in prepared.todo}
-            for batch, other in _shaped_ahead(batches(prepared.todo, cores), clock, lambda todo: specs(
-                    task, todo, target_ep, verb=verb,
-                    turn_of=lambda schema, table: settings.turns.of(target_ep, schema, table))):
-                left += other
+
+            def plan_and_shape(group, verb=verb):
+                with clock("small tables: plan (beside the copies)"):
+                    prepared = prepare(task, planner, group, target_ep)
+                with clock("small tables: shape, query (beside the copies)"):
+                    batch, other = specs(task, prepared.todo, target_ep, verb=verb,
+                                         turn_of=lambda schema, table: settings.turns.of(target_ep, schema, table))
+                return prepared, batch, other
+
+            mine = [t for t in tables if not (settings.tidb and not t[0].key)]
+            for prepared, batch, other in _ahead(batches(mine, cores), plan_and_shape):
+                results += prepared.done
+                left += prepared.rest + other
                 if not batch:
                     continue
+                by_name = {st.name: (st, ep, n) for st, ep, n, _ in prepared.todo}
                 spark.sparkContext.setJobDescription(f"{len(batch)} small tables of {sid}")
                 t1 = time.monotonic()
                 with clock("small tables: copy (Spark jobs)"):

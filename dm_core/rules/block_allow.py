@@ -98,6 +98,18 @@ class BlockAllowList:
             return True
         return any(sp.match(schema) for sp, _ in self._do_tables)
 
+    def may_allow_tables_of(self, schema: str) -> bool:
+        """False when no table of ``schema`` can be allowed (discover then lists none of them).
+
+        >>> BlockAllowList(BAListRule(do_tables=[TableRef("app", "t")])).may_allow_tables_of("other")
+        False
+        >>> BlockAllowList(BAListRule(ignore_dbs=["tmp"])).may_allow_tables_of("app")
+        True
+        """
+        if schema.lower() in self._system or not self._on_schema(schema):
+            return False
+        return not self._do_tables or any(sp.match(schema) for sp, _ in self._do_tables)
+
     def allow_table(self, schema: str, table: str) -> bool:
         got = self._cache.get((schema, table))
         if got is None:

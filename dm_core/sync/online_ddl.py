@@ -126,6 +126,9 @@ class OnlineBlockAllow:
     def selects_schema(self, schema: str) -> bool:
         return self.inner.selects_schema(schema)
 
+    def may_allow_tables_of(self, schema: str) -> bool:
+        return self.inner.may_allow_tables_of(schema)
+
     def allow_table(self, schema: str, table: str) -> bool:
         if table and self.kinds.kind(table) != REAL:
             return False

@@ -61,6 +61,9 @@ class _OneTable:
     def allow_table(self, s: str, t: str) -> bool:
         return (s, t) == self._st
 
+    def may_allow_tables_of(self, s: str) -> bool:
+        return s == self._st[0]
+
     def route(self, s: str, t: str):
         return s, t
 
@@ -70,7 +73,7 @@ class _OneTable:
 
 def downstream_table(conn, schema: str, table: str) -> SourceTable | None:
     """The downstream table with its key (PK, else NOT NULL unique key, else none), or None."""
-    got = discover(conn, "", _OneTable(schema, table))
+    got = discover(conn, "", _OneTable(schema, table), within=(schema, table))
     return got[0] if got else None
 
 

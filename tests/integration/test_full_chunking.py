@@ -68,6 +68,7 @@ def _tables(up, schema, sid="ck"):
     class _Rules:  # discover needs only the allow list and the router
         class block_allow:
             allow_table = staticmethod(lambda s, t: s == schema)
+            may_allow_tables_of = staticmethod(lambda s: s == schema)
 
         class router:
             route = staticmethod(lambda s, t: (s, t))
