@@ -73,6 +73,7 @@ from __future__ import annotations
 import logging
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from dm_core.db import connect, master_position
 from dm_core.full import chunk_writer, extract, xa_wait
@@ -125,6 +126,10 @@ def prepare(task, store) -> dict:
     databases = []
     conns = []
     fresh = []
+    states, listed = {}, {}
+    # each source's tables are listed in a thread of their own once its low watermark is recorded:
+    # listing is the upstream's work (it opens every table), and the sources are different servers
+    lister = ThreadPoolExecutor(max_workers=len(task.mysql_instances) or 1, thread_name_prefix="discover")
     try:
         for inst in task.mysql_instances:
             sid = inst.source_id
@@ -139,7 +144,11 @@ def prepare(task, store) -> dict:
                                           **keyless_ledger.CLEARED)
                 st = store.source_state(task.name, sid)
                 fresh.append(sid)
-            tables = discover(conn, sid, task.rules_for(sid))
+            states[sid] = st
+            listed[sid] = lister.submit(discover, conn, sid, task.rules_for(sid))
+        for inst, conn in zip(task.mysql_instances, conns):
+            sid, st = inst.source_id, states[inst.source_id]
+            tables = listed[sid].result()
             if is_binlog_watermark(st["low_file"]):   # what the sync decodes rows without names with
                 schema_tracker.seed_full_phase(store, task.name, sid, conn, [(t.schema, t.table) for t in tables],
                                                fresh=sid in fresh)
@@ -171,6 +180,7 @@ def prepare(task, store) -> dict:
         finally:
             down.close()
     finally:
+        lister.shutdown(wait=True)   # a failed source's listing ends before its connection closes
         for c in conns:
             c.close()
     return summary

@@ -323,9 +323,21 @@ def ensure_targets(down_conn, members: list[tuple[object, SourceTable]], mapped_
     so ``threads`` CREATE TABLEs run at once (each one creates a file downstream; hundreds of
     small tables took 25 ms each one after another)."""
     texts: dict[int, str] = {}
-    for up_conn in {id(c): c for c, _ in members}.values():
+    ups = list({id(c): c for c, _ in members}.values())
+
+    def read(up_conn):   # one thread per upstream: each reads its own server's definitions
         sts = [st for c, st in members if c is up_conn]
-        texts.update(zip(map(id, sts), show_creates(up_conn, [(st.schema, st.table) for st in sts])))
+        return zip(map(id, sts), show_creates(up_conn, [(st.schema, st.table) for st in sts]))
+
+    if len(ups) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=len(ups), thread_name_prefix="show-create") as ex:
+            for got in list(ex.map(read, ups)):
+                texts.update(got)
+    else:
+        for up_conn in ups:
+            texts.update(read(up_conn))
     groups: dict[tuple[str, str], list[tuple[SourceTable, ShowCreate]]] = {}
     parsed: dict[str, ShowCreate] = {}
     for _, st in members:
