@@ -90,8 +90,8 @@ def _source(store, plans, fleet: Fleet, i: int, sid: str) -> None:
     n_chunks = {(st.schema, st.table): 3 if k % 10 == 0 else 1 for k, st in enumerate(sts)}
     got = plans.get_or_create_many(
         fleet.task, sid, sts, epoch_of(low),
-        lambda st: [Chunk(c, f"id % 3 = {c}" if n_chunks[st.schema, st.table] > 1 else "1=1")
-                    for c in range(n_chunks[st.schema, st.table])],
+        lambda many: [[Chunk(c, f"id % 3 = {c}" if n_chunks[st.schema, st.table] > 1 else "1=1")
+                       for c in range(n_chunks[st.schema, st.table])] for st in many],
         lambda st: False)
     loading = sid == fleet.loading
     done, loaded = 0, []

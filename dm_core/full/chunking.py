@@ -133,11 +133,45 @@ def plan_chunks(conn, st, target_rows: int = 200_000) -> list[Chunk]:
     return _sampled(conn, st, target_rows)
 
 
-def _integer_ranges(conn, st, target_rows: int) -> list[Chunk]:
-    k = qi(st.key[0])
+def plan_chunks_many(conn, tables: list, per_query: int = 64) -> list[list[Chunk]]:
+    """``plan_chunks`` of each (st, target_rows) of ``tables``, in order. The tables with one
+    integer key are measured ``per_query`` at a time, in one ``UNION ALL`` query: the small
+    tables' pass plans thousands of tables, and one round trip each (with its Python) was
+    most of that planning (5,000 tables: 4.3 s of 6.7)."""
+    out: list = [None] * len(tables)
+    ranged = []
+    for i, (st, target_rows) in enumerate(tables):
+        if target_rows >= 1 and st.key and len(st.key) == 1 and st.key_types[0] in INT_TYPES:
+            ranged.append(i)
+        else:
+            out[i] = plan_chunks(conn, st, target_rows)
     with conn.cursor() as cur:
-        cur.execute(f"SELECT MIN({k}), MAX({k}), COUNT(*) FROM {qt(st.schema, st.table)}")
-        lo, hi, n = cur.fetchone()
+        for at in range(0, len(ranged), per_query):
+            part = ranged[at:at + per_query]
+            cur.execute(" UNION ALL ".join(_measure(i, tables[i][0]) for i in part))
+            for i, lo, hi, n in cur.fetchall():
+                st, target_rows = tables[int(i)]
+                out[int(i)] = _ranges(st, lo, hi, n, target_rows)
+    missing = [tables[i][0].name for i, got in enumerate(out) if got is None]
+    if missing:   # cannot happen (one row per SELECT); never plan a table as empty by mistake
+        raise RuntimeError(f"no MIN/MAX/COUNT came back for {', '.join(missing[:5])}")
+    return out
+
+
+def _measure(i: int, st) -> str:
+    k = qi(st.key[0])
+    return f"SELECT {int(i)}, MIN({k}), MAX({k}), COUNT(*) FROM {qt(st.schema, st.table)}"
+
+
+def _integer_ranges(conn, st, target_rows: int) -> list[Chunk]:
+    with conn.cursor() as cur:
+        cur.execute(_measure(0, st))
+        _, lo, hi, n = cur.fetchone()
+    return _ranges(st, lo, hi, n, target_rows)
+
+
+def _ranges(st, lo, hi, n, target_rows: int) -> list[Chunk]:
+    """Chunks of about ``target_rows`` rows between the key's ``lo`` and ``hi`` (``n`` rows)."""
     if lo is None or n <= target_rows:
         return [Chunk(0, "1=1")]
     lo, hi = int(lo), int(hi)

@@ -102,18 +102,20 @@ class PlanStore:
             return got[0], got[2]
         return plan_id, chunks
 
-    def get_or_create_many(self, task: str, source_id: str, tables, epoch: str, compute,
+    def get_or_create_many(self, task: str, source_id: str, tables, epoch: str, compute_many,
                            recorded) -> dict[tuple[str, str], tuple[str, list[Chunk]] | None]:
         """``get_or_create`` for many tables of one source in three round trips instead of two
         per table (the small tables' pass plans hundreds at once). ``tables``: their
-        discover.SourceTable; ``compute(st)`` makes one table's chunks; ``recorded(st)``: it has
-        finished chunks. A table whose stored plan is of another epoch and that has finished
-        chunks maps to None: the per-table path raises its PlanConflict."""
+        discover.SourceTable; ``compute_many(sts)`` makes the chunks of each (a list per table,
+        in order); ``recorded(st)``: it has finished chunks. A table whose stored plan is of
+        another epoch and that has finished chunks maps to None: the per-table path raises its
+        PlanConflict."""
         from psycopg2.extras import execute_values
 
-        stored = self._read_source(task, source_id)
+        names = [(st.schema, st.table) for st in tables]
+        stored = self._read_source(task, source_id, names)
         out: dict = {}
-        fresh = []
+        unplanned = []
         for st in tables:
             got = stored.get((st.schema, st.table))
             if got and got[1] == epoch:
@@ -121,9 +123,10 @@ class PlanStore:
             elif got and recorded(st):
                 out[st.schema, st.table] = None
             else:
-                fresh.append((st, uuid.uuid4().hex, compute(st)))
-        if not fresh:
+                unplanned.append(st)
+        if not unplanned:
             return out
+        fresh = [(st, uuid.uuid4().hex, chunks) for st, chunks in zip(unplanned, compute_many(unplanned), strict=True)]
         keys = ["/".join((task, source_id, st.schema, st.table)) for st, _, _ in fresh]
         with transaction(self._conn) as cur:
             # the same per-table locks get_or_create takes, in one order: no deadlock between jobs
@@ -147,21 +150,25 @@ class PlanStore:
         for st, pid, ch in fresh:
             out[st.schema, st.table] = (pid, ch)
         if len(mine) != len(fresh):
-            stored = self._read_source(task, source_id)
+            stored = self._read_source(task, source_id, names)
             for st, _, _ in fresh:
                 if (st.schema, st.table) in theirs:
                     got = stored[st.schema, st.table]
                     out[st.schema, st.table] = (got[0], got[2])
         return out
 
-    def _read_source(self, task: str, source_id: str) -> dict[tuple[str, str], tuple[str, str, list[Chunk]]]:
-        """(schema, table) -> (plan_id, epoch, chunks) of every stored plan of one source."""
+    def _read_source(self, task: str, source_id: str,
+                     names: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, str, list[Chunk]]]:
+        """(schema, table) -> (plan_id, epoch, chunks) of the stored plans of ``names`` of one
+        source (the small tables' pass asks per batch: reading the whole source each time grew
+        with the square of its tables)."""
         out: dict = {}
         with transaction(self._conn) as cur:
             cur.execute(f"SELECT p.schema_name, p.table_name, p.plan_id, p.epoch, p.chunks, c.chunk_id, c.predicate "
                         f"FROM {SCHEMA}.full_plan p LEFT JOIN {SCHEMA}.full_plan_chunk c ON c.plan_id = p.plan_id "
-                        "WHERE p.task = %s AND p.source_id = %s ORDER BY p.schema_name, p.table_name, c.chunk_id",
-                        (task, source_id))
+                        "WHERE p.task = %s AND p.source_id = %s AND (p.schema_name, p.table_name) IN "
+                        "(SELECT * FROM unnest(%s::text[], %s::text[])) ORDER BY p.schema_name, p.table_name, c.chunk_id",
+                        (task, source_id, [s for s, _ in names], [t for _, t in names]))
             counts = {}
             for schema, table, plan_id, epoch, n, chunk_id, predicate in cur.fetchall():
                 got = out.setdefault((schema, table), (plan_id, epoch, []))

@@ -45,7 +45,7 @@ from dm_core import faults
 from dm_core.db import Endpoint, connect
 from dm_core.full import chunk_writer, extract, snapshot_read, text_rows, user_targets
 from dm_core.full.extract import partition_id_columns
-from dm_core.full.chunking import plan_chunks
+from dm_core.full.chunking import plan_chunks_many
 from dm_core.full.loader import TableResult, binlog_end
 from dm_core.full.plan_store import PlanStore, epoch_of
 
@@ -99,13 +99,13 @@ def prepare(task, store, tables, target_ep) -> Prepared:
             adoptable = []
             rows_of = {(st.schema, st.table): (ep, n) for st, ep, n in candidates}
 
-            def compute(st):
-                ep, n = rows_of[st.schema, st.table]
+            def compute_many(sts):   # one source: one endpoint
+                ep = rows_of[sts[0].schema, sts[0].table][0]
                 up = ups.get(_key(ep)) or ups.setdefault(_key(ep), connect(ep))
-                return plan_chunks(up, st, n)
+                return plan_chunks_many(up, [(st, rows_of[st.schema, st.table][1]) for st in sts])
 
             got = plans.get_or_create_many(task.name, candidates[0][0].source_id, [c[0] for c in candidates], epoch,
-                                           compute, lambda st: bool(done.get((st.schema, st.table))))
+                                           compute_many, lambda st: bool(done.get((st.schema, st.table))))
             for st, ep, n in candidates:
                 recorded = done.get((st.schema, st.table), set())
                 if got[st.schema, st.table] is None:

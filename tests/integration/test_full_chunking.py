@@ -11,7 +11,7 @@ chunks and compared with upstream; a second run must load nothing (keyless rows 
 import pytest
 
 from dm_core.db import connect, qt
-from dm_core.full.chunking import plan_chunks
+from dm_core.full.chunking import plan_chunks, plan_chunks_many
 from dm_core.full.discover import discover
 from dm_core.full.phase import prepare
 from dm_core.full.plan_store import PlanConflict, PlanStore
@@ -106,6 +106,12 @@ def test_every_key_shape_is_split_into_disjoint_covering_chunks(stack, keyed_sch
             else:
                 assert len(chunks) == 10 and max(counts) < 200, (name, counts)
             assert plan_chunks(conn, st, 100) == chunks, f"{name}: planning is not deterministic"
+        # many at once (the small tables' pass), two integer keys a query: the same plans, in order
+        one = list(_tables(up, keyed_schema).values())
+        tables, sizes = one * 2, [100] * len(one) + [2000] * len(one)
+        many = plan_chunks_many(conn, list(zip(tables, sizes)), per_query=2)
+        assert many == [plan_chunks(conn, st, n) for st, n in zip(tables, sizes)]
+        assert [len(c) for c, st in zip(many, tables) if st.table == "intk"] == [10, 1]
     finally:
         conn.close()
 
