@@ -259,7 +259,7 @@ def _copy(specs, target_ep: Endpoint):
 
                 stats = load_data.load_chunk(conn, s.sql, text_rows.read_lines(ups[key], s.query, snap), marker,
                                              encoder=text_rows.as_text,
-                                             duplicates_fail=s.duplicates_fail, turn=s.turn)
+                                             duplicates_fail=s.duplicates_fail, turn=s.turn, spool=True)
                 yield {"name": s.name, "rows": stats.rows, "seconds": time.monotonic() - t0, "error": None}
             except Exception as e:  # this table goes back to the per-table path; the others go on
                 for pool, k in ((ups, key), (downs, s.drifted)):
