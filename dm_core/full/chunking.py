@@ -128,9 +128,14 @@ def plan_chunks(conn, st, target_rows: int = 200_000) -> list[Chunk]:
         raise ValueError(f"{st.name}: chunk size must be positive, got {target_rows}")
     if not st.key or any(t in _UNSAMPLEABLE for t in st.key_types):
         return [Chunk(0, "1=1")]
-    if len(st.key) == 1 and st.key_types[0] in INT_TYPES:
+    if _by_integer_range(st):
         return _integer_ranges(conn, st, target_rows)
     return _sampled(conn, st, target_rows)
+
+
+def _by_integer_range(st) -> bool:
+    """Whether ``st`` is cut by its one integer key's MIN/MAX (else sampled, or one chunk)."""
+    return len(st.key) == 1 and st.key_types[0] in INT_TYPES
 
 
 def plan_chunks_many(conn, tables: list, per_query: int = 64) -> list[list[Chunk]]:
@@ -141,7 +146,7 @@ def plan_chunks_many(conn, tables: list, per_query: int = 64) -> list[list[Chunk
     out: list = [None] * len(tables)
     ranged = []
     for i, (st, target_rows) in enumerate(tables):
-        if target_rows >= 1 and st.key and len(st.key) == 1 and st.key_types[0] in INT_TYPES:
+        if target_rows >= 1 and st.key and _by_integer_range(st):
             ranged.append(i)
         else:
             out[i] = plan_chunks(conn, st, target_rows)

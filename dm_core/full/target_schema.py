@@ -322,6 +322,8 @@ def ensure_targets(down_conn, members: list[tuple[object, SourceTable]], mapped_
     ``connect_down()``: more downstream connections (as ``down_conn``: foreign key checks off),
     so ``threads`` CREATE TABLEs run at once (each one creates a file downstream; hundreds of
     small tables took 25 ms each one after another)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     texts: dict[int, str] = {}
     ups = list({id(c): c for c, _ in members}.values())
 
@@ -329,15 +331,9 @@ def ensure_targets(down_conn, members: list[tuple[object, SourceTable]], mapped_
         sts = [st for c, st in members if c is up_conn]
         return zip(map(id, sts), show_creates(up_conn, [(st.schema, st.table) for st in sts]))
 
-    if len(ups) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=len(ups), thread_name_prefix="show-create") as ex:
-            for got in list(ex.map(read, ups)):
-                texts.update(got)
-    else:
-        for up_conn in ups:
-            texts.update(read(up_conn))
+    with ThreadPoolExecutor(max_workers=max(1, len(ups)), thread_name_prefix="show-create") as ex:
+        for got in ex.map(read, ups):
+            texts.update(got)
     groups: dict[tuple[str, str], list[tuple[SourceTable, ShowCreate]]] = {}
     parsed: dict[str, ShowCreate] = {}
     for _, st in members:
