@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from dm_core.errors import ErrorCode
+
+# seconds between the tries of a request Airflow's database aborted (_call)
+_DB_ERROR_BACKOFF = (0.5, 1.0, 2.0, 4.0)
+
+
+class _TransientDatabaseError(Exception):
+    pass
 
 
 class AirflowAPI:
@@ -49,6 +57,20 @@ class AirflowAPI:
 
     def _call(self, method: str, path: str, body: dict | None = None, auth: bool = True, *,
               conflict_ok: bool = False):
+        # Airflow answers 500 "Database error" when its metadata database aborted the request's
+        # transaction, as Postgres does to one side of a deadlock between the API server and the
+        # scheduler writing the same run. Nothing was written, and the same request goes through
+        # a moment later; anything else, or the same error after the last try, is raised.
+        for delay in (*_DB_ERROR_BACKOFF, None):
+            try:
+                return self._call_once(method, path, body, auth, conflict_ok=conflict_ok)
+            except _TransientDatabaseError as e:
+                if delay is None:
+                    raise ErrorCode.AIRFLOW_API.error(
+                        f"{e} (the same after {len(_DB_ERROR_BACKOFF) + 1} tries)") from None
+                time.sleep(delay)
+
+    def _call_once(self, method: str, path: str, body: dict | None, auth: bool, *, conflict_ok: bool):
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
@@ -62,6 +84,8 @@ class AirflowAPI:
             if e.code == 404 or (e.code == 409 and conflict_ok):
                 return None
             detail = e.read().decode(errors="replace")[:500]
+            if e.code == 500 and _is_database_error(detail):
+                raise _TransientDatabaseError(f"Airflow {method} {path}: HTTP {e.code}: {detail}") from None
             raise ErrorCode.AIRFLOW_API.error(f"Airflow {method} {path}: HTTP {e.code}: {detail}") from None
         except (urllib.error.URLError, OSError) as e:
             raise ErrorCode.AIRFLOW_API.error(f"cannot reach Airflow at {self.url}: {e}") from None
@@ -153,6 +177,15 @@ class AirflowAPI:
         self._call("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances",
                    {"dry_run": False, "dag_run_id": run_id, "task_ids": task_ids, "only_failed": False,
                     "reset_dag_runs": True})
+
+
+def _is_database_error(body: str) -> bool:
+    """Whether an HTTP 500's body is the API server's answer to an exception of its database."""
+    try:
+        detail = json.loads(body).get("detail")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(detail, dict) and detail.get("reason") == "Database error"
 
 
 def _q(run_id: str) -> str:
