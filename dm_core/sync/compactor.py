@@ -20,7 +20,12 @@ Steps:
    with the update's ``safe`` and ``pos``; from here on every job addresses one key.
 2. Jobs of tables without a unique key (``key_is_unique`` False, the key is "all columns")
    and jobs with a NULL in their key pass through untouched, in place: identical rows
-   cannot be told apart, so there is nothing safe to merge.
+   cannot be told apart, so there is nothing safe to merge. So do the jobs of a table with
+   a unique index besides its key (``only_unique_key`` False): there, rows of two keys
+   interact, and step 3's move would reorder them. An UPDATE moving u=5 from row 1 to 6,
+   an INSERT of row 2 with u=5, then another UPDATE of row 1 would compact to the INSERT
+   first: a duplicate of u=5 downstream (1062), or, in safe mode, a REPLACE that deletes
+   row 1.
 3. A job whose key is already in the buffer merges with that job; the result takes the
    place of the *later* job (DM), the earlier slot is emptied. So the output holds at most
    one job per key, and every job lands at or after its own input position relative to
@@ -56,7 +61,7 @@ def compact(jobs: list[RowJob]) -> list[RowJob]:
     """Merge changes of the same row; see the module docstring for rules and order.
 
     >>> from dm_core.target import TargetTable
-    >>> t = TargetTable("db", "t", ("id", "v"), ("id",), True)
+    >>> t = TargetTable("db", "t", ("id", "v"), ("id",), True, only_unique_key=True)
     >>> jobs = [RowJob("delete", t, {"id": 1, "v": "a"}, None, False),
     ...         RowJob("insert", t, None, {"id": 1, "v": "b"}, False),
     ...         RowJob("update", t, {"id": 1, "v": "b"}, {"id": 2, "v": "b"}, False)]
@@ -88,7 +93,7 @@ def _split(job: RowJob) -> tuple[RowJob, ...]:
 
 
 def _compactable(job: RowJob) -> bool:
-    if not job.target.key_is_unique:
+    if not (job.target.key_is_unique and job.target.only_unique_key):
         return False
     kb, ka = job.key_before(), job.key_after()
     return (kb is None or None not in kb) and (ka is None or None not in ka)

@@ -23,6 +23,8 @@ TABLES = {
     # key = the NOT NULL unique key; general_ci: 'a' = 'A', 'é' = 'e', 'c ' = 'c'
     "ci": "(k VARCHAR(4) COLLATE utf8mb4_general_ci NOT NULL, v VARCHAR(8) NULL, n INT NULL, UNIQUE KEY uk (k))",
     "nk": "(a INT NULL, b VARCHAR(4) NULL)",
+    # a second unique index: an UPDATE freeing u=2 and an INSERT taking it must stay in order
+    "uk": "(id INT NOT NULL PRIMARY KEY, u INT NULL, v VARCHAR(8) NULL, UNIQUE KEY uu (u))",
 }
 SMALL = [None, "x", "y", "z"]
 POOLS = {
@@ -30,6 +32,7 @@ POOLS = {
     "ck": ({"a": ["p", "q", "P"], "b": [1, 2], "v": SMALL}, False),
     "ci": ({"k": ["a", "A", "b", "B", "é", "e", "c ", "c"], "v": SMALL, "n": [None, 1, 2]}, True),
     "nk": ({"a": [1, 2, None], "b": ["x", None]}, False),
+    "uk": ({"id": [1, 2, 3, 4, 5], "u": [None, 1, 2, 3], "v": SMALL}, False),
 }
 
 
@@ -95,6 +98,7 @@ def test_detected_keys(down):
     t = targets[schemas[0]]
     assert (t["pk"].key, t["ck"].key, t["ci"].key) == (("id",), ("a", "b"), ("k",))
     assert t["nk"].key == ("a", "b") and not t["nk"].key_is_unique
+    assert t["uk"].key == ("id",) and t["pk"].only_unique_key and not t["uk"].only_unique_key
 
 
 @pytest.mark.parametrize("seed", range(25))
@@ -148,3 +152,19 @@ def test_large_runs_split_into_capped_statements(down):
     with conn.cursor() as cur:
         cur.execute(f"SELECT COUNT(*), COUNT(v) FROM {qt(raw_s, 'pk')}")
         assert cur.fetchone() == (n // 2, 0)
+
+
+@pytest.mark.parametrize("compact_on, multiple_rows", [(True, True), (True, False), (False, True)])
+def test_a_value_of_a_second_unique_index_handed_between_rows_keeps_its_order(down, compact_on, multiple_rows):
+    """Row 1 gives u=5 up, row 2 takes it, row 1 changes again, in one batch: compacting row 1's
+    two updates into one placed after row 2's insert would put u=5 on two rows (1062)."""
+    conn, (_, opt_s), targets = down
+    t = targets[opt_s]["uk"]
+    _reset(conn, (opt_s,))
+    Applier(conn).apply(merge([RowJob("insert", t, None, {"id": 1, "u": 5, "v": "a"}, False)], multiple_rows=False))
+    jobs = [RowJob("update", t, {"id": 1, "u": 5, "v": "a"}, {"id": 1, "u": 6, "v": "a"}, False),
+            RowJob("insert", t, None, {"id": 2, "u": 5, "v": "b"}, False),
+            RowJob("update", t, {"id": 1, "u": 6, "v": "a"}, {"id": 1, "u": 6, "v": "c"}, False)]
+    pipeline(jobs, compact_on=compact_on, multiple_rows=multiple_rows, workers=3, rng=random.Random(0),
+             execute=_execute(conn))
+    assert _contents(conn, opt_s)["uk"] == [(1, 6, "c"), (2, 5, "b")]

@@ -8,11 +8,14 @@ from dm_core.sync.compactor import compact
 from dm_core.sync.job import RowJob, fold
 from dm_core.target import TargetTable
 
-PK = TargetTable("db", "t", ("id", "v"), ("id",), True)
-PK2 = TargetTable("db", "t2", ("id", "v"), ("id",), True)
-CK = TargetTable("db", "c", ("a", "b", "v"), ("a", "b"), True)
+PK = TargetTable("db", "t", ("id", "v"), ("id",), True, only_unique_key=True)
+PK2 = TargetTable("db", "t2", ("id", "v"), ("id",), True, only_unique_key=True)
+CK = TargetTable("db", "c", ("a", "b", "v"), ("a", "b"), True, only_unique_key=True)
 NK = TargetTable("db", "n", ("a", "b"), ("a", "b"), False)
-SK = TargetTable("db", "s", ("k", "v"), ("k",), True)  # string key: case folding matters
+SK = TargetTable("db", "s", ("k", "v"), ("k",), True, only_unique_key=True)  # string key: case folding matters
+# a second unique index (u): rows of two keys interact through it
+UK = TargetTable("db", "u", ("id", "u", "v"), ("id",), True, only_unique_key=False,
+                 unique_keys=(("id",),), unique_indexes=(("id",), ("u",)))
 
 
 def row(t, *vals):
@@ -83,6 +86,10 @@ CASES = [
     ("fold-equal keys never merge (two rows under a binary collation)",
      [I(SK, "a", 1), U(SK, ("a", 1), ("A", 1)), I(SK, "a", 2)],
      [I(SK, "A", 1), I(SK, "a", 2, safe=True)]),
+    # moving the merged update of row 1 after row 2's insert would put u=5 on two rows
+    ("a table with a second unique index is never compacted",
+     [U(UK, (1, 5, "a"), (1, 6, "a")), I(UK, 2, 5, "b"), U(UK, (1, 6, "a"), (1, 6, "c"))],
+     [U(UK, (1, 5, "a"), (1, 6, "a")), I(UK, 2, 5, "b"), U(UK, (1, 6, "a"), (1, 6, "c"))]),
     ("accent and trailing-space variants are distinct exact keys", [I(SK, "é", 1), I(SK, "e ", 2), D(SK, "é", 1)],
      [I(SK, "e ", 2), D(SK, "é", 1)]),
 ]

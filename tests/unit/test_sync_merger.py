@@ -220,6 +220,17 @@ class Spec:
     def rand_row(self, rng) -> dict:
         return {c: rng.choice(self.pools[c]) for c in self.target.columns}
 
+    def clashes(self, new: dict, others: list[dict]) -> bool:
+        """Whether ``new`` would repeat another row's key or a non-NULL value of another
+        unique index (the upstream refuses both)."""
+        if self.target.key_is_unique and any(self.ident(x) == self.ident(new) for x in others):
+            return True
+        for cols in self.target.unique_indexes:
+            vals = tuple(new[c] for c in cols)
+            if None not in vals and any(tuple(x[c] for c in cols) == vals for x in others):
+                return True
+        return False
+
 
 def history(rng: random.Random, specs: list[Spec], n: int) -> tuple[list[RowJob], dict]:
     """``n`` valid row changes over ``specs`` and the resulting upstream state (snapshot form)."""
@@ -232,7 +243,7 @@ def history(rng: random.Random, specs: list[Spec], n: int) -> tuple[list[RowJob]
         r = rng.random()
         if not rows or r < 0.35:
             new = s.rand_row(rng)
-            if keyed and any(s.ident(x) == s.ident(new) for x in rows):
+            if s.clashes(new, rows):
                 continue
             rows.append(new)
             jobs.append(RowJob("insert", t, None, dict(new), False))
@@ -244,7 +255,7 @@ def history(rng: random.Random, specs: list[Spec], n: int) -> tuple[list[RowJob]
                 if c not in t.key or not keyed or rng.random() < 0.3:
                     if rng.random() < 0.6:
                         new[c] = rng.choice(s.pools[c])
-            if keyed and any(j != i and s.ident(x) == s.ident(new) for j, x in enumerate(rows)):
+            if s.clashes(new, rows[:i] + rows[i + 1:]):
                 continue
             rows[i] = new
             jobs.append(RowJob("update", t, dict(old), dict(new), False))
@@ -286,10 +297,10 @@ def pipeline(jobs: list[RowJob], *, compact_on: bool, multiple_rows: bool, worke
 def specs(prefix="db") -> list[Spec]:
     small = [None, "x", "y", 7]
     return [
-        Spec(TargetTable(prefix, "pk", ("id", "v"), ("id",), True), {"id": [1, 2, 3, 4, 5], "v": small}),
-        Spec(TargetTable(prefix, "ck", ("a", "b", "v"), ("a", "b"), True),
+        Spec(TargetTable(prefix, "pk", ("id", "v"), ("id",), True, only_unique_key=True), {"id": [1, 2, 3, 4, 5], "v": small}),
+        Spec(TargetTable(prefix, "ck", ("a", "b", "v"), ("a", "b"), True, only_unique_key=True),
              {"a": ["p", "q"], "b": [1, 2], "v": small}),
-        Spec(TargetTable(prefix, "ci", ("k", "v"), ("k",), True),
+        Spec(TargetTable(prefix, "ci", ("k", "v"), ("k",), True, only_unique_key=True),
              {"k": ["a", "A", "b", "B", "é", "e", "c ", "c"], "v": small}, ci=True),
         Spec(TargetTable(prefix, "nk", ("a", "b"), ("a", "b"), False), {"a": [1, 2, None], "b": ["x", None]}),
     ]
