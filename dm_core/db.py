@@ -81,7 +81,8 @@ def connect(ep: Endpoint, *, database: str | None = None, autocommit: bool = Tru
         raise _unreachable(ep, e, downstream) from None
 
 
-def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool = True, local_infile: bool = False):
+def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool = True, local_infile: bool = False,
+                   multi_statements: bool = False):
     """Open a mysqlclient (MySQLdb) connection, for the DML executors.
 
     Why a second driver: the executors run beside the binlog reader in one process, and
@@ -92,11 +93,16 @@ def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool =
     ``MySQLdb.MySQLError`` (``args[0]`` is the server's error code, as with pymysql).
     ``local_infile``: allow ``LOAD DATA LOCAL INFILE`` (the full load's write path,
     dm_core/full/load_data.py); it lets the server ask for any client file, so only
-    connections that run that statement enable it.
+    connections that run that statement enable it. ``multi_statements``: the server takes
+    several statements separated by ``;`` in one round trip (the DML executors,
+    sync/applier.py; the caller must read every result).
     """
     import MySQLdb
+    from MySQLdb.constants import CLIENT
 
     kw = {"init_command": _init_command(ep)}
+    if multi_statements:
+        kw["client_flag"] = CLIENT.MULTI_STATEMENTS | CLIENT.MULTI_RESULTS
     try:
         return MySQLdb.connect(
             host=ep.host, port=int(ep.port), user=ep.user, password=ep.password, charset="utf8mb4",
@@ -105,7 +111,8 @@ def connect_native(ep: Endpoint, *, read_timeout: int = 3600, downstream: bool =
     except MySQLdb.OperationalError as e:
         plain = _tidb_only(ep, e)
         if plain is not None:
-            return connect_native(plain, read_timeout=read_timeout, downstream=downstream, local_infile=local_infile)
+            return connect_native(plain, read_timeout=read_timeout, downstream=downstream, local_infile=local_infile,
+                                  multi_statements=multi_statements)
         raise _unreachable(ep, e, downstream) from None
 
 

@@ -346,7 +346,7 @@ class Syncer:
 
         store = StateStore(self.store.dsn)
         cfg = self.syncer_cfg
-        pool = WorkerPool(lambda: connect_native(target_endpoint(self.task)),
+        pool = WorkerPool(lambda: connect_native(target_endpoint(self.task), multi_statements=True),
                           cfg.worker_count, compact=cfg.compact, multiple_rows=cfg.multiple_rows,
                           foreign_key_checks=self._fk_checks, ledger=self.ledger)
         self._last_ts = None

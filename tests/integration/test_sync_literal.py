@@ -144,3 +144,45 @@ def test_merged_statements_of_large_rows_stay_under_max_allowed_packet(tables):
     with conn.cursor() as cur:
         cur.execute(f"SELECT COUNT(*), SUM(LENGTH(b)), SUM(s = 'changed'), MIN(id), MAX(id) FROM {qt(schema, 'big')}")
         assert cur.fetchone() == (300, 300 * 100_000, len(range(0, 300, 7)), 0, 299)
+
+
+def test_per_row_statements_go_joined_and_a_failure_inside_a_join_undoes_the_whole_batch(stack, tables):
+    """DM's default statements (one UPDATE / DELETE per row) on an executor's connection go
+    several to a round trip; a statement failing inside a joined send still fails the batch
+    whole, with the server's code, and leaves the connection usable."""
+    from dm_core.errors import ShardflowError
+
+    conn, _, schema = tables
+    native = connect_native(stack["down"], multi_statements=True)
+    try:
+        t = TargetTable(schema, "got", ("n", "s"), ("n",), True, True)
+        build = DMLBuilder(t).build
+        applier = Applier(native)
+        applier.apply([s for i in range(3000) for s in build("insert", None, {"n": i, "s": "a"}, False)])
+        stmts = [s for i in range(3000) for s in (
+            build("update", {"n": i, "s": "a"}, {"n": i, "s": "b"}, False) if i % 3 else
+            build("delete", {"n": i, "s": "a"}, None, False))]
+        texts = [x for s in stmts for x in applier._render.render_run(s.sql, [s])]
+        sends = applier._round_trips(texts)
+        assert len(sends) < len(texts) // 50 and all(len(x) <= applier._render.max_bytes for x in sends)
+        applier.apply(stmts)
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*), SUM(s = 'b') FROM {qt(schema, 'got')}")
+            assert cur.fetchone() == (2000, 2000)
+        # the 1062 sits between two updates in one send: neither update may stay
+        bad = (build("update", {"n": 1, "s": "b"}, {"n": 1, "s": "c"}, False)
+               + build("update", {"n": 2, "s": "b"}, {"n": 3, "s": "c"}, False)   # 3 was deleted: fine
+               + build("update", {"n": 4, "s": "b"}, {"n": 5, "s": "c"}, False)   # 5 exists: 1062
+               + build("update", {"n": 7, "s": "b"}, {"n": 7, "s": "c"}, False))
+        with pytest.raises(ShardflowError) as e:
+            applier.apply(bad)
+        assert e.value.errno == 1062
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {qt(schema, 'got')} WHERE s = 'c' OR n = 3")
+            assert cur.fetchone() == (0,)
+        applier.apply(build("update", {"n": 1, "s": "b"}, {"n": 1, "s": "d"}, False))
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT s FROM {qt(schema, 'got')} WHERE n = 1")
+            assert cur.fetchone() == ("d",)
+    finally:
+        native.close()
