@@ -26,7 +26,8 @@ Engines:
   bench_inc.t and bench_inc.w downstream (DM routes ``t_*`` → ``t``, ``w_*`` → ``w``, shard-mode
   pessimistic), in a process of its own (spawned, as a sensor's task process is): its peak RSS
   (``VmHWM``) is the sync's memory. ``shardflow`` runs with the tuned syncer settings,
-  ``shardflow_dm_defaults`` with DM's.
+  ``shardflow_defaults`` with a task file that sets none (shardflow's defaults: DM's, but
+  ``multiple-rows`` on), ``shardflow_dm_defaults`` with DM's own (``multiple-rows: false``).
 
 Peak RSS (``peak_rss_mb``): the sync process for shardflow; the replica's mariadbd for the
 replica (sampled); this process for decode_only (``VmHWM`` after a reset).
@@ -296,9 +297,11 @@ def run_replica(rep: PrivateReplica, up: Endpoint, w: dict, nbytes: int | None, 
 
 
 # ---- shardflow --------------------------------------------------------------------------------
-# The syncer settings shardflow is measured with (docs/operations.md: "Tuning the syncer"); the run with
-# DM's defaults (worker-count 16, batch 100, no compact / multiple-rows) is reported beside it.
+# The syncer settings shardflow is measured with (docs/operations.md: "Tuning the syncer"); the runs with
+# shardflow's defaults (none set) and DM's (worker-count 16, batch 100, no compact / multiple-rows) are
+# reported beside it.
 TUNED = {"worker-count": 8, "batch": 1000, "compact": True, "multiple-rows": True}
+DM_DEFAULTS = {"multiple-rows": False}
 
 
 def task_yaml(down: Endpoint, syncer: dict | None = None) -> str:
@@ -388,7 +391,7 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
         ok = _verify("shardflow", checksum(down, SCHEMA), want)
         out = figures(w["rows"], nbytes, seconds, run["peak_rss"], windows=run["windows"],
                       transactions_per_s=round(w["transactions"] / seconds, 1), rows_ok=ok,
-                      batch=int(task.instance(SOURCE_ID).syncer.batch), syncer=syncer or "DM defaults",
+                      batch=int(task.instance(SOURCE_ID).syncer.batch), syncer=syncer or "defaults",
                       how=f"Syncer.run_until() (windows of budget {budget_events} events / {budget_seconds:.0f}s) from a "
                           "checkpoint at start until the checkpoint passes end, in a spawned process; peak RSS: its VmHWM")
         if lag:
@@ -511,9 +514,11 @@ def run(stack: Stack, events: int) -> dict:
         "decode_only": guarded("baseline: decode only", run_decode, up, w, nbytes),
         "naive": guarded("baseline: naive one statement per row", run_naive, up, stack.down, w, nbytes),
     }
-    # DM's defaults first: the tuned run's lag phase writes past `end`, which a later replay would include
-    dm_defaults = guarded("shardflow: Syncer windows, DM's default syncer settings", run_shardflow,
-                          stack, w, nbytes, want, wl, lag=False)
+    # the defaults first: the tuned run's lag phase writes past `end`, which a later replay would include
+    defaults = guarded("shardflow: Syncer windows, default syncer settings", run_shardflow,
+                       stack, w, nbytes, want, wl, lag=False)
+    dm_defaults = guarded("shardflow: Syncer windows, DM's default syncer settings (multiple-rows off)",
+                          run_shardflow, stack, w, nbytes, want, wl, lag=False, syncer=DM_DEFAULTS)
     try:
         with PrivateReplica() as rep:  # killed on the way out, whatever happens
             res["replica_parallel"] = guarded(f"baseline: MariaDB replica, {REPLICA_THREADS} optimistic threads",
@@ -533,6 +538,7 @@ def run(stack: Stack, events: int) -> dict:
         res["replica_single"] = {"rows_per_s": None, "seconds": None, "error": str(e)}
         res["replica_parallel"] = dict(res["replica_single"])
         res["shardflow"] = guarded("shardflow: Syncer windows", run_shardflow, stack, w, nbytes, want, wl, syncer=TUNED)
+    res["shardflow_defaults"] = defaults
     res["shardflow_dm_defaults"] = dm_defaults
     sf = res["shardflow"].get("rows_per_s")
     workload = {**w, "start": str(w["start"]), "end": str(w["end"]), "binlog_bytes": nbytes,
@@ -548,5 +554,6 @@ def run(stack: Stack, events: int) -> dict:
             ("vs_replica_single", "replica_single"), ("vs_replica_parallel", "replica_parallel"))}
         | {"dm_defaults_vs_replica_single": ratio(res["shardflow_dm_defaults"].get("rows_per_s"),
                                                   res["replica_single"].get("rows_per_s")),
-           "dm_defaults_vs_tuned": ratio(res["shardflow_dm_defaults"].get("rows_per_s"), sf)},
+           "dm_defaults_vs_tuned": ratio(res["shardflow_dm_defaults"].get("rows_per_s"), sf),
+           "defaults_vs_tuned": ratio(res["shardflow_defaults"].get("rows_per_s"), sf)},
     }

@@ -189,7 +189,8 @@ def render_incremental(out: dict) -> str:
     names = {"decode_only": "decode only (mysql-replication)", "naive": "naive (1 statement per row)",
              "replica_single": "MariaDB replica, 1 thread", "replica_parallel": "MariaDB replica, 4 threads optimistic",
              "shardflow": "shardflow (Syncer windows, tuned)",
-             "shardflow_dm_defaults": "shardflow (DM default syncer settings)"}
+             "shardflow_defaults": "shardflow (default syncer settings)",
+             "shardflow_dm_defaults": "shardflow (DM's default syncer settings)"}
     rows = [_row(names[k], r, cols) for k, r in out["results"].items()]
     lag = out.get("lag") or {}
     if lag.get("error"):

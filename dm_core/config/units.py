@@ -224,7 +224,9 @@ class SyncerConfig:
     queue_size: int = 1024
     checkpoint_flush_interval: int = 30     # seconds
     compact: bool = False
-    multiple_rows: bool = False
+    # unset: on, unless foreign_key_checks is on downstream (then off, as DM requires); DM's
+    # default is off. parse_task settles it (task._settle_multiple_rows).
+    multiple_rows: bool | None = None
     safe_mode: bool = False
     # seconds of automatic safe mode after an abnormal stop; DM default 2 x checkpoint-flush-interval
     safe_mode_duration: float | None = field(default=None, metadata={

@@ -74,3 +74,36 @@ def test_options_that_merge_statements_are_refused(option):
         parse_task(textwrap.dedent(BASE % option), "task.yaml")
     assert any(p.key == f"syncers.global.{option}" and "foreign_key_checks=1" in p.message for p in e.value.problems)
     assert parse_task(BASE.replace("foreign_key_checks: 1", "foreign_key_checks: 0") % option, "task.yaml")
+
+
+UNSET = """\
+name: fk
+task-mode: all
+target-database: {host: 127.0.0.1, port: 4000, user: root, password: "pw"%s}
+mysql-instances:
+  - source-id: mysql-01%s
+  - source-id: mysql-02
+    syncer-config-name: global
+syncers:
+  global: {worker-count: 4%s}
+"""
+
+
+@pytest.mark.parametrize("session, first, setting, want_first, want_global", [
+    # unset: multi-row statements (shardflow's default; DM's is off) ...
+    ("", "", "", True, True),
+    ("", "\n    syncer: {batch: 10}", "", True, True),
+    # ... unless foreign key checks are on: DM's per-row statements, without an error
+    (", session: {foreign_key_checks: 1}", "", "", False, False),
+    (", session: {foreign_key_checks: 1}", "\n    syncer: {batch: 10}", "", False, False),
+    # set: as set
+    ("", "", ", multiple-rows: false", True, False),
+    ("", "\n    syncer: {multiple-rows: false}", "", False, True),
+    (", session: {foreign_key_checks: 0}", "", ", multiple-rows: true", True, True),
+])
+def test_multiple_rows_left_unset_is_on_unless_foreign_key_checks_are(session, first, setting, want_first,
+                                                                      want_global):
+    task = parse_task(UNSET % (session, first, setting), "task.yaml")
+    assert task.instance("mysql-01").syncer.multiple_rows is want_first
+    assert task.instance("mysql-02").syncer.multiple_rows is want_global
+    assert task.syncers["global"].multiple_rows is want_global
