@@ -273,6 +273,7 @@ class TreeRSS:
         self.interval = interval
         self.roots: set[int] = set()
         self.peak = 0
+        self.peak_by_kind: dict[str, int] = {}   # the highest sum of one kind's processes in one sample
         self.cpu: dict[int, tuple[str, float, str]] = {}   # pid -> (kind, CPU-seconds, command name)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -304,19 +305,27 @@ class TreeRSS:
             new = {p for p, pp in parent.items() if pp in tree and p not in tree}
             tree |= new
             grew = bool(new)
-        total = 0
+        total, by_kind = 0, {}
         for p in tree:
             try:
                 with open(f"/proc/{p}/statm") as f:
-                    total += int(f.read().split()[1]) * self._page
+                    rss = int(f.read().split()[1]) * self._page
             except (OSError, IndexError, ValueError):
-                pass
+                rss = 0
+            total += rss
             got = _cpu_of(p)
             if got is not None:
                 known = self.cpu.get(p)  # a kind is kept unless the process exec'd (bash -> java)
                 kind = known[0] if known and known[2] == got[0] else _kind_of(p, got[0])
                 self.cpu[p] = (kind, got[1], got[0])
+                by_kind[kind] = by_kind.get(kind, 0) + rss
+        for kind, rss in by_kind.items():
+            self.peak_by_kind[kind] = max(self.peak_by_kind.get(kind, 0), rss)
         return total
+
+    def peak_mb_by_kind(self) -> dict[str, float]:
+        """Each kind's own peak (MB): they need not fall in the same sample as the total's."""
+        return {k: round(v / (1 << 20), 1) for k, v in sorted(self.peak_by_kind.items())}
 
     def cpu_by_kind(self) -> dict[str, float]:
         """CPU-seconds of the trees' processes by command name (java, python, mydumper ...)."""

@@ -31,7 +31,8 @@ Engines, each timed from nothing downstream to every row committed downstream:
 ``copy_*``: the same for shardflow_copy.
 
 Peak RSS (``peak_rss_mb``): the client processes' trees (spark-submit's JVM, driver and executor
-Pythons; mydumper and myloader); the raw limits have no client. ``--one-table-rows N``
+Pythons; mydumper and myloader); the raw limits have no client. ``peak_rss_mb_by_kind``: each
+kind's own peak in shardflow's tree (java, python driver, python executors). ``--one-table-rows N``
 (bench/run.py) puts every row in one table of source 1 and runs shardflow's engines only: the
 full phase's memory must not grow with a table's size.
 """
@@ -460,6 +461,7 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, one_table: bool = False,
            else _downstream_rows(stack, layout(stack, rows, one_table)))
     report = json.loads((work_dir() / "full-report.json").read_text())
     return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3), cpu_seconds=_cpu(servers, rss),
+                   peak_rss_mb_by_kind=rss.peak_mb_by_kind(),
                    load_seconds=report["seconds"], write_mode=report["write_mode"],
                    executor_stage_seconds=report.get("stages", {}),
                    spark_seconds=round(t2 - t1, 3), finish_seconds=round(seconds - (t2 - t0), 3),

@@ -26,8 +26,9 @@ Engines:
   bench_inc.t and bench_inc.w downstream (DM routes ``t_*`` → ``t``, ``w_*`` → ``w``, shard-mode
   pessimistic), in a process of its own (spawned, as a sensor's task process is): its peak RSS
   (``VmHWM``) is the sync's memory. ``shardflow`` runs with the tuned syncer settings,
-  ``shardflow_defaults`` with a task file that sets none (shardflow's defaults: DM's, but
-  ``multiple-rows`` on), ``shardflow_dm_defaults`` with DM's own (``multiple-rows: false``).
+  ``shardflow_defaults`` with a task file that sets none (shardflow's defaults: DM's, but batch
+  1000, ``compact`` and ``multiple-rows`` on), ``shardflow_dm_defaults`` with DM's own
+  (``DM_DEFAULTS``).
 
 Peak RSS (``peak_rss_mb``): the sync process for shardflow; the replica's mariadbd for the
 replica (sampled); this process for decode_only (``VmHWM`` after a reset).
@@ -301,7 +302,7 @@ def run_replica(rep: PrivateReplica, up: Endpoint, w: dict, nbytes: int | None, 
 # shardflow's defaults (none set) and DM's (worker-count 16, batch 100, no compact / multiple-rows) are
 # reported beside it.
 TUNED = {"worker-count": 8, "batch": 1000, "compact": True, "multiple-rows": True}
-DM_DEFAULTS = {"multiple-rows": False}
+DM_DEFAULTS = {"batch": 100, "compact": False, "multiple-rows": False}
 
 
 def task_yaml(down: Endpoint, syncer: dict | None = None) -> str:
@@ -517,7 +518,7 @@ def run(stack: Stack, events: int) -> dict:
     # the defaults first: the tuned run's lag phase writes past `end`, which a later replay would include
     defaults = guarded("shardflow: Syncer windows, default syncer settings", run_shardflow,
                        stack, w, nbytes, want, wl, lag=False)
-    dm_defaults = guarded("shardflow: Syncer windows, DM's default syncer settings (multiple-rows off)",
+    dm_defaults = guarded("shardflow: Syncer windows, DM's default syncer settings",
                           run_shardflow, stack, w, nbytes, want, wl, lag=False, syncer=DM_DEFAULTS)
     try:
         with PrivateReplica() as rep:  # killed on the way out, whatever happens

@@ -374,7 +374,7 @@ def _build(raw: _RawTask, data: dict, problems: Problems, filename: str, expand_
         collation_compatible=collation, clean_dump_file=raw.clean_dump_file, mydumpers=maps["mydumpers"],
         loaders=maps["loaders"], syncers=maps["syncers"], validators=maps["validators"])
     _check_foreign_key_options(task, problems)
-    _settle_multiple_rows(task)
+    _settle_merging_defaults(task)
     if not problems.items:
         _compile_instances(task, problems)
     return task
@@ -396,19 +396,23 @@ def _check_foreign_key_options(task: TaskConfig, problems: Problems) -> None:
                              "disable `foreign_key_checks`, or disable this syncer option in the task file")
 
 
-def _settle_multiple_rows(task: TaskConfig) -> None:
-    """`multiple-rows` left unset is on, unless foreign key checks are on downstream.
+def _settle_merging_defaults(task: TaskConfig) -> None:
+    """`compact` and `multiple-rows` left unset are on, unless foreign key checks are on downstream.
 
-    DM's default is off: one statement per changed row. Multi-row statements leave the same
-    rows (tests/unit/test_sync_merger.py, tests/integration/test_sync_merger_apply.py) at
-    about half the downstream's CPU; with the rest of DM's defaults the sync ran 0.63x as fast
-    as with the recommended tuning without them (docs/benchmarks.md, "incremental"). With
-    foreign_key_checks=1 DM refuses multi-row statements, so unset stays off there."""
+    DM's defaults are off: every change of a row, one statement each. Merged changes leave the
+    same rows (tests/unit/test_sync_merger.py, tests/integration/test_sync_merger_apply.py) for
+    about half the downstream's CPU: with DM's defaults the sync ran 0.62x as fast as with the
+    recommended tuning (docs/benchmarks.md, "incremental"). With foreign_key_checks=1 DM refuses
+    both, so unset stays off there."""
     from dm_core.sources import foreign_key_checks
 
     default = not foreign_key_checks(task.target_database.session)
     for cfg in [*task.syncers.values(), *(i.syncer for i in task.mysql_instances)]:
-        if cfg is not None and cfg.multiple_rows is None:
+        if cfg is None:
+            continue
+        if cfg.compact is None:
+            cfg.compact = default
+        if cfg.multiple_rows is None:
             cfg.multiple_rows = default
 
 

@@ -220,12 +220,12 @@ class SyncerConfig:
     """Sync unit (``syncers.NAME`` / inline ``syncer``)."""
 
     worker_count: int = 16
-    batch: int = 100
+    batch: int = 1000                       # DM: 100 (docs/compatibility.md)
     queue_size: int = 1024
     checkpoint_flush_interval: int = 30     # seconds
-    compact: bool = False
-    # unset: on, unless foreign_key_checks is on downstream (then off, as DM requires); DM's
-    # default is off. parse_task settles it (task._settle_multiple_rows).
+    # compact, multiple_rows unset: on, unless foreign_key_checks is on downstream (then off, as
+    # DM requires); DM's default is off. parse_task settles them (task._settle_merging_defaults).
+    compact: bool | None = None
     multiple_rows: bool | None = None
     safe_mode: bool = False
     # seconds of automatic safe mode after an abnormal stop; DM default 2 x checkpoint-flush-interval

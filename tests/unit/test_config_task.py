@@ -86,7 +86,9 @@ def test_defaults():
     inst = t.instance("mysql-01")
     assert t.shard_mode is None and t.meta_schema == "dm_meta" and t.timezone is None
     assert (inst.mydumper.threads, inst.mydumper.chunk_filesize, inst.loader.pool_size, inst.loader.dir) == (4, 64, 16, "./dumped_data")
-    assert (inst.syncer.worker_count, inst.syncer.batch, inst.syncer.queue_size) == (16, 100, 1024)
+    # DM's, but batch, compact and multiple-rows (docs/compatibility.md)
+    assert (inst.syncer.worker_count, inst.syncer.batch, inst.syncer.queue_size) == (16, 1000, 1024)
+    assert inst.syncer.compact is True and inst.syncer.multiple_rows is True
     assert (inst.syncer.checkpoint_flush_interval, inst.syncer.safe_mode_duration) == (30, 60.0)
     assert inst.meta is None and t.warnings == []
     assert t.source_file is None and t.raw["name"] == "shard-merge"

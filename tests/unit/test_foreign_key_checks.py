@@ -90,7 +90,7 @@ syncers:
 
 
 @pytest.mark.parametrize("session, first, setting, want_first, want_global", [
-    # unset: multi-row statements (shardflow's default; DM's is off) ...
+    # unset: merged changes, multi-row statements (shardflow's defaults; DM's are off) ...
     ("", "", "", True, True),
     ("", "\n    syncer: {batch: 10}", "", True, True),
     # ... unless foreign key checks are on: DM's per-row statements, without an error
@@ -101,9 +101,12 @@ syncers:
     ("", "\n    syncer: {multiple-rows: false}", "", False, True),
     (", session: {foreign_key_checks: 0}", "", ", multiple-rows: true", True, True),
 ])
-def test_multiple_rows_left_unset_is_on_unless_foreign_key_checks_are(session, first, setting, want_first,
-                                                                      want_global):
-    task = parse_task(UNSET % (session, first, setting), "task.yaml")
-    assert task.instance("mysql-01").syncer.multiple_rows is want_first
-    assert task.instance("mysql-02").syncer.multiple_rows is want_global
-    assert task.syncers["global"].multiple_rows is want_global
+@pytest.mark.parametrize("option", ["compact", "multiple-rows"])
+def test_merging_options_left_unset_are_on_unless_foreign_key_checks_are(session, first, setting, want_first,
+                                                                         want_global, option):
+    task = parse_task(UNSET % (session, first.replace("multiple-rows", option), setting.replace("multiple-rows", option)),
+                      "task.yaml")
+    attr = option.replace("-", "_")
+    assert getattr(task.instance("mysql-01").syncer, attr) is want_first
+    assert getattr(task.instance("mysql-02").syncer, attr) is want_global
+    assert getattr(task.syncers["global"], attr) is want_global
