@@ -56,6 +56,12 @@ class TargetTable:
     # conflict keys include its parent's (job.RowJob.keys), so the two stay on one worker in order
     parents: tuple[tuple[tuple[str, ...], tuple[str, str]], ...] = ()
 
+    @property
+    def rows_apart(self) -> bool:
+        """Rows of distinct keys never interact: the key is unique and no other unique index
+        exists, so changes of two keys may be merged or reordered (compactor, merger)."""
+        return self.key_is_unique and self.only_unique_key
+
     def for_columns(self, row_columns) -> "TargetTable":
         """This table as rows carrying ``row_columns`` are written: keyed by the first eligible
         key they carry all columns of, else by every column they carry (DM: redirectIndexKeys).

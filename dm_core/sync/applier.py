@@ -26,7 +26,7 @@ from dm_core import faults
 from dm_core.errors import ErrorCode
 from dm_core.classify import TRANSIENT, classify
 from dm_core.sync.dml import Stmt
-from dm_core.sync.literal import Renderer
+from dm_core.sync.literal import Renderer, pack
 
 _RETRYABLE = {1213, 1205}  # deadlock, lock wait timeout: the transaction was rolled back
 _ATTEMPTS = 5
@@ -87,15 +87,7 @@ class Applier:
         a batch of per-row UPDATEs and DELETEs costs a few round trips instead of one per row."""
         if not self.multi or len(texts) < 2:
             return texts
-        out, run, size = [], [], 0
-        for t in texts:
-            if run and size + len(t) + 1 > self._render.max_bytes:
-                out.append(b";".join(run))
-                run, size = [], 0
-            run.append(t)
-            size += len(t) + 1
-        out.append(b";".join(run))
-        return out
+        return pack(b"", texts, b"", self._render.max_bytes, b";")
 
 
 def _too_large(texts: list[bytes], longest: int, packet: int):

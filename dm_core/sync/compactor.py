@@ -93,7 +93,7 @@ def _split(job: RowJob) -> tuple[RowJob, ...]:
 
 
 def _compactable(job: RowJob) -> bool:
-    if not (job.target.key_is_unique and job.target.only_unique_key):
+    if not job.target.rows_apart:
         return False
     kb, ka = job.key_before(), job.key_after()
     return (kb is None or None not in kb) and (ka is None or None not in ka)

@@ -130,16 +130,7 @@ class Renderer:
 
     def _pack(self, head: bytes, rows: list[bytes], tail: bytes) -> list[bytes]:
         """head + rows joined by ", " + tail, as few statements as ``max_bytes`` allows."""
-        cap, fixed = self.max_bytes, len(head) + len(tail)
-        out, cur, size = [], [], fixed
-        for r in rows:
-            if cur and size + len(r) + 2 > cap:
-                out.append(head + b", ".join(cur) + tail)
-                cur, size = [], fixed
-            cur.append(r)
-            size += len(r) + 2
-        out.append(head + b", ".join(cur) + tail)
-        return out
+        return pack(head, rows, tail, self.max_bytes, b", ")
 
     def _fill(self, tpl: bytes, params: tuple) -> bytes:
         by_type, lit = self._by_type, self.literal
@@ -152,6 +143,21 @@ class Renderer:
                 self._templates.clear()
             t = self._templates[sql] = sql.encode("utf-8")  # bytes %s takes bytes
         return t
+
+
+def pack(head: bytes, parts: list[bytes], tail: bytes, cap: int, sep: bytes) -> list[bytes]:
+    """head + parts joined by ``sep`` + tail, in as few pieces of at most ``cap`` bytes as the
+    parts allow (a part longer than ``cap`` goes alone)."""
+    fixed = len(head) + len(tail)
+    out, cur, size = [], [], fixed
+    for r in parts:
+        if cur and size + len(r) + len(sep) > cap:
+            out.append(head + sep.join(cur) + tail)
+            cur, size = [], fixed
+        cur.append(r)
+        size += len(r) + len(sep)
+    out.append(head + sep.join(cur) + tail)
+    return out
 
 
 def _max_packet(conn) -> int:

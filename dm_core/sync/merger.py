@@ -108,7 +108,7 @@ def regroup(jobs: list[RowJob]) -> list[RowJob]:
 
     for j in jobs:
         t = j.target
-        if not (t.key_is_unique and t.only_unique_key) or j.op not in _OP_ORDER:
+        if not t.rows_apart or j.op not in _OP_ORDER:
             close()
             out.append(j)
             continue
