@@ -46,6 +46,10 @@ def prepare_process() -> None:
     process zone: keep wall clocks). Called by ``main`` and by the job host, never at import."""
     os.environ["TZ"] = "UTC"
     time.tzset()
+    # before the Spark session's thread starts: a dataclass reads sys.modules["typing"] without
+    # the import lock, so a class defined while another thread is importing typing met it half
+    # made ("partially initialized module 'typing' has no attribute 'ClassVar'") and the job died
+    import typing  # noqa: F401
     if PROJECT_ROOT not in sys.path:
         sys.path.insert(0, PROJECT_ROOT)
 

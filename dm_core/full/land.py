@@ -69,6 +69,43 @@ def concise(e: Exception) -> Exception:
     return RuntimeError(str(java.toString()).strip()[:2000])
 
 
+# MariaDB's 1412: a transaction's snapshot predates an ALTER of the table it reads (ADD INDEX,
+# MODIFY); the columns may be the same, the read must still start over
+DEFINITION_CHANGED = "Table definition has changed"
+
+
+class Retries:
+    """When one chunk is loaded again after an error that is neither a lost connection nor final.
+
+    Two causes, each with its own count, so one cannot use up the other's tries:
+
+    - a deadlock or lock wait timeout downstream (``RETRY_MARK``: the chunk was rolled back):
+      up to ``deadlocks`` times, waiting a little longer each time;
+    - the upstream table changed while the chunk was read (its columns differ from the shape the
+      read used: a DDL ran meanwhile, and the read failed with 1054) or its definition did
+      (1412, ``DEFINITION_CHANGED``): once per change, up to ``changes`` times. A slow chunk can see every DDL of a busy load, so this
+      bound is wide; each try needs a new change, which is what keeps it finite.
+    """
+
+    def __init__(self, deadlocks: int = 3, changes: int = 20, sleep=time.sleep):
+        self.deadlocks, self.changes, self.sleep = deadlocks, changes, sleep
+        self.seen_deadlocks = self.seen_changes = 0
+
+    def after(self, error: BaseException, changed) -> str | None:
+        """Why the chunk goes again after ``error``, or None: raise it. ``changed()``: whether the
+        table's shape differs now from the one the read used (asked only when needed)."""
+        if RETRY_MARK in str(error):
+            if self.seen_deadlocks >= self.deadlocks:
+                return None
+            self.seen_deadlocks += 1
+            self.sleep(0.2 * self.seen_deadlocks)
+            return "deadlock or lock wait timeout downstream (rolled back)"
+        if self.seen_changes < self.changes and (DEFINITION_CHANGED in str(error) or changed()):
+            self.seen_changes += 1
+            return "the upstream table changed while it was read"
+        return None
+
+
 class Lander:
     """``land(plan_id, chunk) -> rows`` of one table (loader.load_table)."""
 
@@ -94,7 +131,8 @@ class Lander:
         # one cut off by a server that went away once it is back (dm_core/full/reconnect.py).
         st = self.st
         patience = reconnect.Patience()
-        attempt, lost = 0, False
+        again = Retries()
+        lost = False
         while True:
             try:
                 shape = chunk_shape(self.task, st, self.up_ep, self.target_ep)
@@ -116,17 +154,11 @@ class Lander:
                 if reconnect.marked(e) and patience.again(st.name, chunk.chunk_id, e):
                     lost = True
                     continue
-                attempt += 1
-                if attempt < 4 and RETRY_MARK in str(e):
-                    log.warning("%s chunk %d: deadlock or lock wait timeout downstream (rolled back); loading it again",
-                                st.name, chunk.chunk_id)
-                    time.sleep(0.2 * attempt)
-                    continue
-                if attempt < 3 and chunk_shape(self.task, st, self.up_ep, self.target_ep).signature != shape.signature:
-                    log.warning("%s chunk %d: the upstream table changed while it was read; reading it again",
-                                st.name, chunk.chunk_id)
-                    continue
-                raise concise(e) from None
+                why = again.after(e, lambda: chunk_shape(self.task, st, self.up_ep, self.target_ep).signature
+                                  != shape.signature)
+                if why is None:
+                    raise concise(e) from None
+                log.warning("%s chunk %d: %s; loading it again", st.name, chunk.chunk_id, why)
 
     def _marked_meanwhile(self, plan_id, chunk):
         """A connection lost while the chunk's COMMIT was under way: the server may have committed
