@@ -56,12 +56,19 @@ def run_load(task_name: str, *args: str, master: str = "local[2]", env: dict | N
 
 def job_lines(path, tail: int = 5000) -> str:
     """A spark-submit's stderr without Spark's own log lines: the job's log and traceback,
-    which Spark's start-up and shut-down lines would push out of an assertion message."""
+    which Spark's start-up and shut-down lines would push out of an assertion message. A
+    ``.out`` beside a ``.err`` is the job's stdout, where the driver's log and its traceback
+    go: its tail comes first."""
     import re
 
     spark = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN|DEBUG) ")
-    text = Path(path).read_text(errors="replace")
-    return "\n".join(line for line in text.splitlines() if not spark.match(line))[-tail:]
+    path = Path(path)
+    text = path.read_text(errors="replace")
+    kept = "\n".join(line for line in text.splitlines() if not spark.match(line))[-tail:]
+    out = path.with_suffix(".out")
+    if path.suffix == ".err" and out.exists():
+        kept = f"--- the job's stdout (tail) ---\n{out.read_text(errors='replace')[-tail:]}\n--- its stderr ---\n{kept}"
+    return kept
 
 
 def read_report(path) -> dict:
