@@ -427,10 +427,29 @@ def full_load_cmd(name: str, env: dict) -> list[str]:
             str(ROOT / "spark_jobs" / "full_load.py"), "--task", name, "--report", str(work_dir() / "full-report.json")]
 
 
+def _on_host(host_dir: Path, name: str, logf: Path) -> None:
+    """The load as the Airflow operator runs it when the machine's job host is up (dm_core/jobhost)."""
+    from dm_core.jobhost import client, wire
+
+    with open(logf, "a") as out:
+        rc = client.run("full_load", ["--task", name, "--report", str(work_dir() / "full-report.json")],
+                        env=client.shardflow_env(), on_line=lambda line: out.write(line + "\n"),
+                        path=wire.socket_path(host_dir))
+    if rc:
+        raise RuntimeError(f"full_load on the job host exited {rc}: see {logf}")
+
+
+def _less(after: dict, before: dict) -> dict:
+    return {k: round(v - before.get(k, 0.0), 1) for k, v in after.items()}
+
+
 def run_shardflow(stack: Stack, rows: int, nbytes: int, one_table: bool = False, *, merged: bool = True,
-                  timeout: float = 3600) -> dict:
+                  on_host: bool = False, timeout: float = 3600) -> dict:
+    """``on_host``: the load goes to a job host started just before the clock (its start-up, and
+    the CPU that took, not counted; its first job, so the JVM's code is as cold as a submit's)."""
     parse_task = _parse_task()
     from dm_core.full.phase import finish as finish_phase, prepare
+    from dm_core.jobhost import service
     from dm_core.state import StateStore
     from tests.integration.helpers import register
 
@@ -445,14 +464,31 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, one_table: bool = False,
     cmd = full_load_cmd(name, env)
     with StateStore(stack.state_dsn) as store:
         register(store, {sid: ep for (sid, _), ep in zip(sources, stack.ups)}, name, text)
-        with TreeRSS() as rss, _servers(stack) as servers:
-            t0 = time.monotonic()
-            prepare(task, store)
-            t1 = time.monotonic()
-            finish(run_logged(cmd, logf, env=env, cwd=work_dir(), rss=rss, timeout=timeout), "spark-submit full_load.py")
-            t2 = time.monotonic()
-            out = finish_phase(task, store)
-            seconds = time.monotonic() - t0
+        host_dir = work_dir() / "job-host-full"
+        try:
+            with TreeRSS() as rss:
+                started = {}
+                if on_host:
+                    service.stop(host_dir)   # a fresh host: its first job
+                    rss.watch(service.start(host_dir, master=os.environ.get("SHARDFLOW_BENCH_MASTER", "local[2]")))
+                    time.sleep(3 * rss.interval)   # sampled: what its start-up cost is left out
+                    started = rss.cpu_by_kind()
+                with _servers(stack) as servers:
+                    t0 = time.monotonic()
+                    prepare(task, store)
+                    t1 = time.monotonic()
+                    if on_host:
+                        _on_host(host_dir, name, logf)
+                    else:
+                        finish(run_logged(cmd, logf, env=env, cwd=work_dir(), rss=rss, timeout=timeout),
+                               "spark-submit full_load.py")
+                    t2 = time.monotonic()
+                    out = finish_phase(task, store)
+                    seconds = time.monotonic() - t0
+                    time.sleep(2 * rss.interval)   # the host's processes live on: one more sample of their CPU
+        finally:
+            if on_host:
+                service.stop(host_dir)
         loaded = sum(v["rows_loaded"] for v in out.values())
         store.set_task_status(name, "stopped")  # leave nothing registered that looks live
         for sid, _ in sources:
@@ -460,17 +496,22 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, one_table: bool = False,
     got = (query(stack.down, f"SELECT COUNT(*) FROM {qt(TARGET_DB, 't')}")[0][0] if merged
            else _downstream_rows(stack, layout(stack, rows, one_table)))
     report = json.loads((work_dir() / "full-report.json").read_text())
-    return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3), cpu_seconds=_cpu(servers, rss),
+    cpu = {**servers.seconds, **_less(rss.cpu_by_kind(), started)}
+    cpu["total"] = round(sum(cpu.values()), 1)
+    return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3), cpu_seconds=cpu,
                    peak_rss_mb_by_kind=rss.peak_mb_by_kind(),
                    load_seconds=report["seconds"], write_mode=report["write_mode"],
                    executor_stage_seconds=report.get("stages", {}),
                    spark_seconds=round(t2 - t1, 3), finish_seconds=round(seconds - (t2 - t0), 3),
                    rows_recorded_by_chunks=loaded, rows_ok=_check_rows("shardflow", got, rows),
                    spark_log=str(logf),
-                   how="prepare() + spark-submit --master local[2] spark_jobs/full_load.py + finish(), "
+                   how=("prepare() + full_load on a job host started before the clock (dm_core/jobhost), its first "
+                        "job + finish(), " if on_host else
+                        "prepare() + spark-submit --master local[2] spark_jobs/full_load.py + finish(), ")
                        + (f"routed into {TARGET_DB}.t with partition id" if merged
                           else "each table copied as itself (the baselines' job)")
-                       + "; peak RSS of spark-submit's process tree (JVM + Python workers)")
+                       + ("; peak RSS of the host's process tree (JVM + Python workers)" if on_host else
+                          "; peak RSS of spark-submit's process tree (JVM + Python workers)"))
 
 
 # ---- the part ---------------------------------------------------------------------------------
@@ -487,6 +528,10 @@ def run(stack: Stack, rows: int, one_table: bool = False) -> dict:
         "shardflow": ("shardflow: Spark full phase", run_shardflow, {"one_table": one_table}),
         "shardflow_copy": ("shardflow: Spark full phase, tables copied as themselves", run_shardflow,
                            {"merged": False, "one_table": one_table}),
+        "shardflow_host": ("shardflow: the full phase on a job host started before", run_shardflow,
+                           {"one_table": one_table, "on_host": True}),
+        "shardflow_copy_host": ("shardflow: tables copied as themselves, on a job host started before", run_shardflow,
+                                {"merged": False, "one_table": one_table, "on_host": True}),
     }
     # SHARDFLOW_BENCH_FULL_ENGINES=shardflow_copy,mydumper_myloader: a subset, while working on one
     chosen = [e for e in os.environ.get("SHARDFLOW_BENCH_FULL_ENGINES", "").split(",") if e] or (
@@ -498,6 +543,7 @@ def run(stack: Stack, rows: int, one_table: bool = False) -> dict:
     except Exception as e:  # the figures are taken; leftovers are dropped by the next run
         log.warning("could not drop the downstream copies: %s", e)
     sf, copy = res["shardflow"].get("rows_per_s"), res["shardflow_copy"].get("rows_per_s")
+    sf_host, copy_host = res["shardflow_host"].get("rows_per_s"), res["shardflow_copy_host"].get("rows_per_s")
     shards = layout(stack, rows, one_table)
     return {
         "data": {**data, "layout": ("1 table (source 1), 6 columns" if one_table
@@ -508,5 +554,7 @@ def run(stack: Stack, rows: int, one_table: bool = False) -> dict:
                    "vs_raw_limit": ratio(sf, res["outfile_load_data"].get("rows_per_s")),
                    "merge_vs_raw_merge_limit": ratio(sf, res["raw_merge"].get("rows_per_s")),
                    "copy_vs_myloader": ratio(copy, res["mydumper_myloader"].get("rows_per_s")),
-                   "copy_vs_raw_limit": ratio(copy, res["outfile_load_data"].get("rows_per_s"))},
+                   "copy_vs_raw_limit": ratio(copy, res["outfile_load_data"].get("rows_per_s")),
+                   "host_merge_vs_raw_merge_limit": ratio(sf_host, res["raw_merge"].get("rows_per_s")),
+                   "host_copy_vs_raw_limit": ratio(copy_host, res["outfile_load_data"].get("rows_per_s"))},
     }

@@ -94,14 +94,17 @@ def render_full(out: dict) -> str:
     names = {"mydumper_myloader": "mydumper + myloader", "outfile_load_data": "INTO OUTFILE + LOAD DATA (raw limit)",
              "raw_merge": "INTO OUTFILE + LOAD DATA into the merged table (merge's raw limit)",
              "shardflow": "shardflow (merge 8 -> 1, partition id)",
-             "shardflow_copy": "shardflow (copy 8 -> 8, as baselines)"}
+             "shardflow_copy": "shardflow (copy 8 -> 8, as baselines)",
+             "shardflow_host": "shardflow on a running job host (merge)",
+             "shardflow_copy_host": "shardflow on a running job host (copy)"}
     rows = [_row(names[k], r, cols) for k, r in out["results"].items()]
     extra = ""
-    for key in ("shardflow", "shardflow_copy"):
+    for key in ("shardflow", "shardflow_copy", "shardflow_host", "shardflow_copy_host"):
         sf = out["results"].get(key) or {"error": "not run"}
         if not sf.get("error") and not sf.get("skipped"):
             st = sf.get("executor_stage_seconds") or {}
-            extra += (f"\n{names[key]}: prepare {fmt(sf['prepare_seconds'], 2)}s, spark-submit "
+            extra += (f"\n{names[key]}: prepare {fmt(sf['prepare_seconds'], 2)}s, "
+                      f"{'the job on the host' if key.endswith('_host') else 'spark-submit'} "
                       f"{fmt(sf['spark_seconds'], 2)}s (load {fmt(sf['load_seconds'], 2)}s), finish "
                       f"{fmt(sf['finish_seconds'], 2)}s; executor seconds: "
                       + ", ".join(f"{k} {fmt(v, 1)}" for k, v in st.items() if k != "rows"))
