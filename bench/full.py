@@ -26,6 +26,11 @@ Engines, each timed from nothing downstream to every row committed downstream:
   chunks at a time, the others spooled: dm_core/full/load_data.py).
 - shardflow_copy: the same phase doing the baselines' job -- the 8 tables copied as 8 tables,
   no routing or column mapping -- so its ratios compare like with like.
+- shardflow_host, shardflow_copy_host: the same two jobs sent to a job host (dm_core/jobhost)
+  started before the clock, as the Airflow operator sends them when the machine's host runs:
+  the copy itself, without spark-submit's start-up (JVM, SparkContext, executors' Python). A
+  fresh host for each, so each is the host's first job (its JVM code as cold as a submit's).
+  ``host_merge_vs_raw_merge_limit`` and ``host_copy_vs_raw_limit`` judge them.
 
 ``ratios``: shardflow rows/s ÷ the baseline's rows/s (1.0 = as fast; > 1 faster);
 ``copy_*``: the same for shardflow_copy.
