@@ -67,18 +67,30 @@ def _selected(rules, table: Table, target: Table | None) -> bool:
     return target is None or tuple(x.lower() for x in rules.router.route(s, t)) == tuple(x.lower() for x in target)
 
 
-def source_conflicts(task, source_id: str, saved) -> list[str]:
-    """What in ``source_id``'s saved shard state the task (as now written) would lose."""
+def parsed(saved):
+    """A source's saved shard state as its mode's object (HeldTables or SourceShardGroups), None
+    when nothing is saved: parse once, then ask ``source_conflicts`` and ``holds`` of it."""
     from dm_core.shardddl.optimism.held import HeldTables
     from dm_core.shardddl.source_group import SourceShardGroups
 
     mode = saved_mode(saved)
     if mode is None:
+        return None
+    return (HeldTables if mode == "optimistic" else SourceShardGroups).from_json(_decoded(saved))
+
+
+def source_conflicts(task, source_id: str, saved, state=None) -> list[str]:
+    """What in ``source_id``'s saved shard state the task (as now written) would lose.
+    ``state``: ``parsed(saved)`` when the caller has it (it is only read here)."""
+    from dm_core.shardddl.optimism.held import HeldTables
+
+    state = parsed(saved) if state is None else state
+    if state is None:
         return []
     rules = task.rules_for(source_id)
     out = []
-    if mode == "optimistic":
-        held = HeldTables.from_json(_decoded(saved))
+    if isinstance(state, HeldTables):
+        held = state
         if held.idle:
             return []
         what = (f"holds back {fmt_tables(sorted(held.held))} for optimistic shard DDL locks" if held.held
@@ -89,7 +101,7 @@ def source_conflicts(task, source_id: str, saved) -> list[str]:
         # a held table the file no longer replicates leaves its lock (DM's TryRemoveTable): its
         # held rows are not wanted any more, and no other table's rows wait for it
         return []
-    groups = SourceShardGroups.from_json(_decoded(saved))
+    groups = state
     busy = [g for g in groups.groups.values() if not g.idle]
     if not busy:
         return []
@@ -143,24 +155,32 @@ def conflicts(task, store) -> list[str]:
     return out + lock_conflicts(task, coordinator.list_locks(store, task.name, active_only=True))
 
 
-def holds(saved) -> bool:
-    """Whether a source's saved shard state holds rows back (or replays them)."""
-    from dm_core.shardddl.optimism.held import HeldTables
-    from dm_core.shardddl.source_group import SourceShardGroups
-
-    if saved_mode(saved) == "optimistic":
-        return not HeldTables.from_json(_decoded(saved)).idle
-    return not SourceShardGroups.from_json(_decoded(saved)).idle
+def holds(saved, state=None) -> bool:
+    """Whether a source's saved shard state holds rows back (or replays them). ``state``:
+    ``parsed(saved)`` when the caller has it."""
+    state = parsed(saved) if state is None else state
+    return state is not None and not state.idle
 
 
-def prune(groups, rules) -> list[Table]:
+def prune(groups, rules, memo: dict | None = None) -> list[Table]:
     """Drop from idle groups the members the rules no longer route to the group's target;
-    returns them. A group with a round open is left alone (``source_conflicts`` reports it)."""
+    returns them. A group with a round open is left alone (``source_conflicts`` reports it).
+    ``memo``: earlier answers for these same ``rules`` (a source of thousands of tables asks
+    the rules of every member at each window's start; the answers change only with the rules)."""
+    memo = {} if memo is None else memo
     out = []
     for g in groups.groups.values():
         if not g.idle:
             continue
-        for t in [t for t in g.members if not _selected(rules, t, g.target)]:
+        gone = []
+        for t in g.members:
+            key = (t, g.target)
+            ok = memo.get(key)
+            if ok is None:
+                ok = memo[key] = _selected(rules, t, g.target)
+            if not ok:
+                gone.append(t)
+        for t in gone:
             g.members.pop(t)
             out.append(t)
     return out

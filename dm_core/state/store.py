@@ -329,6 +329,20 @@ class StateStore:
             cols = [d[0] for d in cur.description]
             return dict(zip(cols, cur.fetchone()))
 
+    def source_gate(self, task: str, source_id: str) -> dict:
+        """The columns a sync step's gate reads (lifecycle.gate, a retried error) from
+        ``source_state``, without the sharding-group state: that is hundreds of KB of JSON for a
+        source of thousands of tables, read again by the window that follows."""
+        with self.tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.source_state (task, source_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (task, source_id),
+            )
+            cur.execute(f"SELECT source_id, requested, stage, error FROM {SCHEMA}.source_state "
+                        "WHERE task = %s AND source_id = %s", (task, source_id))
+            cols = [d[0] for d in cur.description]
+            return dict(zip(cols, cur.fetchone()))
+
     def all_source_states(self, task: str) -> list[dict]:
         with self.tx() as cur:
             cur.execute(f"SELECT * FROM {SCHEMA}.source_state WHERE task = %s ORDER BY source_id", (task,))

@@ -166,7 +166,7 @@ class SyncSession:
 
     def _step(self) -> StepOutcome:
         name, sid = self.task.name, self.source_id
-        gate_st = self.store.source_state(name, sid)
+        gate_st = self.store.source_gate(name, sid)
         gate = lifecycle.gate(self.store.task_info(name), gate_st, self.generation)
         if gate.state == lifecycle.STOPPED:
             out = StepOutcome(lifecycle.STOPPED)

@@ -107,6 +107,7 @@ class ShardSync:
         self._saved: str | None = None
         self._idle: bool | None = None  # groups.idle, cached: asked per transaction, changed only here
         self._replay = False  # the DDL being handled lies in the safe-mode range
+        self._selected: tuple = (None, {})   # (rules, state_fit.prune's memo of their answers)
 
     # ---- set-up ---------------------------------------------------------------------------
     @property
@@ -126,8 +127,10 @@ class ShardSync:
         Raises SHARD_DDL_STATE_CHANGED when the saved state holds rows back under a mode or a
         membership the task file no longer has (state_fit.py)."""
         saved = state.get("shard_groups")
-        clash = state_fit.source_conflicts(self.task, self.source_id, saved)
-        if not clash and saved and state_fit.holds(saved):   # a lock it waits on must be one the task can settle
+        # parsed once: for the checks, then (pessimistic mode, which only reads it there) as the groups
+        kept = state_fit.parsed(saved)
+        clash = state_fit.source_conflicts(self.task, self.source_id, saved, kept)
+        if not clash and saved and state_fit.holds(saved, kept):   # a lock it waits on must be one the task can settle
             from dm_core.shardddl.coordinator import list_locks
 
             clash = state_fit.lock_conflicts(self.task, list_locks(self.store, self.task.name, active_only=True))
@@ -148,12 +151,15 @@ class ShardSync:
         if self.mode != "pessimistic":
             return None
         if saved:
-            groups = SourceShardGroups.from_json(saved)
+            groups = kept if isinstance(kept, SourceShardGroups) else SourceShardGroups.from_json(saved)
             self._saved = groups.to_json()
         else:
             groups = SourceShardGroups()
             self._saved = None
-        dropped = state_fit.prune(groups, self.task.rules_for(self.source_id))
+        rules = self.task.rules_for(self.source_id)
+        if self._selected[0] is not rules:
+            self._selected = (rules, {})
+        dropped = state_fit.prune(groups, rules, self._selected[1])
         if dropped:   # an idle group must not wait for them in its next round
             log.info("source %s: %s left the task's sharding groups (the task file no longer routes them there)",
                      self.source_id, fmt_tables(dropped))
