@@ -83,8 +83,9 @@ class Retries:
       up to ``deadlocks`` times, waiting a little longer each time;
     - the upstream table changed while the chunk was read (its columns differ from the shape the
       read used: a DDL ran meanwhile, and the read failed with 1054) or its definition did
-      (1412, ``DEFINITION_CHANGED``): once per change, up to ``changes`` times. A slow chunk can see every DDL of a busy load, so this
-      bound is wide; each try needs a new change, which is what keeps it finite.
+      (1412, ``DEFINITION_CHANGED``): once per change, up to ``changes`` times. A slow chunk
+      can see every DDL of a busy load, so this bound is wide; each try needs a new change,
+      which is what keeps it finite.
     """
 
     def __init__(self, deadlocks: int = 3, changes: int = 20, sleep=time.sleep):
