@@ -84,7 +84,9 @@ def _exit_counter(fields: dict) -> str:
 class StateStore:
     """All reads and transitions of shardflow state; each public method is one transaction."""
 
-    def __init__(self, dsn: str | None = None):
+    def __init__(self, dsn: str | None = None, *, migrate: bool = True):
+        """``migrate=False``: a second connection of a process whose first one brought the
+        schema up to date (the sync's apply thread, opened every window)."""
         import psycopg2  # lazy: dm_core stays importable where only pure logic runs
 
         self._dsn = dsn or default_dsn()
@@ -95,7 +97,8 @@ class StateStore:
             raise ErrorCode.STATE_STORE_UNREACHABLE.error(
                 f"cannot connect to the state store{where}: {_scrub_dsn(str(e).strip())}") from None
         self._conn.autocommit = False
-        self.migrate()
+        if migrate:
+            self.migrate()
 
     @property
     def dsn(self) -> str:

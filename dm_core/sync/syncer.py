@@ -344,7 +344,7 @@ class Syncer:
         """The background apply thread with its own downstream and state-store connections."""
         from dm_core.state.store import StateStore
 
-        store = StateStore(self.store.dsn)
+        store = StateStore(self.store.dsn, migrate=False)   # self.store's connection migrated it
         cfg = self.syncer_cfg
         pool = WorkerPool(lambda: connect_native(target_endpoint(self.task), multi_statements=True),
                           cfg.worker_count, compact=cfg.compact, multiple_rows=cfg.multiple_rows,
