@@ -209,13 +209,13 @@ class PrivateReplica:
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir()
         user = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
+        (self.dir / "tmp").mkdir(exist_ok=True)   # its own: a starting mariadbd empties its tmpdir of #sql* files
         r = subprocess.run([tools["mariadb-install-db"], "--no-defaults", f"--datadir={self.dir / 'data'}",
-                            f"--user={user}", "--auth-root-authentication-method=normal"],
+                            f"--user={user}", "--auth-root-authentication-method=normal", f"--tmpdir={self.dir / 'tmp'}"],
                            capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"mariadb-install-db failed: {r.stdout[-500:]} {r.stderr[-500:]}")
         err = self.dir / "error.log"
-        (self.dir / "tmp").mkdir(exist_ok=True)   # its own: a starting mariadbd empties its tmpdir of #sql* files
         # Same durability settings as the stack's downstream, so applying costs the same.
         self.proc = subprocess.Popen(
             [tools["mariadbd"], "--no-defaults", f"--datadir={self.dir / 'data'}", f"--tmpdir={self.dir / 'tmp'}",

@@ -41,8 +41,8 @@ template() {  # one initialised data directory, copied for each server (an insta
   local t="$FLEET_DIR/template"
   if [ ! -d "$t/mysql" ]; then
     rm -rf "$t"
-    mkdir -p "$FLEET_DIR"
-    mariadb-install-db --no-defaults --datadir="$t" --user="$(id -un)" \
+    mkdir -p "$FLEET_DIR/install-tmp"   # not /tmp: a starting mariadbd deletes the #sql* files there (stack.sh)
+    mariadb-install-db --no-defaults --datadir="$t" --user="$(id -un)" --tmpdir="$FLEET_DIR/install-tmp" \
       --auth-root-authentication-method=normal >"$FLEET_DIR/install.log" 2>&1 \
       || { cat "$FLEET_DIR/install.log"; exit 1; }
   fi

@@ -46,15 +46,16 @@ mysqld_up() { # name port server-id binlog row-metadata
   local name=$1 port=$2 sid=$3 binlog=$4 metadata=${5:-FULL} dir="$STACK_DIR/$1"
   if mysqld_alive "$name"; then log "$name already running on $port"; return; fi
   mkdir -p "$dir"
+  # A tmpdir of its own, the install's bootstrap server's too: every mariadbd deletes the #sql*
+  # files in its tmpdir when it starts, so servers sharing /tmp (test fixtures, a second stack)
+  # would pull temporary tables out from under each other's queries ("Error on delete of
+  # '/tmp/#sql-temptable-…'", a crash in Aria, an aborted install).
+  mkdir -p "$dir/tmp"
   if [ ! -d "$dir/data/mysql" ]; then
-    mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" \
+    mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" --tmpdir="$dir/tmp" \
       --auth-root-authentication-method=normal >"$dir/install.log" 2>&1 \
       || { cat "$dir/install.log"; exit 1; }
   fi
-  # A tmpdir of its own: every mariadbd deletes the #sql* files in its tmpdir when it starts, so
-  # servers sharing /tmp (test fixtures, a second stack) would pull temporary tables out from
-  # under each other's queries ("Error on delete of '/tmp/#sql-temptable-…'", a crash in Aria).
-  mkdir -p "$dir/tmp"
   local args=(--no-defaults --datadir="$dir/data" --tmpdir="$dir/tmp" --port="$port" --socket="$dir/mariadbd.sock"
     --pid-file="$dir/mariadbd.pid" --bind-address=127.0.0.1 --user="$(id -un)"
     --server-id="$sid" --log-error="$dir/error.log" --innodb-buffer-pool-size=256M

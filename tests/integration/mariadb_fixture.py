@@ -95,11 +95,14 @@ def start_mariadb(tmpdir, port: int, server_id: int, extra_args=(), *, log_bin: 
     datadir = base / "data"
     datadir.mkdir(parents=True)
     socket = base / "mysqld.sock"
-    (base / "tmp").mkdir()   # its own: a starting mariadbd deletes the #sql* files of its tmpdir (stack.sh)
+    # its own, for the install's bootstrap server too: a starting mariadbd deletes the #sql* files
+    # of its tmpdir, and an install on /tmp aborted on another's ("Error on delete of
+    # '/tmp/#sql-temptable-…'") while the other test worker started a server (stack.sh)
+    (base / "tmp").mkdir()
     log = base / "mariadbd.log"
     subprocess.run(
         [_binary("mariadb-install-db", "mysql_install_db"), "--no-defaults", f"--datadir={datadir}",
-         "--user=root", "--auth-root-authentication-method=normal", "--skip-test-db"],
+         "--user=root", "--auth-root-authentication-method=normal", "--skip-test-db", f"--tmpdir={base / 'tmp'}"],
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     args = [_binary("mariadbd", "mysqld"), "--no-defaults", f"--datadir={datadir}", f"--port={port}",

@@ -66,8 +66,12 @@ def master_and_replica(tmp_path, stack, name: str, schema: str, *, source: str, 
     ``name`` (incremental, ``schema`` only, started before the schema exists) reads the server
     ``source`` names ("master" or "replica")."""
     master = start_mariadb(tmp_path, free_port(private_port(i) for i in range(8, 10)), master_id, GTID_ARGS)
-    replica = start_mariadb(tmp_path, free_port(p for p in (private_port(9), private_port(8)) if p != master.port),
-                            replica_id, GTID_ARGS)
+    try:
+        replica = start_mariadb(tmp_path, free_port(p for p in (private_port(9), private_port(8)) if p != master.port),
+                                replica_id, GTID_ARGS)
+    except BaseException:   # the next test needs the master's port
+        master.stop()
+        raise
     sid = f"{name}-src"
     store = StateStore()
     try:
