@@ -178,8 +178,11 @@ def _servers(stack: Stack) -> ServerCPU:
     return ServerCPU({"upstream 1": stack.up1.port, "upstream 2": stack.up2.port, "downstream": stack.down.port})
 
 
-def _cpu(servers: ServerCPU, rss: "TreeRSS | None" = None) -> dict:
-    out = {**servers.seconds, **(rss.cpu_by_kind() if rss is not None else {})}
+def _cpu(servers: ServerCPU, rss: "TreeRSS | None" = None, before: dict | None = None) -> dict:
+    """CPU-seconds by server and client kind; ``before``: the clients' by kind when the clock
+    started (a job host's start-up), left out."""
+    clients = rss.cpu_by_kind() if rss is not None else {}
+    out = {**servers.seconds, **{k: round(v - (before or {}).get(k, 0.0), 1) for k, v in clients.items()}}
     out["total"] = round(sum(out.values()), 1)
     return out
 
@@ -432,20 +435,16 @@ def full_load_cmd(name: str, env: dict) -> list[str]:
             str(ROOT / "spark_jobs" / "full_load.py"), "--task", name, "--report", str(work_dir() / "full-report.json")]
 
 
-def _on_host(host_dir: Path, name: str, logf: Path) -> None:
-    """The load as the Airflow operator runs it when the machine's job host is up (dm_core/jobhost)."""
+def load_on_host(host_dir: Path, name: str, report: Path, logf: Path) -> None:
+    """The load of task ``name`` as the Airflow operator runs it when the machine's job host is
+    up (dm_core/jobhost); its log lines into ``logf``."""
     from dm_core.jobhost import client, wire
 
     with open(logf, "a") as out:
-        rc = client.run("full_load", ["--task", name, "--report", str(work_dir() / "full-report.json")],
-                        env=client.shardflow_env(), on_line=lambda line: out.write(line + "\n"),
-                        path=wire.socket_path(host_dir))
+        rc = client.run("full_load", ["--task", name, "--report", str(report)], env=client.shardflow_env(),
+                        on_line=lambda line: out.write(line + "\n"), path=wire.socket_path(host_dir))
     if rc:
         raise RuntimeError(f"full_load on the job host exited {rc}: see {logf}")
-
-
-def _less(after: dict, before: dict) -> dict:
-    return {k: round(v - before.get(k, 0.0), 1) for k, v in after.items()}
 
 
 def run_shardflow(stack: Stack, rows: int, nbytes: int, one_table: bool = False, *, merged: bool = True,
@@ -483,7 +482,7 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, one_table: bool = False,
                     prepare(task, store)
                     t1 = time.monotonic()
                     if on_host:
-                        _on_host(host_dir, name, logf)
+                        load_on_host(host_dir, name, work_dir() / "full-report.json", logf)
                     else:
                         finish(run_logged(cmd, logf, env=env, cwd=work_dir(), rss=rss, timeout=timeout),
                                "spark-submit full_load.py")
@@ -501,9 +500,8 @@ def run_shardflow(stack: Stack, rows: int, nbytes: int, one_table: bool = False,
     got = (query(stack.down, f"SELECT COUNT(*) FROM {qt(TARGET_DB, 't')}")[0][0] if merged
            else _downstream_rows(stack, layout(stack, rows, one_table)))
     report = json.loads((work_dir() / "full-report.json").read_text())
-    cpu = {**servers.seconds, **_less(rss.cpu_by_kind(), started)}
-    cpu["total"] = round(sum(cpu.values()), 1)
-    return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3), cpu_seconds=cpu,
+    return figures(got, nbytes, seconds, rss.peak, prepare_seconds=round(t1 - t0, 3),
+                   cpu_seconds=_cpu(servers, rss, before=started),
                    peak_rss_mb_by_kind=rss.peak_mb_by_kind(),
                    load_seconds=report["seconds"], write_mode=report["write_mode"],
                    executor_stage_seconds=report.get("stages", {}),

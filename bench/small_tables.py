@@ -154,17 +154,6 @@ def _submit_command(report) -> tuple[list[str], dict]:
             str(ROOT / "spark_jobs" / "full_load.py"), "--task", TASK_NAME, "--report", str(report)], env
 
 
-def _on_host(host_dir, report, logf) -> None:
-    """The load as the Airflow operator runs it when the job host is up (dm_core/jobhost)."""
-    from dm_core.jobhost import client, wire
-
-    with open(logf, "a") as out:
-        rc = client.run("full_load", ["--task", TASK_NAME, "--report", str(report)], env=client.shardflow_env(),
-                        on_line=lambda line: out.write(line + "\n"), path=wire.socket_path(host_dir))
-    if rc:
-        raise RuntimeError(f"full_load on the job host exited {rc}: see {logf}")
-
-
 def run_shardflow(stack: Stack, count: int, rows: int, host_dir=None, label: str = "submit") -> dict:
     """``host_dir``: a running job host's directory (the load goes there), None: spark-submit."""
     from dm_core.config.task import parse_task
@@ -191,7 +180,7 @@ def run_shardflow(stack: Stack, count: int, rows: int, host_dir=None, label: str
             if host_dir is None:
                 finish(run_logged(cmd, logf, env=env, cwd=work_dir(), rss=rss, timeout=3600), "spark-submit full_load.py")
             else:
-                _on_host(host_dir, report, logf)
+                full.load_on_host(host_dir, TASK_NAME, report, logf)
             t2 = time.monotonic()
             finish_phase(task, store)
             seconds = time.monotonic() - t0
