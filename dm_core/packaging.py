@@ -15,14 +15,15 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def project_archive(dest_dir: str) -> str:
-    """Write ``dm_core.zip`` (the package's .py files) into ``dest_dir``; return its path."""
+    """Write ``dm_core.zip`` (the package's .py files, and its .pyx sources, against which
+    compiled_lines checks a build) into ``dest_dir``; return its path."""
     path = os.path.join(dest_dir, "dm_core.zip")
     root = os.path.dirname(PACKAGE_DIR)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         for folder, dirs, files in os.walk(PACKAGE_DIR):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             for f in files:
-                if f.endswith(".py"):
+                if f.endswith((".py", ".pyx")):
                     full = os.path.join(folder, f)
                     z.write(full, os.path.relpath(full, root))
     return path

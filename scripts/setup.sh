@@ -82,6 +82,9 @@ if ! .venv/bin/python -c 'import Cython' 2>/dev/null; then
 fi
 PYTHONPATH=$PWD .venv/bin/python scripts/compile_binlog.py \
   || echo "[setup] compiled binlog reader: not built, the reader stays pure Python"
+# The full load's line read compiled against mysqlclient's libmariadb (dm_core/full/compiled_lines.py)
+PYTHONPATH=$PWD .venv/bin/python -m dm_core.full.compiled_lines build \
+  || echo "[setup] compiled line read: not built, the full load reads lines in Python"
 [ -x /usr/bin/chromium ] || { echo "[setup] chromium missing (the Migrations page's browser test needs it)"; exit 1; }
 .venv/bin/dmctl --help >/dev/null 2>&1 || { echo "[setup] dmctl not installed in .venv"; exit 1; }
 echo "[setup] ok: spark-submit works, JDBC driver present, dmctl installed"

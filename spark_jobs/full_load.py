@@ -190,7 +190,7 @@ class _Starting:
 
 
 def _load(args, session: _Starting, started: float) -> int:
-    from dm_core.full import small_tables
+    from dm_core.full import compiled_lines, small_tables
     from dm_core.full.land import LoadSettings, Stages
     from dm_core.full.load_data import load_data_allowed
     from dm_core.full.turns import Turns
@@ -208,6 +208,9 @@ def _load(args, session: _Starting, started: float) -> int:
     spark = session.get()
     log.info("start-up: task read and %d tables discovered in %.1fs, Spark ready at %.1fs",
              sum(len(jobs) for _, _, jobs in per_source), t_found - started, time.monotonic() - started)
+    # what the executors on this machine use; a cluster's workers without the build read in Python
+    log.info("upstream lines are read %s", "in C (dm_core/full/compiled_lines.py)" if compiled_lines.module()
+             else f"in Python: {compiled_lines.reason()}")
     per_table = _chunks_at_once(spark, per_source)
     routed = Counter((st.target_schema, st.target_table) for _, _, jobs in per_source for st, _, _ in jobs)
     turns = Turns(args.write_turns, mariadb, {t for t, n in routed.items() if n > 1 or per_table > 1},

@@ -401,6 +401,9 @@ class _Sent:
 def _row_of(item, i: int):
     if hasattr(item, "slice") and hasattr(item, "to_pylist"):   # an Arrow RecordBatch
         return item.slice(i, 1).to_pylist()[0] if i < item.num_rows else None
+    if hasattr(item, "line"):                                   # a compiled_lines.LineBlock
+        line = item.line(i)
+        return None if line is None else line.decode("utf-8", "replace").split("\t")
     try:                                                        # a block of text_rows' lines
         line = item[i][0]
     except (IndexError, TypeError, KeyError):

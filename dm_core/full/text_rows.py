@@ -49,7 +49,7 @@ the Spark JDBC path.
 from __future__ import annotations
 
 from dm_core.db import qi, qt
-from dm_core.full import snapshot_read
+from dm_core.full import compiled_lines, snapshot_read
 
 _NULL = "X'5C4E'"   # \N: NULL for a field LOAD DATA reads unenclosed
 _TAB = "X'09' COLLATE 'binary'"  # the line is a binary string whatever its columns (module docstring)
@@ -165,21 +165,27 @@ def partition_id_violation(conn, st, transforms) -> str | None:
 
 def read_lines(conn, query: str, snapshot: dict | None = None):
     """Run the line query on a mysqlclient connection (on an executor) and yield its rows in
-    blocks of 10,000, unbuffered: an executor holds one block, whatever the chunk's size.
+    blocks, unbuffered: an executor holds one block, whatever the chunk's size. A block is
+    a compiled_lines.LineBlock (1 MB of text) where the compiled read is usable, else a list
+    of 10,000 row tuples.
     ``snapshot``: read in a consistent snapshot and fill the dict with its binlog position
     (snapshot_read.py; empty when the server gives none)."""
     import MySQLdb.cursors
 
     if snapshot is not None:
         snapshot.update(snapshot_read.begin(conn))
-    cur = conn.cursor(MySQLdb.cursors.SSCursor)
-    cur.execute(query)
-    while True:
-        rows = cur.fetchmany(10_000)
-        if not rows:
-            break
-        yield rows
-    cur.close()
+    compiled = compiled_lines.blocks(conn, query)
+    if compiled is not None:    # the same lines read in C (compiled_lines.py)
+        yield from compiled
+    else:
+        cur = conn.cursor(MySQLdb.cursors.SSCursor)
+        cur.execute(query)
+        while True:
+            rows = cur.fetchmany(10_000)
+            if not rows:
+                break
+            yield rows
+        cur.close()
     lost = _lost_characters(conn)
     if lost:   # raised before the chunk's LOAD commits: nothing lands changed
         raise ValueError(f"the upstream cannot convert text of this chunk to utf8mb4 for its target column without "
@@ -209,6 +215,8 @@ def as_text(rows) -> tuple[bytes, int]:
     >>> as_text([(b"1\\ta",), (b"2\\tb",)])
     (b'1\\ta\\n2\\tb\\n', 2)
     """
+    if isinstance(rows, compiled_lines.LineBlock):
+        return rows.text, rows.rows
     out = [r[0] for r in rows]
     out.append(b"")
     return b"\n".join(out), len(rows)
