@@ -494,7 +494,20 @@ def _open_writer(pipe: str, loader: threading.Thread):
             pause = min(pause * 2, 0.002)
             continue
         os.set_blocking(fd, True)
+        _widen(fd)
         return fd
+
+
+def _widen(fd: int) -> None:
+    """Let the pipe hold a whole block (1 MB, Linux's default most): the client library
+    reads it 4 KB at a time, and with the default 64 KB the writing thread woke for nearly
+    every read (executors' CPU 0.2-0.3 s less per 10M rows, measured in pairs of runs)."""
+    import fcntl
+
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except (OSError, AttributeError):   # above the user's pipe limit, or not Linux: the default size
+        pass
 
 
 def load_data_allowed(target_ep) -> tuple[bool, bool, bool]:
