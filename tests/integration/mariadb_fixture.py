@@ -9,6 +9,11 @@
 Use ``private_port(0..9)``: ten ports just above the local stack's first upstream port
 (3320-3329 on the default stack), so stacks on other ports (CI's, a second checkout's)
 run their private servers on ports of their own.
+
+A server outlives its test when the test process is killed (a timeout, a CI run cut short):
+it runs in a session of its own. Each server's directory names its owner (``owner.pid``, the
+test process), and the first ``free_port`` of a process stops the servers whose owner is gone,
+so the next run finds its ports free.
 """
 
 from __future__ import annotations
@@ -99,6 +104,7 @@ def start_mariadb(tmpdir, port: int, server_id: int, extra_args=(), *, log_bin: 
     # of its tmpdir, and an install on /tmp aborted on another's ("Error on delete of
     # '/tmp/#sql-temptable-…'") while the other test worker started a server (stack.sh)
     (base / "tmp").mkdir()
+    (base / OWNER).write_text(str(os.getpid()))
     log = base / "mariadbd.log"
     subprocess.run(
         [_binary("mariadb-install-db", "mysql_install_db"), "--no-defaults", f"--datadir={datadir}",
@@ -143,11 +149,16 @@ def private_port(offset: int) -> int:
 
 
 def free_port(candidates) -> int:
-    """The first of ``candidates`` nobody listens on (modules pick disjoint ranges)."""
+    """The first of ``candidates`` nobody listens on (modules pick disjoint ranges), after the
+    servers of dead test processes are stopped (once a process)."""
     import socket
 
     import pytest
 
+    global _reaped
+    if not _reaped:
+        _reaped = True
+        reap_orphans()
     for p in candidates:
         with socket.socket() as s:
             # as mariadbd binds: a port whose last connections are only in TIME_WAIT is free
@@ -158,6 +169,48 @@ def free_port(candidates) -> int:
             except OSError:
                 continue
     pytest.fail(f"no free port in {candidates} for a private MariaDB")
+
+
+OWNER = "owner.pid"
+_reaped = False
+
+
+def _owner_alive(pid: int) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"python" in cmd or b"pytest" in cmd   # a reused pid of another program is no owner
+
+
+def reap_orphans(proc_root: str = "/proc") -> list[int]:
+    """Kill the private servers (``mariadbd`` with a data directory whose parent holds
+    :data:`OWNER`) whose owning test process is gone; return their pids."""
+    killed = []
+    for entry in Path(proc_root).iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv or Path(argv[0].decode(errors="replace")).name not in ("mariadbd", "mysqld"):
+            continue
+        datadir = next((a[len(b"--datadir="):].decode(errors="replace") for a in argv
+                        if a.startswith(b"--datadir=")), None)
+        owner = Path(datadir).parent / OWNER if datadir else None
+        try:
+            pid = int(owner.read_text()) if owner else None
+        except (OSError, ValueError):
+            continue
+        if pid is None or _owner_alive(pid):
+            continue
+        try:
+            os.kill(int(entry.name), signal.SIGKILL)
+            killed.append(int(entry.name))
+        except OSError:
+            pass
+    return killed
 
 
 def _tail(path: Path, n: int = 20) -> str:
