@@ -28,6 +28,11 @@ def _stand_in(base, owner):
                                            f'--datadir={data}'], start_new_session=True)
 
 
+def _argv0(pid: int) -> bytes:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().split(b"\0")[0]
+
+
 @pytest.mark.parametrize("owner, reaped", [
     ("dead", True),      # its test process is gone: stopped
     ("self", False),     # its test process runs (this one): left alone
@@ -37,9 +42,10 @@ def test_servers_of_dead_test_processes_are_stopped(tmp_path, owner, reaped):
     pid = {"dead": _dead_pid(), "self": os.getpid(), None: None}[owner]
     proc = _stand_in(tmp_path / "mariadb-1", pid)
     try:
-        deadline = time.monotonic() + 5   # until exec has replaced bash's command line
-        while b"mariadbd" not in open(f"/proc/{proc.pid}/cmdline", "rb").read() and time.monotonic() < deadline:
+        deadline = time.monotonic() + 5   # until exec has replaced bash (whose -c text names mariadbd too)
+        while _argv0(proc.pid) != b"mariadbd" and time.monotonic() < deadline:
             time.sleep(0.01)
+        assert _argv0(proc.pid) == b"mariadbd"
         killed = reap_orphans()
         assert (proc.pid in killed) is reaped
         if reaped:
