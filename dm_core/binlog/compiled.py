@@ -37,6 +37,8 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+from dm_core import compiled_build
+
 log = logging.getLogger("shardflow.binlog")
 
 MODULES = ("window", "dump")      # dm_core/binlog/<name>.py, compiled together
@@ -63,8 +65,9 @@ def _package_dir(root: Path) -> Path:
 
 def status() -> tuple[bool, str]:
     """(usable, why) for the build as it is on disk against the sources as they are."""
-    if os.environ.get("SHARDFLOW_PURE_PYTHON") == "1":
-        return False, "SHARDFLOW_PURE_PYTHON=1"
+    pure = compiled_build.forced_pure()
+    if pure:
+        return False, pure
     root = build_dir()
     try:
         have = json.loads((root / _MANIFEST).read_text())
@@ -98,10 +101,9 @@ def build(force: bool = False) -> tuple[bool, str]:
     ok, why = status()
     if ok and not force:
         return True, f"up to date ({why})"
-    try:
-        import Cython  # noqa: F401
-    except ImportError:
-        return False, "Cython is not installed (pip install -r requirements-build.txt)"
+    missing = compiled_build.cython_missing()
+    if missing:
+        return False, missing
     root = build_dir()
     with tempfile.TemporaryDirectory(prefix="shardflow-cython-") as tmp:
         pkg = _package_dir(Path(tmp))
@@ -118,8 +120,7 @@ def build(force: bool = False) -> tuple[bool, str]:
         r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
         built = [pkg / f"{m}{want['soabi']}" for m in MODULES]
         if r.returncode != 0 or not all(p.exists() for p in built):
-            tail = (r.stderr or r.stdout).strip().splitlines()[-5:]
-            return False, "cythonize failed: " + " | ".join(tail)
+            return False, compiled_build.failed("cythonize", r)
         shutil.rmtree(root, ignore_errors=True)
         _package_dir(root).mkdir(parents=True)
         for p in built:
@@ -130,13 +131,5 @@ def build(force: bool = False) -> tuple[bool, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``build [--force]`` or ``status`` (scripts/compile_binlog.py)."""
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["build"]:
-        ok, what = build(force="--force" in args)
-        print(f"[setup] compiled binlog reader: {what}" if ok
-              else f"[setup] compiled binlog reader: not built, the reader stays pure Python: {what}")
-        return 0
-    ok, why = status()
-    print(f"{'compiled' if ok else 'pure Python'}: {why}")
-    return 0
-
+    return compiled_build.main(argv, what="compiled binlog reader", fallback="the reader stays pure Python",
+                               build=build, status=status)

@@ -40,6 +40,8 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+from dm_core import compiled_build
+
 log = logging.getLogger("shardflow.full")
 
 ABI = 1                   # lines_c.ABI this module calls
@@ -96,8 +98,9 @@ def _want() -> dict:
 
 def status() -> tuple[bool, str]:
     """(usable, why) for the build as it is on disk."""
-    if os.environ.get("SHARDFLOW_PURE_PYTHON") == "1":
-        return False, "SHARDFLOW_PURE_PYTHON=1"
+    pure = compiled_build.forced_pure()
+    if pure:
+        return False, pure
     root = build_dir()
     try:
         have = json.loads((root / _MANIFEST).read_text())
@@ -160,10 +163,9 @@ def build(force: bool = False) -> tuple[bool, str]:
     ok, why = status()
     if ok and not force:
         return True, f"up to date ({why})"
-    try:
-        import Cython  # noqa: F401
-    except ImportError:
-        return False, "Cython is not installed (pip install -r requirements-build.txt)"
+    missing = compiled_build.cython_missing()
+    if missing:
+        return False, missing
     flags = {}
     for opt in ("--cflags", "--libs"):
         r = subprocess.run(["mariadb_config", opt], capture_output=True, text=True)
@@ -182,8 +184,7 @@ def build(force: bool = False) -> tuple[bool, str]:
         for cmd in steps:
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
-                tail = (r.stderr or r.stdout).strip().splitlines()[-5:]
-                return False, f"{Path(cmd[0]).name} failed: " + " | ".join(tail)
+                return False, compiled_build.failed(Path(cmd[0]).name, r)
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         shutil.copy2(so, root / so.name)
@@ -195,15 +196,8 @@ def build(force: bool = False) -> tuple[bool, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``build [--force]`` or ``status``."""
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["build"]:
-        ok, what = build(force="--force" in args)
-        print(f"[setup] compiled line read: {what}" if ok
-              else f"[setup] compiled line read: not built, the full load reads lines in Python: {what}")
-        return 0
-    ok, why = status()
-    print(f"{'compiled' if ok else 'pure Python'}: {why}")
-    return 0
+    return compiled_build.main(argv, what="compiled line read", fallback="the full load reads lines in Python",
+                               build=build, status=status)
 
 
 if __name__ == "__main__":

@@ -101,10 +101,7 @@ def blocks(conn, bytes query, Py_ssize_t block_bytes=1 << 20):
                     need = used + lens[0] + 1
                     if need > cap or n == ncap:
                         break   # grown below, with the GIL (the row stays in hand)
-                    memcpy(buf + used, row[0], lens[0])
-                    buf[used + lens[0]] = 10
-                    used = need
-                    ends[n] = <uint32_t>(used - 1)
+                    used = _append(buf, used, row[0], lens[0], ends, n)
                     n += 1
                     row = NULL
             if bad:
@@ -118,10 +115,7 @@ def blocks(conn, bytes query, Py_ssize_t block_bytes=1 << 20):
                 if need > cap:
                     cap = need + (cap >> 1)
                     buf = <char *>_grow(buf, cap)
-                memcpy(buf + used, row[0], lens[0])
-                buf[used + lens[0]] = 10
-                used = need
-                ends[n] = <uint32_t>(used - 1)
+                used = _append(buf, used, row[0], lens[0], ends, n)
                 n += 1
                 row = NULL
             if n:
@@ -132,6 +126,16 @@ def blocks(conn, bytes query, Py_ssize_t block_bytes=1 << 20):
             mysql_free_result(res)   # reads what is left of the result first
         free(buf)
         free(ends)
+
+
+cdef inline size_t _append(char *buf, size_t used, const char *line, unsigned long length, uint32_t *ends,
+                           size_t n) noexcept nogil:
+    """The line and its newline at ``buf + used``, the newline's offset as the ``n``-th end;
+    returns the bytes used after it (the caller made room for both)."""
+    memcpy(buf + used, line, length)
+    buf[used + length] = 10
+    ends[n] = <uint32_t>(used + length)
+    return used + length + 1
 
 
 cdef void *_grow(void *p, size_t size) except NULL:

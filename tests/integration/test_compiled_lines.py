@@ -43,8 +43,6 @@ def _read(ep, query, pure: bool, monkeypatch) -> tuple[bytes, int, list]:
             items = list(text_rows.read_lines(conn, query))
         finally:
             conn.close()
-    if pure:
-        compiled_lines._loaded = None
     encoded = [text_rows.as_text(i) for i in items]
     return b"".join(t for t, _ in encoded), sum(n for _, n in encoded), items
 
