@@ -180,6 +180,24 @@ def _brief(out: dict) -> str:
     return ", ".join(f"{k}={out[k]}" for k in keys if out.get(k) is not None)
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run of median rows/s (a failed run counts as the slowest), with every run's
+    seconds beside it: a part that alternates its engines in rounds reports each engine's median
+    run, and judges by the ratio of two medians of one run. A lag measured in any round travels
+    with it."""
+    ranked = sorted(runs, key=lambda r: r.get("rows_per_s") or 0.0)
+    out = dict(ranked[len(ranked) // 2])
+    lag = next((r["lag"] for r in runs if r.get("lag") is not None), None)
+    if lag is not None:
+        out["lag"] = lag
+    out["rounds_seconds"] = [r.get("seconds") for r in runs]
+    out["rows_ok"] = all(r.get("rows_ok", False) for r in runs)   # one wrong round fails the engine
+    errors = [r["error"] for r in runs if r.get("error")]
+    if errors:
+        out["round_errors"] = errors
+    return out
+
+
 def percentile(values: list[float], p: float) -> float | None:
     """Nearest-rank percentile (p in 0..100)."""
     if not values:

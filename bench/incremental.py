@@ -54,7 +54,7 @@ import pymysql
 from pymysql.converters import escape_string
 
 from bench.common import (
-    Skipped, Stack, TreeRSS, bench_schema, execute, figures, guarded, percentile, ratio, settle, work_dir,
+    Skipped, Stack, TreeRSS, bench_schema, execute, figures, guarded, median_run, percentile, ratio, settle, work_dir,
 )
 from bench.inc_workload import (
     BIG_ROWS, FAMILIES, SCHEMA, SHARD_TABLES, WIDE_EVERY, Workload, binlog_bytes, checksum, fresh_table, raw_conn, write_workload,
@@ -484,22 +484,6 @@ def measure_lag(up: Endpoint, down: Endpoint, store, syncer, wl: Workload, rate:
 
 # ---- the part ---------------------------------------------------------------------------------
 ROUNDS = 3
-
-
-def median_run(runs: list[dict]) -> dict:
-    """The run of median rows/s (a failed run counts as the slowest), with every run's
-    seconds beside it; the lag measured in any round travels with it."""
-    ranked = sorted(runs, key=lambda r: r.get("rows_per_s") or 0.0)
-    out = dict(ranked[len(ranked) // 2])
-    lag = next((r["lag"] for r in runs if r.get("lag") is not None), None)
-    if lag is not None:
-        out["lag"] = lag
-    out["rounds_seconds"] = [r.get("seconds") for r in runs]
-    out["rows_ok"] = all(r.get("rows_ok", False) for r in runs)   # one wrong round fails the engine
-    errors = [r["error"] for r in runs if r.get("error")]
-    if errors:
-        out["round_errors"] = errors
-    return out
 
 
 def run(stack: Stack, events: int) -> dict:

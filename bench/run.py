@@ -1,7 +1,7 @@
 """`make bench`: run the benchmarks, print a table, write
 bench/results/{rules,full,validate,small_tables,fleet,incremental,page,airflow_lag}.json.
 
-    python -m bench.run [--rule-rows N] [--full-rows N] [--small-tables N] [--fleet-tables N]
+    python -m bench.run [--rule-rows N] [--full-rows N] [--full-rounds N] [--small-tables N] [--fleet-tables N]
                         [--fleet-burst N] [--inc-events N]
                         [--only rules|full|validate|small|fleet|incremental|page|lag]
 
@@ -35,6 +35,9 @@ def _parse_arguments(argv=None):
                    help="row changes run through the task rules, 2 sources x 4 schemas x 4 tables (default 500,000)")
     p.add_argument("--full-rows", type=int, default=10_000_000,
                    help="rows of the full-copy data set, spread over 2 sources x 2 schemas x 2 tables (default 10,000,000; 2,000,000 is the quick size)")
+    p.add_argument("--full-rounds", type=int, default=full.ROUNDS,
+                   help=f"times the full part's engines alternate, each judged by its median run (default {full.ROUNDS}; "
+                        "1 for a quick look)")
     p.add_argument("--one-table-rows", type=int, default=None,
                    help="instead of the full part's 8 tables: this many rows in one table, shardflow's engines only "
                         "(bench/results/full_one_table.json): does the full phase's memory grow with a table's size?")
@@ -108,9 +111,16 @@ def render_full(out: dict) -> str:
                       f"{fmt(sf['spark_seconds'], 2)}s (load {fmt(sf['load_seconds'], 2)}s), finish "
                       f"{fmt(sf['finish_seconds'], 2)}s; executor seconds: "
                       + ", ".join(f"{k} {fmt(v, 1)}" for k, v in st.items() if k != "rows"))
-    return (f"FULL COPY: {d['rows']:,} rows ({d['layout']}), {d['bytes'] / 1e6:.1f} MB as text\n"
+    rounds = f", each engine's median of {d['rounds']} alternating rounds" if d.get("rounds", 1) > 1 else ""
+    return (f"FULL COPY: {d['rows']:,} rows ({d['layout']}), {d['bytes'] / 1e6:.1f} MB as text{rounds}\n"
             + table(["engine", "s", "rows/s", "MB/s", "peak RSS MB", "note"], rows) + extra
-            + "\n" + _ratios(out["ratios"]))
+            + "\n" + _ratios(out["ratios"]) + _by_round(out.get("ratios_by_round")))
+
+
+def _by_round(by_round: dict | None) -> str:
+    if not by_round:
+        return ""
+    return "\nby round: " + "  ".join(f"{k} " + " / ".join(fmt(v, 2) for v in vs) for k, vs in by_round.items() if vs)
 
 
 def render_validate(out: dict) -> str:
@@ -256,10 +266,10 @@ def main(argv=None) -> int:
     if args.only in (None, "full"):
         if args.one_table_rows:
             out = {"meta": {**machine(), "one_table_rows": args.one_table_rows},
-                   **full.run(stack, args.one_table_rows, one_table=True)}
+                   **full.run(stack, args.one_table_rows, one_table=True, rounds=1)}
             path = write_json("full_one_table.json", out)
         else:
-            out = {"meta": {**machine(), "full_rows": args.full_rows}, **full.run(stack, args.full_rows)}
+            out = {"meta": {**machine(), "full_rows": args.full_rows}, **full.run(stack, args.full_rows, rounds=args.full_rounds)}
             path = write_json("full.json", out)
         reports.append(render_full(out) + f"\n→ {path}")
     if args.only in (None, "validate"):
