@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from dm_core import packaging
 from dm_core.jobhost import client, route, service, wire
 
 
@@ -32,7 +33,8 @@ def run_on_host(job: str, argv: list[str], *, master: str, conf: dict, log, envi
             status = client.status(sock)
         except client.HostUnavailable as e:
             down = str(e)
-    chosen = route.choose(master=master, conf=conf, environ=environ, status=status, down_reason=down)
+    chosen = route.choose(master=master, conf=conf, environ=environ, status=status, down_reason=down,
+                          code=packaging.code_fingerprint() if status is not None else None)
     if not chosen.host:
         log.info("%s runs with spark-submit: %s", job, chosen.why)
         if chosen.start_host:

@@ -9,7 +9,9 @@
 
 A job keeps spark-submit when the host cannot run it as spark-submit would: a variable read
 on executors armed (runner.EXECUTOR_ENV), a master other than the host's, Spark conf beyond
-what every shardflow submit sets.
+what every shardflow submit sets, or code other than the worker's: the host imported
+shardflow when it started, so after an upgrade (or an edit) it would run the old code
+(packaging.code_fingerprint; the host is not restarted under a job that may be running).
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ def mode(environ) -> str:
     return got
 
 
-def choose(*, master: str, conf: dict, environ, status: dict | None, down_reason: str = "") -> Route:
-    """``status``: the host's answer (client.status), None when none runs (``down_reason`` says why)."""
+def choose(*, master: str, conf: dict, environ, status: dict | None, down_reason: str = "",
+           code: str | None = None) -> Route:
+    """``status``: the host's answer (client.status), None when none runs (``down_reason`` says why);
+    ``code``: this worker's code_fingerprint, which the host's must equal (None: not checked)."""
     policy = mode(environ)
     if policy == "off":
         return Route(False, "SHARDFLOW_JOB_HOST=off")
@@ -52,6 +56,11 @@ def choose(*, master: str, conf: dict, environ, status: dict | None, down_reason
         return Route(False, f"the job sets Spark conf of its own ({', '.join(extra)})")
     if status is None:
         return Route(False, f"no job host runs ({down_reason or 'not started'})", start_host=policy == "start")
+    if code is not None and status.get("code") != code:
+        return Route(False, f"the job host (pid {status.get('pid')}) runs other code than this worker's: it started "
+                            f"before shardflow changed here (its code {status.get('code') or 'unknown'}, here {code}); "
+                            "restart it to use it again: python -m dm_core.jobhost stop, then start "
+                            "(locally: make job-host-down job-host-up)")
     if status.get("master") != master:
         return Route(False, f"the job host runs master {status.get('master')}, the job's connection says {master}")
     queue = status.get("running", 0) + status.get("waiting", 0)

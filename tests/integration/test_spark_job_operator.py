@@ -2,6 +2,7 @@
 host when one runs (here: the test session's Spark application, which serves the product's
 socket too), and with spark-submit when none does; the task log says which."""
 
+import re
 import sys
 
 import pytest
@@ -58,3 +59,24 @@ def test_with_no_job_host_the_operator_falls_back_to_spark_submit(stack, uniq, a
     shown = _load_through_operator(stack, uniq, "s", capsys)
     assert "full_load runs with spark-submit: no job host runs" in shown, shown[-3000:]
     assert "80 rows in 1 chunks" in shown, shown[-3000:]   # spark-submit's output, in the task log
+
+
+def test_a_job_host_running_older_code_is_not_used(airflow_env, monkeypatch, caplog):
+    """shardflow upgraded (or edited) after the host started: the host would run the code it
+    imported then, so the job keeps spark-submit and the log says how to get the host back."""
+    import logging
+
+    from dm_core import packaging
+    from dm_core.jobhost import dispatch
+
+    host = spark_host.shared_host(submit_cmd("", app="job_host.py"), spark_env())
+    airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(host.socket.parent))
+    here = packaging.code_fingerprint()
+    monkeypatch.setattr(packaging, "code_fingerprint", lambda: "e0e0e0e0e0e0e0e0")
+    log = logging.getLogger("test.jobhost.route")
+    with caplog.at_level(logging.INFO, logger=log.name):
+        ran = dispatch.run_on_host("full_load", ["--task", "never_sent"], master="local[2]", conf={}, log=log)
+    assert ran is False
+    assert re.search(r"full_load runs with spark-submit: the job host \(pid \d+\) runs other code than this worker's: "
+                     rf"it started before shardflow changed here \(its code {here}, here e0e0e0e0e0e0e0e0\); restart it",
+                     caplog.text), caplog.text

@@ -5,28 +5,34 @@ import pytest
 
 from dm_core.jobhost.route import choose
 
-UP = {"pid": 7, "master": "local[2]", "running": 1, "waiting": 0, "jobs": 4}
+UP = {"pid": 7, "master": "local[2]", "running": 1, "waiting": 0, "jobs": 4, "code": "c0de"}
 STD = {"spark.ui.enabled": "false", "spark.pyspark.python": "/p", "spark.driver.extraJavaOptions": "-X"}
 
 CASES = [
-    # environment, master, conf, host status -> on the host?, start one?, words of the reason
-    ({}, "local[2]", STD, UP, True, False, "job host pid 7 (master local[2], 4 jobs run, 1 ahead of this one)"),
-    ({}, "local[2]", STD, None, False, False, "no job host runs"),
-    ({"SHARDFLOW_JOB_HOST": "start"}, "local[2]", STD, None, False, True, "no job host runs"),
-    ({"SHARDFLOW_JOB_HOST": "start"}, "local[2]", STD, UP, True, False, "job host pid 7"),
-    ({"SHARDFLOW_JOB_HOST": "off"}, "local[2]", STD, UP, False, False, "SHARDFLOW_JOB_HOST=off"),
-    ({"SHARDFLOW_FAULTS": "full.after_chunk_write=3"}, "local[2]", STD, UP, False, False,
+    # environment, master, conf, host status, this worker's code -> on the host?, start one?, words of the reason
+    ({}, "local[2]", STD, UP, "c0de", True, False, "job host pid 7 (master local[2], 4 jobs run, 1 ahead of this one)"),
+    ({}, "local[2]", STD, None, "c0de", False, False, "no job host runs"),
+    ({"SHARDFLOW_JOB_HOST": "start"}, "local[2]", STD, None, "c0de", False, True, "no job host runs"),
+    ({"SHARDFLOW_JOB_HOST": "start"}, "local[2]", STD, UP, "c0de", True, False, "job host pid 7"),
+    ({"SHARDFLOW_JOB_HOST": "off"}, "local[2]", STD, UP, "c0de", False, False, "SHARDFLOW_JOB_HOST=off"),
+    ({"SHARDFLOW_FAULTS": "full.after_chunk_write=3"}, "local[2]", STD, UP, "c0de", False, False,
      "SHARDFLOW_FAULTS is set: the executors read it"),
-    ({}, "spark://m:7077", STD, UP, False, False, "the job host runs master local[2], the job's connection says "
+    ({}, "spark://m:7077", STD, UP, "c0de", False, False, "the job host runs master local[2], the job's connection says "
                                                   "spark://m:7077"),
-    ({}, "local[2]", {**STD, "spark.executor.memory": "4g"}, UP, False, False,
+    ({}, "local[2]", {**STD, "spark.executor.memory": "4g"}, UP, "c0de", False, False,
      "Spark conf of its own (spark.executor.memory)"),
+    # shardflow upgraded or edited since the host started: it would run the old code
+    ({}, "local[2]", STD, UP, "5eed", False, False, "the job host (pid 7) runs other code than this worker's: it "
+                                                    "started before shardflow changed here (its code c0de, here 5eed)"),
+    ({"SHARDFLOW_JOB_HOST": "start"}, "local[2]", STD, UP, "5eed", False, False, "restart it to use it again"),
+    ({}, "local[2]", STD, {k: v for k, v in UP.items() if k != "code"}, "5eed", False, False, "its code unknown"),
+    ({}, "local[2]", STD, UP, None, True, False, "job host pid 7"),   # not asked: nothing to compare
 ]
 
 
-@pytest.mark.parametrize("environ, master, conf, status, host, start, why", CASES)
-def test_route(environ, master, conf, status, host, start, why):
-    got = choose(master=master, conf=conf, environ=environ, status=status)
+@pytest.mark.parametrize("environ, master, conf, status, code, host, start, why", CASES)
+def test_route(environ, master, conf, status, code, host, start, why):
+    got = choose(master=master, conf=conf, environ=environ, status=status, code=code)
     assert (got.host, got.start_host) == (host, start)
     assert why in got.why
 
