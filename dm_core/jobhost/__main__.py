@@ -1,4 +1,4 @@
-"""``python -m dm_core.jobhost start|stop|status``: this machine's job host (service.py)."""
+"""``python -m dm_core.jobhost start|stop|restart|status``: this machine's job host (service.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dm_core.jobhost import service, wire
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m dm_core.jobhost", description="shardflow's Spark job host")
-    p.add_argument("action", choices=("start", "stop", "status"))
+    p.add_argument("action", choices=("start", "stop", "restart", "status"))
     p.add_argument("--master", default=None, help="the host's Spark master (default $SHARDFLOW_JOB_HOST_MASTER "
                                                    "or local[2]); jobs whose connection names another keep spark-submit")
     p.add_argument("--detach", action="store_true", help="start: return at once, without waiting for the host")
@@ -20,6 +20,10 @@ def main(argv=None) -> int:
     if args.action == "start":
         pid = service.start(where, master=args.master, wait=not args.detach)
         print(f"job host pid {pid} on {wire.socket_path(where)} (log {where / 'host.log'})")
+    elif args.action == "restart":   # after its running job (stop), with the code on disk now
+        service.stop(where)
+        pid = service.start(where, master=args.master, wait=not args.detach)
+        print(f"job host restarted: pid {pid} on {wire.socket_path(where)} (log {where / 'host.log'})")
     elif args.action == "stop":
         print("job host stopped" if service.stop(where) else "no job host was running")
     else:

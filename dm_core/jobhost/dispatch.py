@@ -40,6 +40,10 @@ def run_on_host(job: str, argv: list[str], *, master: str, conf: dict, log, envi
         if chosen.start_host:
             pid = service.start(directory, master=master, wait=False)
             log.info("a job host (pid %d, log %s) starts for the jobs after this one", pid, directory / "host.log")
+        if chosen.restart_host:
+            service.restart_detached(directory, master=master)
+            log.info("the job host restarts with this code in the background, for the jobs after this one (log %s)",
+                     directory / "host.log")
         return False
     log.info("%s runs on the job host: %s", job, chosen.why)
     try:

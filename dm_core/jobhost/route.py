@@ -4,7 +4,8 @@
 
 - ``use`` (default): the host when it runs and can take the job, else spark-submit;
 - ``start``: as ``use``, and a host that is not running (never started, or dead) is started
-  in the background for the jobs after this one, which itself takes spark-submit;
+  in the background for the jobs after this one, which itself takes spark-submit; so is an
+  idle host that runs older code (restarted; a busy one is left to its jobs);
 - ``off``: spark-submit always.
 
 A job keeps spark-submit when the host cannot run it as spark-submit would: a variable read
@@ -31,6 +32,7 @@ class Route:
     host: bool          # run on the host
     why: str            # one line for the task log
     start_host: bool = False   # start a host in the background for the next jobs
+    restart_host: bool = False   # stop the idle host (older code) and start one, in the background
 
 
 def mode(environ) -> str:
@@ -57,10 +59,13 @@ def choose(*, master: str, conf: dict, environ, status: dict | None, down_reason
     if status is None:
         return Route(False, f"no job host runs ({down_reason or 'not started'})", start_host=policy == "start")
     if code is not None and status.get("code") != code:
-        return Route(False, f"the job host (pid {status.get('pid')}) runs other code than this worker's: it started "
-                            f"before shardflow changed here (its code {status.get('code') or 'unknown'}, here {code}); "
-                            "restart it to use it again: python -m dm_core.jobhost stop, then start "
-                            "(locally: make job-host-down job-host-up)")
+        idle = not status.get("running") and not status.get("waiting")
+        stale = (f"the job host (pid {status.get('pid')}) runs other code than this worker's: it started before "
+                 f"shardflow changed here (its code {status.get('code') or 'unknown'}, here {code})")
+        if policy == "start" and idle:
+            return Route(False, stale, restart_host=True)
+        return Route(False, stale + "; restart it to use it again: python -m dm_core.jobhost restart "
+                                    "(locally: make job-host-down job-host-up)")
     if status.get("master") != master:
         return Route(False, f"the job host runs master {status.get('master')}, the job's connection says {master}")
     queue = status.get("running", 0) + status.get("waiting", 0)

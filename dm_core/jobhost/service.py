@@ -55,7 +55,17 @@ def _pid(directory: Path) -> int | None:
         os.kill(pid, 0)
     except (ProcessLookupError, PermissionError):
         return None
-    return pid
+    return None if _zombie(pid) else pid
+
+
+def _zombie(pid: int) -> bool:
+    """An ended host that another live process started (and has not reaped): the Airflow worker
+    whose task started it, while `jobhost stop` or a restart waits for it to end."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def status(directory: Path | None = None) -> dict | None:
@@ -117,6 +127,16 @@ def _await_ready(directory: Path, pid: int) -> None:
             raise RuntimeError(f"the job host (pid {pid}) did not start in {START_TIMEOUT_S}s: see "
                                f"{directory / 'host.log'}")
         time.sleep(0.2)
+
+
+def restart_detached(directory: Path, *, master: str) -> None:
+    """``python -m dm_core.jobhost restart`` in a session of its own: the caller (an Airflow
+    task) does not wait for the old host to drain nor for the new one to start."""
+    env = {**os.environ, "SHARDFLOW_JOB_HOST_DIR": str(directory)}
+    with open(wire.private_dir(directory) / "restart.log", "ab") as out:
+        subprocess.Popen([sys.executable, "-m", "dm_core.jobhost", "restart", "--master", master],
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, cwd=PROJECT_ROOT,
+                         start_new_session=True)
 
 
 def stop(directory: Path | None = None) -> bool:

@@ -9,7 +9,8 @@ UP = {"pid": 7, "master": "local[2]", "running": 1, "waiting": 0, "jobs": 4, "co
 STD = {"spark.ui.enabled": "false", "spark.pyspark.python": "/p", "spark.driver.extraJavaOptions": "-X"}
 
 CASES = [
-    # environment, master, conf, host status, this worker's code -> on the host?, start one?, words of the reason
+    # environment, master, conf, host status, this worker's code -> on the host?, start (True) or restart one?,
+    # words of the reason
     ({}, "local[2]", STD, UP, "c0de", True, False, "job host pid 7 (master local[2], 4 jobs run, 1 ahead of this one)"),
     ({}, "local[2]", STD, None, "c0de", False, False, "no job host runs"),
     ({"SHARDFLOW_JOB_HOST": "start"}, "local[2]", STD, None, "c0de", False, True, "no job host runs"),
@@ -24,7 +25,11 @@ CASES = [
     # shardflow upgraded or edited since the host started: it would run the old code
     ({}, "local[2]", STD, UP, "5eed", False, False, "the job host (pid 7) runs other code than this worker's: it "
                                                     "started before shardflow changed here (its code c0de, here 5eed)"),
-    ({"SHARDFLOW_JOB_HOST": "start"}, "local[2]", STD, UP, "5eed", False, False, "restart it to use it again"),
+    # with `start`, an idle host is restarted in the background; a busy one is left to its jobs
+    ({"SHARDFLOW_JOB_HOST": "start"}, "local[2]", STD, {**UP, "running": 0}, "5eed", False, "restart",
+     "runs other code than this worker's"),
+    ({"SHARDFLOW_JOB_HOST": "start"}, "local[2]", STD, UP, "5eed", False, False, "restart it to use it again: "
+                                                                                 "python -m dm_core.jobhost restart"),
     ({}, "local[2]", STD, {k: v for k, v in UP.items() if k != "code"}, "5eed", False, False, "its code unknown"),
     ({}, "local[2]", STD, UP, None, True, False, "job host pid 7"),   # not asked: nothing to compare
 ]
@@ -33,7 +38,7 @@ CASES = [
 @pytest.mark.parametrize("environ, master, conf, status, code, host, start, why", CASES)
 def test_route(environ, master, conf, status, code, host, start, why):
     got = choose(master=master, conf=conf, environ=environ, status=status, code=code)
-    assert (got.host, got.start_host) == (host, start)
+    assert (got.host, got.start_host, got.restart_host) == (host, start is True, start == "restart")
     assert why in got.why
 
 

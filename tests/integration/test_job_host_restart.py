@@ -1,0 +1,43 @@
+"""A job host (started as production starts it) that runs older code than the worker's: with
+``SHARDFLOW_JOB_HOST=start`` the job keeps spark-submit, and the idle host is replaced in the
+background by one that runs the code on disk now; the next job can use it."""
+
+import logging
+import time
+
+import pytest
+
+from dm_core import packaging
+from dm_core.jobhost import dispatch, service
+
+pytestmark = pytest.mark.integration
+
+
+def test_an_idle_host_with_older_code_is_restarted_in_the_background(tmp_path, monkeypatch, caplog):
+    where = tmp_path / "host"
+    old = service.start(where)
+    try:
+        on_disk = packaging.code_fingerprint()
+        assert service.status(where)["code"] == on_disk
+        # the worker sees other code than the host imported (as after an upgrade or an edit)
+        monkeypatch.setattr(packaging, "code_fingerprint", lambda: "e0e0e0e0e0e0e0e0")
+        log = logging.getLogger("test.jobhost.restart")
+        with caplog.at_level(logging.INFO, logger=log.name):
+            ran = dispatch.run_on_host("full_load", ["--task", "never_sent"], master="local[2]", conf={}, log=log,
+                                       environ={"SHARDFLOW_JOB_HOST": "start"}, directory=where)
+        assert ran is False
+        assert "runs other code than this worker's" in caplog.text, caplog.text
+        assert "the job host restarts with this code in the background" in caplog.text, caplog.text
+        deadline = time.monotonic() + service.START_TIMEOUT_S
+        got = None
+        while time.monotonic() < deadline:   # the old host drains and exits, the new one starts
+            got = service.status(where)
+            if got and (where / "host.pid").read_text() != str(old):
+                break
+            time.sleep(0.5)
+        restart_log = (where / "restart.log").read_text() if (where / "restart.log").exists() else ""
+        assert got and (where / "host.pid").read_text() != str(old), restart_log
+        assert got["code"] == on_disk and got["master"] == "local[2]", got
+        assert "job host restarted: pid" in restart_log, restart_log
+    finally:
+        service.stop(where)
