@@ -18,6 +18,9 @@ case "${1:-}" in
       echo "[airflow] the Celery Airflow runs on this stack (make airflow-celery-up): make airflow-celery-down first"; exit 1
     fi
     airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -20 "$AIRFLOW_HOME/migrate.log"; exit 1; }
+    if [ "$SHARDFLOW_JOB_HOST" != off ]; then   # up before the first DAG run's Spark job asks for it
+      python -m dm_core.jobhost start --detach >/dev/null || echo "[airflow] the job host did not start: Spark jobs take spark-submit"
+    fi
     setsid airflow standalone >"$LOG" 2>&1 </dev/null &
     echo $! >"$PIDF"
     for _ in $(seq 1 120); do

@@ -28,3 +28,6 @@ export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL=${AIRFLOW__SCHEDULER__O
 # default 5 s, and the task fails before it starts
 export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-30}
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
+# Spark jobs go to the stack's job host, started (or restarted: dead, older code) by the first
+# job that finds none: Spark's start-up paid once, not per job (docs/operations.md)
+export SHARDFLOW_JOB_HOST=${SHARDFLOW_JOB_HOST:-start}
