@@ -15,11 +15,15 @@ What it writes is returned as ``Fleet``: the test checks the page against it; th
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 
 import yaml
 
+from bench.common import ROOT
+
+PLUGINS = ROOT / "plugins"
 PASSWORD = "fleet-page-secret"     # every source's and the target's: the page must never show it
 
 
@@ -181,6 +185,9 @@ def _validation(store, fleet: Fleet) -> None:
 def page(store, name: str) -> tuple[dict, str]:
     """The task's overview and the Migrations page's HTML of it, as the plugin makes them."""
     from dm_core.overview import task_overview
+
+    if str(PLUGINS) not in sys.path:   # Airflow puts plugins/ on the path; `make bench` sets the root only
+        sys.path.insert(0, str(PLUGINS))
     from shardflow_airflow.ui.migrations_app import render_page
 
     runs = {"precheck": "success", "full": "success", "incremental": "running"}
