@@ -256,50 +256,58 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="[bench] %(message)s", stream=sys.stderr)
     for noisy in ("shardflow", "pymysqlreplication", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    reports = []
+    reports, failed = [], []
     t0 = time.monotonic()
+    stack = None
+
+    def part(name: str, what, render, filename: str) -> None:
+        """One part: its report joins the others'; a part that fails is reported, and the next
+        ones still run (a run takes most of an hour: one part's failure must not lose the rest)."""
+        try:
+            out = what()
+            path = write_json(filename, out)
+            reports.append(render(out) + f"\n→ {path}")
+        except Exception as e:
+            log.exception("the %s part failed", name)
+            failed.append(name)
+            reports.append(f"{name.upper()}: failed: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+
     if args.only in (None, "rules"):
-        out = {"meta": {**machine(), "rule_rows": args.rule_rows}, **rules.run(args.rule_rows)}
-        path = write_json("rules.json", out)
-        reports.append(render_rules(out) + f"\n→ {path}")
-    stack = stack_from_env() if args.only in (None, "full", "validate", "small", "fleet", "incremental", "page", "lag") else None
+        part("rules", lambda: {"meta": {**machine(), "rule_rows": args.rule_rows}, **rules.run(args.rule_rows)},
+             render_rules, "rules.json")
+    if args.only in (None, "full", "validate", "small", "fleet", "incremental", "page", "lag"):
+        stack = stack_from_env()
     if args.only in (None, "full"):
         if args.one_table_rows:
-            out = {"meta": {**machine(), "one_table_rows": args.one_table_rows},
-                   **full.run(stack, args.one_table_rows, one_table=True, rounds=1)}
-            path = write_json("full_one_table.json", out)
+            part("full", lambda: {"meta": {**machine(), "one_table_rows": args.one_table_rows},
+                                  **full.run(stack, args.one_table_rows, one_table=True, rounds=1)},
+                 render_full, "full_one_table.json")
         else:
-            out = {"meta": {**machine(), "full_rows": args.full_rows}, **full.run(stack, args.full_rows, rounds=args.full_rounds)}
-            path = write_json("full.json", out)
-        reports.append(render_full(out) + f"\n→ {path}")
+            part("full", lambda: {"meta": {**machine(), "full_rows": args.full_rows},
+                                  **full.run(stack, args.full_rows, rounds=args.full_rounds)},
+                 render_full, "full.json")
     if args.only in (None, "validate"):
-        out = {"meta": {**machine(), "full_rows": args.full_rows}, **validate.run(stack, args.full_rows)}
-        path = write_json("validate.json", out)
-        reports.append(render_validate(out) + f"\n→ {path}")
+        part("validate", lambda: {"meta": {**machine(), "full_rows": args.full_rows}, **validate.run(stack, args.full_rows)},
+             render_validate, "validate.json")
     if args.only in (None, "small"):
-        out = {"meta": {**machine(), "small_tables": args.small_tables},
-               **small_tables.run(stack, args.small_tables, 200)}
-        path = write_json("small_tables.json", out)
-        reports.append(render_small(out) + f"\n→ {path}")
+        part("small", lambda: {"meta": {**machine(), "small_tables": args.small_tables},
+                               **small_tables.run(stack, args.small_tables, 200)},
+             render_small, "small_tables.json")
     if args.only in (None, "fleet"):
-        out = {"meta": {**machine(), "fleet_tables": args.fleet_tables, "fleet_burst": args.fleet_burst},
-               **fleet.run(stack, args.fleet_tables, args.fleet_burst)}
-        path = write_json("fleet.json", out)
-        reports.append(render_fleet(out) + f"\n→ {path}")
+        part("fleet", lambda: {"meta": {**machine(), "fleet_tables": args.fleet_tables, "fleet_burst": args.fleet_burst},
+                               **fleet.run(stack, args.fleet_tables, args.fleet_burst)},
+             render_fleet, "fleet.json")
     if args.only in (None, "incremental"):
-        out = {"meta": {**machine(), "inc_events": args.inc_events}, **incremental.run(stack, args.inc_events)}
-        path = write_json("incremental.json", out)
-        reports.append(render_incremental(out) + f"\n→ {path}")
+        part("incremental", lambda: {"meta": {**machine(), "inc_events": args.inc_events},
+                                     **incremental.run(stack, args.inc_events)},
+             render_incremental, "incremental.json")
     if args.only in (None, "page"):
-        out = {"meta": machine(), **page_fleet.run(stack)}
-        path = write_json("page.json", out)
-        reports.append(render_page(out) + f"\n→ {path}")
+        part("page", lambda: {"meta": machine(), **page_fleet.run(stack)}, render_page, "page.json")
     if args.only in (None, "lag"):
-        out = {"meta": machine(), **airflow_lag.run(stack)}
-        path = write_json("airflow_lag.json", out)
-        reports.append(render_lag(out) + f"\n→ {path}")
-    print("\n\n".join(reports) + f"\n\n(benchmarks took {time.monotonic() - t0:.0f}s)")
-    return 0
+        part("lag", lambda: {"meta": machine(), **airflow_lag.run(stack)}, render_lag, "airflow_lag.json")
+    print("\n\n".join(reports) + f"\n\n(benchmarks took {time.monotonic() - t0:.0f}s)"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
