@@ -42,7 +42,8 @@ def run_on_host(job: str, argv: list[str], *, master: str, conf: dict, log, envi
             log.info("a job host (pid %d, log %s) starts for the jobs after this one", pid, directory / "host.log")
         if chosen.restart_host:
             service.restart_detached(directory, master=master)
-            log.info("the job host restarts with this code in the background, for the jobs after this one (log %s)",
+            log.info("the job host restarts with this code in the background, for the jobs after this one "
+                     "(the restart's output in %s, the new host's in %s)", directory / "restart.log",
                      directory / "host.log")
         return False
     log.info("%s runs on the job host: %s", job, chosen.why)
