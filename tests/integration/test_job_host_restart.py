@@ -37,12 +37,15 @@ def test_an_idle_host_with_older_code_is_restarted_in_the_background(tmp_path, m
         assert "the job host restarts with this code in the background" in caplog.text, caplog.text
         deadline = time.monotonic() + service.START_TIMEOUT_S
         got = pid = None
-        while time.monotonic() < deadline:   # the old host drains and exits, the new one starts
+        restart_log = ""
+        # the old host drains and exits, the new one starts, then the restart command says so (its
+        # line comes after the new host answers, and is flushed when the command exits)
+        while time.monotonic() < deadline:
             got, pid = service.status(where), _host_pid(where)   # (no pid file between the two hosts)
-            if got and pid not in (None, str(old)):
+            restart_log = (where / "restart.log").read_text() if (where / "restart.log").exists() else ""
+            if got and pid not in (None, str(old)) and "job host restarted: pid" in restart_log:
                 break
             time.sleep(0.5)
-        restart_log = (where / "restart.log").read_text() if (where / "restart.log").exists() else ""
         assert got and pid not in (None, str(old)), restart_log
         assert got["code"] == on_disk and got["master"] == "local[2]", got
         assert "job host restarted: pid" in restart_log, restart_log
