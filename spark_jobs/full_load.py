@@ -296,9 +296,12 @@ def _load_tables(spark, task, store, per_source, target_ep, settings, per_table:
     """Every table chunk by chunk (dm_core/full/loader.py), ``pool-size`` tables of a source at once."""
     from dm_core.full.land import Lander
     from dm_core.full.loader import TableResult, load_table
+    from dm_core.jobhost import runner
     from dm_core.state.store import StateStore
 
     def one(st, ep, chunk_rows) -> TableResult:
+        if runner.CANCELLED.is_set():   # on the job host, whose client went away: start no more tables
+            return TableResult(st.name, error=f"{st.name}: not loaded: the job was cancelled (its task was stopped)")
         with peaks[st.source_id]:
             try:
                 with StateStore(store.dsn) as own:

@@ -34,7 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dm_core.jobhost.runner import EXECUTOR_ENV, LOG_FORMAT, run_job  # noqa: E402,F401 (after the path above)
+from dm_core.jobhost.runner import EXECUTOR_ENV, LOG_FORMAT, cancel, run_job  # noqa: E402,F401 (after the path above)
 from dm_core.packaging import code_fingerprint  # noqa: E402
 from spark_jobs import full_load, validate  # noqa: E402
 
@@ -83,7 +83,8 @@ def _serve_socket(spark, path: str):
         return run_job(JOBS, spark, request, sink, sink)
 
     server = Server(path, run, describe=lambda: {"master": sc.master, "app_id": sc.applicationId,
-                                                    "code": CODE})
+                                                    "code": CODE},
+                    cancel=lambda: cancel(sc))
     server.listen()
     threading.Thread(target=_watch_jvm, args=(sc, server), name="jvm-watch", daemon=True).start()
     return server

@@ -44,8 +44,13 @@ def _parse_arguments(argv=None):
     return p.parse_args(argv)
 
 
+class Cancelled(Exception):
+    """The job host cancelled this validation (dm_core/jobhost/server.py)."""
+
+
 def _run(args) -> int:
     from dm_core.config.task import parse_task
+    from dm_core.jobhost import runner
     from dm_core.state.store import StateStore
     from dm_core.validate.compare import UnknownTables, checkpoints, validate_task
     from dm_core.validate.result import ValidationResult, render
@@ -68,6 +73,8 @@ def _run(args) -> int:
         t = r.tables[-1]
         log.info("%s: %s, %d upstream rows, %d differing, %.1fs", t.target, t.status.upper(), t.upstream_rows,
                  t.differing_rows(), t.seconds)
+        if runner.CANCELLED.is_set():   # on the job host, whose client went away: no more tables
+            raise Cancelled(f"cancelled after {t.target}: its task was stopped")
         if time.monotonic() - last_flush[0] >= settings.meta_flush_interval:
             store.put_validation(task.name, args.run_id, "running", r.to_dict(), finished=False)
             last_flush[0] = time.monotonic()

@@ -31,8 +31,11 @@ Guarantees and limits:
 - A host killed mid-job (kill -9, OOM) ends its clients' jobs with an error; each job's
   progress is recorded after its commits (dm_core/full/chunk_writer.py), so the rerun, on a
   new host or with spark-submit, loads only the rest.
-- A client that goes away (the Airflow task killed) does not stop its job on the host: the job
-  runs to its end, and a rerun queues behind it, so two loads of one task never run at once.
+- A job lives as long as its client: when the client goes away (the Airflow task stopped by
+  dmctl stop-task or marked failed, or its process died), a queued job is not started and a
+  running one is cancelled, as spark-submit's process is killed with its task. A cancelled job
+  keeps the slot until it has returned, so a rerun queues behind it and two loads of one task
+  never run at once; what it recorded is kept.
 - Who may send jobs: the socket lives in a directory only its owner can enter, and the host
   also checks the peer's user id (SO_PEERCRED): a job's environment carries the state store's
   DSN, so nobody else may connect.

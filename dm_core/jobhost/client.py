@@ -63,11 +63,15 @@ def shardflow_env(environ=None) -> dict:
     return {k: v for k, v in environ.items() if k.startswith("SHARDFLOW_")}
 
 
-def run(job: str, argv: list[str], *, env: dict, on_line, on_note=None, path: Path | None = None) -> int:
+def run(job: str, argv: list[str], *, env: dict, on_line, on_note=None, path: Path | None = None,
+        on_connected=None) -> int:
     """Run ``job`` on the host and return its exit code. ``on_line(text)`` gets each line the
-    job logs, as it logs it; ``on_note(text)`` what the host says about the job (queued)."""
+    job logs, as it logs it; ``on_note(text)`` what the host says about the job (queued);
+    ``on_connected(conn)`` the connection, whose shutdown cancels the job (server.py)."""
     path = path or wire.socket_path()
     conn = _connect(path)
+    if on_connected is not None:
+        on_connected(conn)
     conn.settimeout(None)    # a job runs for as long as it needs
     started = False
     try:

@@ -20,10 +20,10 @@ class JobFailed(RuntimeError):
 
 
 def run_on_host(job: str, argv: list[str], *, master: str, conf: dict, log, environ=None,
-                directory: Path | None = None) -> bool:
+                directory: Path | None = None, on_connected=None) -> bool:
     """True: the host ran the job and it succeeded (JobFailed if it failed; client.HostLost if
     the host died under it). False: the job did not run, the caller runs it with spark-submit;
-    ``log`` already says why."""
+    ``log`` already says why. ``on_connected(conn)``: see client.run (how a stop cancels it)."""
     environ = os.environ if environ is None else environ
     directory = directory or wire.host_dir()
     sock = wire.socket_path(directory)
@@ -49,7 +49,7 @@ def run_on_host(job: str, argv: list[str], *, master: str, conf: dict, log, envi
     log.info("%s runs on the job host: %s", job, chosen.why)
     try:
         rc = client.run(job, argv, env=client.shardflow_env(environ), on_line=lambda line: log.info("%s", line),
-                        on_note=lambda note: log.info("%s", note), path=sock)
+                        on_note=lambda note: log.info("%s", note), path=sock, on_connected=on_connected)
     except client.HostUnavailable as e:
         log.warning("the job host did not take %s (%s): running it with spark-submit instead", job, e)
         return False

@@ -7,12 +7,25 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 import traceback
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # read on executors, whose environment is fixed when the application starts
 EXECUTOR_ENV = frozenset({"SHARDFLOW_FAULTS"})
+
+# The running job was cancelled (its client went away: dm_core/jobhost/server.py). Its Spark
+# jobs are cancelled as they start; a job's driver checks this before each step that would
+# start more (a table of the full load), so it ends soon and says why. Never set under
+# spark-submit, whose application ends with its process.
+CANCELLED = threading.Event()
+
+
+def cancel(sc) -> None:
+    """Cancel the running job: every Spark job of the application is its (one job at a time)."""
+    CANCELLED.set()
+    sc.cancelAllJobs()
 
 
 class JobEnv:
@@ -56,6 +69,7 @@ def run_job(jobs: dict, spark, request: dict, log_stream, out_stream) -> dict:
     """Run ``jobs[request["job"]](spark, argv)``; its log goes to ``log_stream``, what it prints
     to ``out_stream``. Returns ``{"rc": N, "seconds": S}``."""
     started = time.monotonic()
+    CANCELLED.clear()
     why = refusal(jobs, request)
     if why:
         log_stream.write(why + "\n")

@@ -3,6 +3,13 @@
 ``run(request, sink)`` is the Spark side (spark_jobs/job_host.run_job): it runs the request's
 job, writes what the job logs to ``sink`` (a text stream whose every line goes to the client
 as it is written) and returns ``{"rc": N, "seconds": S}``.
+
+A job lives as long as its client. A client sends nothing after its request, so its end of
+the connection turns readable only when it closes: the Airflow task was stopped (dmctl
+stop-task, a run marked failed) or its process died. Then a queued job is not started, and a
+running one is cancelled: ``cancel()`` (the Spark side: cancel its Spark jobs) is called
+every ``CANCEL_EVERY_S`` until the job returns, since its driver may start more. The job holds
+the slot until it has returned, so a rerun of the task still never runs beside it.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import select
 import socket
 import threading
 from pathlib import Path
@@ -19,11 +27,13 @@ from dm_core.jobhost import wire
 log = logging.getLogger("shardflow.jobhost")
 
 ACCEPT_POLL_S = 0.5  # how soon the accept loop sees a stop
+WATCH_POLL_S = 0.2   # how soon a job's watcher sees that the job ended
+CANCEL_EVERY_S = 0.5  # a cancelled job's Spark jobs are cancelled again this often until it returns
 
 
 class LineSink(io.TextIOBase):
     """A text stream whose lines go to a client as ``log`` messages while the job runs. A
-    client that went away loses the rest; the job goes on (its progress is recorded as it goes)."""
+    client that went away loses the rest (the job is being cancelled: ``_Client``)."""
 
     def __init__(self, stream):
         self._stream, self._buf, self._lock, self.lost = stream, "", threading.Lock(), False
@@ -54,9 +64,63 @@ class LineSink(io.TextIOBase):
             self.lost = True
 
 
+class _Client:
+    """One job's client, watched from a thread of its own while the job waits and runs."""
+
+    def __init__(self, conn: socket.socket, what: str, cancel):
+        self.conn, self.what, self.cancel = conn, what, cancel
+        self.gone = threading.Event()      # the client closed its end
+        self.running = threading.Event()   # the job holds the slot and runs
+        self.ended = threading.Event()     # the job returned (or will never run)
+        self._thread = threading.Thread(target=self._watch, name="jobhost-client-watch", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """The job is over: wait for the watcher, so that no cancel of this job reaches the next."""
+        self.ended.set()
+        self._thread.join()
+
+    def _closed(self) -> bool | None:
+        """True: the client closed; False: still there; None: it sent bytes it should not have."""
+        try:
+            readable, _, _ = select.select([self.conn], [], [], WATCH_POLL_S)
+            if not readable:
+                return False
+            return True if not self.conn.recv(1, socket.MSG_PEEK) else None
+        except OSError:
+            return True
+
+    def _watch(self) -> None:
+        while not self.ended.is_set():
+            closed = self._closed()
+            if closed is None:
+                log.warning("job %s: its client sent more than its request; it is no longer watched", self.what)
+                return
+            if closed:
+                break
+        else:
+            return
+        self.gone.set()
+        while not self.ended.is_set():
+            if self.running.is_set():
+                log.warning("job %s: its client went away (its task was stopped, or its process died): cancelling "
+                            "the job", self.what)
+                break
+            self.ended.wait(WATCH_POLL_S)   # queued: _run sees `gone` when its turn comes
+        while not self.ended.is_set():
+            try:
+                self.cancel()
+            except Exception as e:   # a Spark side that cannot cancel: the job runs to its end
+                log.warning("job %s: cancelling it failed (%s); it runs to its end", self.what, e)
+                return
+            self.ended.wait(CANCEL_EVERY_S)
+
+
 class Server:
-    def __init__(self, path: Path, run, *, describe=dict):
-        self.path, self.run, self.describe = Path(path), run, describe
+    def __init__(self, path: Path, run, *, describe=dict, cancel=None):
+        """``cancel()``: stop the running job's work (see the module's docstring); None: jobs
+        whose client went away still run to their end."""
+        self.path, self.run, self.describe, self.cancel = Path(path), run, describe, cancel
         self.slot = threading.Lock()          # held by the running job
         self._counts = threading.Lock()
         self.running = self.waiting = self.jobs = 0
@@ -127,23 +191,40 @@ class Server:
                 self.stop()   # before the answer: a client told "stopping" must find the host stopped
                 wire.send(stream, {"kind": "stopping"})
             elif kind == "run":
-                self._run(request, stream)
+                self._run(request, stream, conn)
             else:
                 wire.send(stream, {"kind": "done", "rc": 2, "error": f"unknown request {kind!r}"})
         except OSError as e:   # the client went away
             log.info("a client left: %s", e)
         finally:
-            stream.close()
+            try:
+                stream.close()   # flushes what a gone client never read
+            except OSError:
+                pass
             conn.close()
 
-    def _run(self, request: dict, stream) -> None:
+    def _run(self, request: dict, stream, conn: socket.socket) -> None:
         what = f"{request.get('job')} {' '.join(request.get('argv') or [])}"
+        client = _Client(conn, what, self.cancel) if self.cancel is not None else None
+        try:
+            self._run_watched(request, stream, what, client)
+        finally:
+            if client is not None:
+                client.close()
+
+    def _run_watched(self, request: dict, stream, what: str, client: _Client | None) -> None:
         with self._counts:
             ahead = self.running + self.waiting
             self.waiting += 1
         if ahead:
             log.info("job %s queued behind %d job(s)", what, ahead)
-            wire.send(stream, {"kind": "queued", "ahead": ahead})
+            try:
+                wire.send(stream, {"kind": "queued", "ahead": ahead})
+            except OSError:
+                with self._counts:
+                    self.waiting -= 1
+                raise
+        started = False
         with self.slot:
             with self._counts:
                 self.waiting -= 1
@@ -152,15 +233,27 @@ class Server:
                 if self.stopped.is_set():
                     wire.send(stream, {"kind": "done", "rc": None, "error": "the job host stopped before the job started"})
                     return
+                if client is not None and client.gone.is_set():
+                    log.info("job %s not started: its client went away while it waited (its task was stopped)", what)
+                    return
                 log.info("job %s started", what)
                 wire.send(stream, {"kind": "started"})
+                started = True
                 sink = LineSink(stream)
+                if client is not None:
+                    client.running.set()
                 answer = self.run(request, sink)
+                if client is not None:
+                    client.ended.set()   # stop cancelling: the job has returned
                 sink.flush()
-                log.info("job %s ended: exit code %s in %.1fs", what, answer.get("rc"), answer.get("seconds", 0))
-                if not sink.lost:
+                cancelled = client is not None and client.gone.is_set()
+                log.info("job %s ended: exit code %s in %.1fs%s", what, answer.get("rc"), answer.get("seconds", 0),
+                         " (cancelled: its client went away)" if cancelled else "")
+                if not sink.lost and not cancelled:
                     wire.send(stream, {"kind": "done", **answer})
             finally:
+                if client is not None:
+                    client.close()   # inside the slot: no cancel of this job reaches the next
                 with self._counts:
                     self.running -= 1
-                    self.jobs += 1
+                    self.jobs += started

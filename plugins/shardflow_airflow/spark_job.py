@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -22,13 +23,43 @@ class SparkJobOperator(SparkSubmitOperator):
         kwargs.setdefault("application", str(runtime.PROJECT_ROOT / "spark_jobs" / f"{job}.py"))
         super().__init__(**kwargs)
         self.job = job
+        self._host_conn: socket.socket | None = None   # the job host's connection while a job runs there
+        self._stopping = False
 
     def execute(self, context) -> None:
+        from dm_core.jobhost.client import HostLost
         from dm_core.jobhost.dispatch import run_on_host
 
         if self._hook is None:
             self._hook = self._get_hook()
-        if run_on_host(self.job, [str(a) for a in self.application_args or []], master=self._hook._connection["master"],
-                       conf=self.conf or {}, log=self.log):
-            return
-        super().execute(context)
+        try:
+            ran = run_on_host(self.job, [str(a) for a in self.application_args or []],
+                              master=self._hook._connection["master"], conf=self.conf or {}, log=self.log,
+                              on_connected=self._on_host)
+        except HostLost:
+            if self._stopping:
+                raise RuntimeError(f"the task was stopped: its {self.job} on the job host was cancelled; "
+                                   "the work it recorded is kept, and a rerun goes on from there") from None
+            raise
+        finally:
+            self._host_conn = None
+        if not ran:
+            super().execute(context)
+
+    def _on_host(self, conn: socket.socket) -> None:
+        self._host_conn = conn
+
+    def on_kill(self) -> None:
+        """A stopped task (dmctl stop-task, a run marked failed) stops its job: spark-submit's
+        process is killed (SparkSubmitOperator), a job on the host is cancelled by closing its
+        connection (dm_core/jobhost/server.py)."""
+        conn = self._host_conn
+        if conn is not None:
+            self._stopping = True
+            self.log.info("stopping: %s on the job host is cancelled (the host cancels its Spark jobs; the work "
+                          "recorded so far is kept)", self.job)
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:   # already closed: the host sees the client gone anyway
+                pass
+        super().on_kill()

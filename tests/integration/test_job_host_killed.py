@@ -1,9 +1,14 @@
 """A job host (started as production starts it: dm_core/jobhost/service.py) killed with SIGKILL
 in the middle of a full load: the task's Spark step fails with HostLost, and the rerun loads
-only the chunks not recorded, ending equal to the upstream."""
+only the chunks not recorded, ending equal to the upstream. And the other way round: the
+task stopped in the middle of its load on the host (its connection shut down, as
+SparkJobOperator.on_kill does): the host cancels the load, stays up, and the rerun on it
+converges."""
 
 import os
 import signal
+import socket
+import time
 
 import pytest
 
@@ -51,6 +56,59 @@ def test_a_host_killed_mid_load_fails_the_step_and_the_rerun_loads_the_rest(stac
             (t,) = read_report(report)["tables"].values()
             assert len(t["skipped"]) == recorded and len(t["skipped"]) + len(t["adopted"]) + len(t["loaded"]) == \
                 ROWS // CHUNK, t
+            diffs = compare_task(task, store)
+            assert diffs and all(d.equal for d in diffs), render(diffs)
+    finally:
+        service.stop(where)
+
+
+class _StoppingLog:
+    """The task log; once the job logged a few chunks, the task is stopped: its connection to the
+    host is shut down, as SparkJobOperator.on_kill does."""
+
+    def __init__(self):
+        self.lines, self.conn, self.stopped = [], None, False
+
+    def info(self, fmt, *args):
+        self.lines.append(fmt % args)
+        if not self.stopped and sum(" rows loaded in " in line for line in self.lines) >= 3:
+            self.conn.shutdown(socket.SHUT_RDWR)
+            self.stopped = True
+
+    warning = info
+
+
+def test_a_load_whose_task_was_stopped_is_cancelled_on_the_host_and_the_rerun_there_converges(
+        stack, uniq, tmp_path, monkeypatch):
+    rows = 2 * ROWS
+    monkeypatch.setenv("SHARDFLOW_CHUNK_ROWS", str(CHUNK))
+    where = tmp_path / "host"
+    service.start(where)
+    try:
+        with one_table_task(stack, f"hs{uniq}", rows) as (task, store, _):
+            log = _StoppingLog()
+            with pytest.raises(client.HostLost):
+                dispatch.run_on_host("full_load", ["--task", task.name], master="local[2]", conf={}, log=log,
+                                     directory=where, on_connected=lambda conn: setattr(log, "conn", conn))
+            assert log.stopped, "\n".join(log.lines[-20:])
+            deadline = time.monotonic() + 60
+            while client.status(where / "host.sock")["running"] and time.monotonic() < deadline:
+                time.sleep(0.1)
+            host_log = (where / "host.log").read_text()
+            assert "(cancelled: its client went away)" in host_log, host_log[-3000:]
+            sid = task.mysql_instances[0].source_id
+            recorded = len(store.done_chunks(task.name, sid, task.name, "t"))
+            assert recorded < rows // CHUNK, recorded   # it stopped before the end
+            time.sleep(1)   # nothing of it goes on
+            assert len(store.done_chunks(task.name, sid, task.name, "t")) == recorded
+            report = tmp_path / "rerun.json"
+            rerun = _StoppingLog()
+            rerun.stopped = True   # nobody stops the rerun
+            assert dispatch.run_on_host("full_load", ["--task", task.name, "--report", str(report)],
+                                        master="local[2]", conf={}, log=rerun, directory=where)
+            (t,) = read_report(report)["tables"].values()
+            assert len(t["skipped"]) == recorded and len(t["skipped"]) + len(t["adopted"]) + len(t["loaded"]) == \
+                rows // CHUNK, t
             diffs = compare_task(task, store)
             assert diffs and all(d.equal for d in diffs), render(diffs)
     finally:
