@@ -74,7 +74,13 @@ def cmd_validation(a, store, task) -> int:
         print(f"task {task.name}: validation stopped: {'; '.join(done)}. `dmctl validation start {task.name}` "
               "runs it now and resumes its schedule")
         return 0
+    from dm_core.validate.ready import not_ready
+
     api.set_paused(dag_id, False)
+    why = not_ready(task, store.all_source_states(task.name))
+    if why:   # the run would validate nothing (its gate skips it): say so now rather than after it
+        print(f"{why}\nno run started; the schedule of {dag_id} is resumed", file=sys.stderr)
+        return 1
     run = api.trigger(dag_id, {"mode": a.mode} if a.mode else {})
     run_id = run.get("dag_run_id")
     print(f"task {task.name}: validation started: run {run_id} of {dag_id}; "

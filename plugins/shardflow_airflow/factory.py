@@ -166,10 +166,33 @@ def _validate_dag(task, dag_id: str, common: dict, resync_id: str):
             retries=2, retry_delay=datetime.timedelta(seconds=30),   # a rerun overwrites the run's result
         )
         publish = ValidationPublishOperator(task_id="publish", task_name=task.name, run_id="{{ run_id }}", retries=0)
-        spark >> publish
+        _full_phase_finished(task.name) >> spark >> publish
         if vs.repair:
             publish >> _repair_trigger(task.name, resync_id)
     return d
+
+
+def _full_phase_finished(task_name: str):
+    """The validation's gate: a run before the task's full phase has finished skips the rest
+    and logs why (dm_core/validate/ready.py)."""
+    from airflow.sdk import task as task_decorator
+
+    @task_decorator.short_circuit(task_id="full_phase_finished")
+    def full_phase_finished() -> bool:
+        from dm_core.config.task import parse_task
+        from dm_core.validate.ready import not_ready
+
+        with runtime.open_store() as store:
+            got = store.get_task(task_name)
+            if got is None:   # never started: the Spark job says so, as before
+                return True
+            why = not_ready(parse_task(got[0], f"<state store: {task_name}>"), store.all_source_states(task_name))
+        if why:
+            print(why)
+            return False
+        return True
+
+    return full_phase_finished()
 
 
 def _repair_trigger(task_name: str, resync_id: str):

@@ -64,7 +64,7 @@ def test_valid_and_broken_task_files(tmp_path):
     assert operate["start_time"]["type"] == ["null", "string"]   # dmctl start-task --start-time
     assert set(out["params"]["shardflow_add_task"]) == {"task_yaml", "start", "remove_meta", "start_time"}
     assert set(out["params"]["shardflow_register_source"]) == {"source_yaml", "password_connection"}
-    assert out["tasks"]["dm_demo_validate"] == ["publish", "spark_validate"]
+    assert out["tasks"]["dm_demo_validate"] == ["full_phase_finished", "publish", "spark_validate"]
     # the re-sync: what to rewrite from Params, a Spark comparison only when tables are named
     assert out["tasks"]["dm_demo_resync"] == ["choose", "repair", "spark_compare", "validate_again"]
     resync = out["params"]["dm_demo_resync"]
@@ -122,8 +122,9 @@ def test_validators_schedule_the_validate_dag(tmp_path):
     assert out["starts"]["dm_sched_validate"].startswith("2030-01-02")
     assert out["schedules"]["dm_plain_validate"] is None
     # repair: true -- differences found trigger the re-sync; without it the validation only reports
-    assert out["tasks"]["dm_sched_validate"] == ["publish", "repair_if_different", "spark_validate", "trigger_resync"]
-    assert out["tasks"]["dm_plain_validate"] == ["publish", "spark_validate"]
+    assert out["tasks"]["dm_sched_validate"] == ["full_phase_finished", "publish", "repair_if_different", "spark_validate",
+                                                 "trigger_resync"]
+    assert out["tasks"]["dm_plain_validate"] == ["full_phase_finished", "publish", "spark_validate"]
     assert out["schedules"]["dm_demo_validate"] in ("@hourly", "0 * * * *")
 
 
