@@ -44,10 +44,6 @@ def _parse_arguments(argv=None):
     return p.parse_args(argv)
 
 
-class Cancelled(Exception):
-    """The job host cancelled this validation (dm_core/jobhost/server.py)."""
-
-
 def _run(args) -> int:
     from dm_core.config.task import parse_task
     from dm_core.jobhost import runner
@@ -73,8 +69,6 @@ def _run(args) -> int:
         t = r.tables[-1]
         log.info("%s: %s, %d upstream rows, %d differing, %.1fs", t.target, t.status.upper(), t.upstream_rows,
                  t.differing_rows(), t.seconds)
-        if runner.CANCELLED.is_set():   # on the job host, whose client went away: no more tables
-            raise Cancelled(f"cancelled after {t.target}: its task was stopped")
         if time.monotonic() - last_flush[0] >= settings.meta_flush_interval:
             store.put_validation(task.name, args.run_id, "running", r.to_dict(), finished=False)
             last_flush[0] = time.monotonic()
@@ -82,7 +76,7 @@ def _run(args) -> int:
     only = [t.strip() for t in args.tables.split(",") if t.strip()]
     try:
         validate_task(task, store, mode=mode, settings=settings, tables=only or None, chunk_rows=args.chunk_rows or None,
-                      result=res, on_table=flush)
+                      result=res, on_table=flush, stop=runner.CANCELLED.is_set)   # set on the job host only
     except UnknownTables as e:
         res.error = f"ValueError: --tables: {e}"
     except Exception:  # noqa: BLE001 - stored in the result (validate_task set res.error)

@@ -35,11 +35,16 @@ class Sums(NamedTuple):
 ZERO = Sums(0, 0)
 
 
-class Servers:
-    """Thread pools with one connection per thread, by server name (source id, DOWN)."""
+class Cancelled(Exception):
+    """The validation was told to stop (its job on the job host was cancelled: its task stopped)."""
 
-    def __init__(self, endpoints: dict, threads: int):
-        self._eps = endpoints
+
+class Servers:
+    """Thread pools with one connection per thread, by server name (source id, DOWN).
+    ``stop()``: checked before each query; once true, queries not yet sent raise Cancelled."""
+
+    def __init__(self, endpoints: dict, threads: int, *, stop: Callable[[], bool] | None = None):
+        self._eps, self.stop = endpoints, stop
         self._local = threading.local()
         self._lock = threading.Lock()
         self._conns: list = []
@@ -59,7 +64,11 @@ class Servers:
 
     def submit(self, name: str, fn: Callable, *args) -> Future:
         """``fn(conn, *args)`` on a thread of server ``name``'s pool."""
-        return self._pools[name].submit(lambda: fn(self._conn(name), *args))
+        def call():
+            if self.stop is not None and self.stop():
+                raise Cancelled("the validation was cancelled: its task was stopped")
+            return fn(self._conn(name), *args)
+        return self._pools[name].submit(call)
 
     def close(self) -> None:
         for p in self._pools.values():

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from dm_core.db import connect, is_mariadb
 from dm_core.sources import source_endpoint, target_endpoint
 from dm_core.validate.verdict import RecheckContext, conclude
-from dm_core.validate.checksum import DOWN, ZERO, Servers, Sums, chunk_sums
+from dm_core.validate.checksum import DOWN, ZERO, Cancelled, Servers, Sums, chunk_sums
 from dm_core.validate.chunks import plan_chunks
 from dm_core.validate import drill
 from dm_core.validate.diff import key_diff, split_explained
@@ -120,12 +120,13 @@ class Scope:
 
 
 def validate_task(task, store, *, settings=None, result: ValidationResult | None = None, on_table=None,
-                  **scope) -> ValidationResult:
+                  stop=None, **scope) -> ValidationResult:
     """Validate ``task`` (module docstring). ``settings``: a ValidationSettings (default: the
     task file's validators); ``scope``: the fields of :class:`Scope` (``mode`` overrides the
     settings' mode, ``tables`` limits the run to those target tables); ``result``: fill this
     ValidationResult (the caller keeps it when this raises); ``on_table(result)``: called after
-    each finished table."""
+    each finished table; ``stop()``: once true, no further query is sent and it raises
+    checksum.Cancelled (the job host's cancel)."""
     settings = settings or settings_for(task)
     sc = Scope(**scope)
     mode = sc.mode or settings.mode
@@ -144,13 +145,13 @@ def validate_task(task, store, *, settings=None, result: ValidationResult | None
         shapes = Counter(j.shape or f"rows read ({j.fallback})" for j in jobs)
         clock.lap("plan", f"{len(jobs)} table(s), {sum(len(j.chunks) for j in jobs)} chunk(s): "
                           + ", ".join(f"{n} {shape}" for shape, n in shapes.items()))
-        with Servers(eps, threads=max(2, settings.worker_count // 2)) as servers:
+        with Servers(eps, threads=max(2, settings.worker_count // 2), stop=stop) as servers:
             _first_pass(servers, jobs)
             clock.lap("first pass", f"{sum(j.queries for j in jobs)} queries")
             _split(servers, jobs)
             clock.lap("split", f"{sum(len(j.differing) for j in jobs)} chunk(s) differ, "
                                f"{sum(len(j.leaves) for j in jobs)} leaves")
-            _recheck_leaves(servers, jobs, SyncWaiter(task, store, up_conns, poll=POLL), settings)
+            _recheck_leaves(servers, jobs, SyncWaiter(task, store, up_conns, poll=POLL, stop=stop), settings)
             clock.lap("re-check", f"{sum(len(j.leaves) for j in jobs)} leaves still differ")
             for t in _finish(servers, jobs, task, store, settings):
                 res.tables.append(t)
@@ -249,6 +250,8 @@ def _first_pass(servers, jobs: list[TableJob]) -> None:
         j.queries = sum(len(ups) + 1 for _, ups, _ in a)
         try:
             j.up, j.down = _collect(a)
+        except Cancelled:   # the job host's cancel: the whole validation ends
+            raise
         except Exception as e:  # noqa: BLE001 - an SQL form this server refuses: read the rows instead
             log.warning("validate %s: a checksum query failed, reading its rows instead: %s", j.plan.name, e)
             j.fallback = f"the checksum query failed ({type(e).__name__}: {e})"
@@ -265,6 +268,8 @@ def _split(servers, jobs: list[TableJob]) -> None:
         if id(j) in asked:
             try:
                 j.leaves = drill.leaves(j, asked[id(j)])
+            except Cancelled:   # the job host's cancel: the whole validation ends
+                raise
             except Exception as e:  # noqa: BLE001 - an SQL form this server refuses: read the rows instead
                 log.warning("validate %s: splitting a chunk failed, reading its rows instead: %s", j.plan.name, e)
                 j.fallback = f"splitting a differing chunk failed ({type(e).__name__}: {e})"
@@ -309,6 +314,8 @@ def _finish(servers, jobs: list[TableJob], task, store, settings):
             j = futs[f]
             try:
                 yield f.result()
+            except Cancelled:   # the job host's cancel: the whole validation ends
+                raise
             except Exception as e:  # noqa: BLE001 - one table's failure is its result; the others go on
                 log.exception("validating %s failed", j.plan.name)
                 yield TableResult(j.plan.name, [s.origin for s in j.plan.shards], error=f"{type(e).__name__}: {e}")
@@ -336,7 +343,7 @@ def _look(servers, j: TableJob, task, dsn: str, settings) -> TableResult:
         ups = {sid: connect(ep) for sid, ep in eps.items()}
         down = connect(target_endpoint(task), downstream=True)
         try:
-            ctx = RecheckContext(ups, down, SyncWaiter(task, store, ups, poll=POLL))
+            ctx = RecheckContext(ups, down, SyncWaiter(task, store, ups, poll=POLL, stop=servers.stop))
             if j.fallback is not None or j.images is None:
                 res = compare_rows(j.plan, ctx, settings)
                 res.fallback = j.fallback

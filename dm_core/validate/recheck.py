@@ -53,8 +53,9 @@ class Outcome:
 class SyncWaiter:
     """Step 2: wait until every source's checkpoint passes its upstream position now."""
 
-    def __init__(self, task, store, up_conns: dict, *, poll: float = 1.0):
-        self.task, self.store, self.up_conns, self.poll = task, store, up_conns, poll
+    def __init__(self, task, store, up_conns: dict, *, poll: float = 1.0, stop=None):
+        """``stop()``: checked at each poll; once true, the wait raises checksum.Cancelled."""
+        self.task, self.store, self.up_conns, self.poll, self.stop = task, store, up_conns, poll, stop
 
     def replicating(self) -> str | None:
         """None when rows may be in flight, else why nothing is (no wait needed)."""
@@ -93,6 +94,10 @@ class SyncWaiter:
                 return None
             if time.monotonic() >= deadline:
                 return "replication did not catch up in time: " + "; ".join(behind)
+            if self.stop is not None and self.stop():
+                from dm_core.validate.checksum import Cancelled
+
+                raise Cancelled("the validation was cancelled while it waited for replication: its task was stopped")
             time.sleep(self.poll)
 
 

@@ -43,6 +43,26 @@ def merged(stack, uniq, tmp_path):
     teardown(setup)
 
 
+def test_a_cancelled_validation_sends_no_further_query_and_says_so(merged):
+    """The job host cancels a validation whose task was stopped (``stop``): it raises, its
+    result names why, and the queries after the stop are never sent."""
+    from dm_core.validate.checksum import Cancelled
+    from dm_core.validate.result import ValidationResult
+
+    asked = []
+
+    def stop() -> bool:   # true from the 4th query on
+        asked.append(1)
+        return len(asked) > 3
+
+    res = ValidationResult(merged.name)
+    with pytest.raises(Cancelled):
+        validate_task(merged.task, merged.store, settings=_settings(merged.task), chunk_rows=15, result=res, stop=stop)
+    assert res.error and "cancelled" in res.error and res.tables == [], render(res)
+    whole = validate_task(merged.task, merged.store, settings=_settings(merged.task), chunk_rows=15)
+    assert whole.status == "equal" and whole.tables[0].buckets >= 12, render(whole)   # far more than 3 queries
+
+
 def test_integer_ranges_through_partition_id_slices_name_every_kind_of_damage(merged, monkeypatch):
     monkeypatch.setattr(compare, "LEAF_ROWS", 4)        # chunks of ~15 rows are split by key hash first
     r = validate_task(merged.task, merged.store, settings=_settings(merged.task), chunk_rows=15)

@@ -106,3 +106,27 @@ def test_rows_in_flight_are_not_differences_and_damage_is_named(syncing):
         assert sorted((d.kind, int(d.key["id"])) for d in t.differences) == sorted([("changed", bad), ("missing", gone)]), \
             render(r)
         assert t.pending == []
+
+
+def test_a_cancelled_validation_stops_waiting_for_replication(syncing):
+    """Nothing syncs here, so the sources stay behind a row written now: the wait for them ends
+    at its deadline, or at once when the validation is cancelled (its task stopped)."""
+    from dm_core.db import connect
+    from dm_core.sources import source_endpoint
+    from dm_core.validate.checksum import Cancelled
+    from dm_core.validate.recheck import SyncWaiter
+
+    sh = syncing.shards[0]
+    run(sh.ep, f"INSERT INTO {sh.q} (name, amount) VALUES ('behind', 1)")
+    ups = {i.source_id: connect(source_endpoint(syncing.store, i.source_id)) for i in syncing.task.mysql_instances}
+    try:
+        waiter = SyncWaiter(syncing.task, syncing.store, ups, poll=0.1)
+        assert "did not catch up in time" in waiter.catch_up(time.monotonic() + 0.5)
+        waiter = SyncWaiter(syncing.task, syncing.store, ups, poll=0.1, stop=lambda: True)
+        t0 = time.monotonic()
+        with pytest.raises(Cancelled):
+            waiter.catch_up(time.monotonic() + 120)
+        assert time.monotonic() - t0 < 10
+    finally:
+        for c in ups.values():
+            c.close()
