@@ -1,4 +1,4 @@
-"""``python -m dm_core.jobhost start|stop|restart|status``: this machine's job host (service.py)."""
+"""``python -m dm_core.jobhost start|run|stop|restart|status``: this machine's job host (service.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from dm_core.jobhost import service, wire
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m dm_core.jobhost", description="shardflow's Spark job host")
-    p.add_argument("action", choices=("start", "stop", "restart", "status"))
+    p.add_argument("action", choices=("start", "run", "stop", "restart", "status"),
+                   help="run: the host in the foreground, for a supervisor (systemd, a sidecar container)")
     p.add_argument("--master", default=None, help="the host's Spark master (default $SHARDFLOW_JOB_HOST_MASTER "
                                                    "or local[2]); jobs whose connection names another keep spark-submit")
     p.add_argument("--detach", action="store_true", help="start: return at once, without waiting for the host")
@@ -20,6 +21,12 @@ def main(argv=None) -> int:
     if args.action == "start":
         pid = service.start(where, master=args.master, wait=not args.detach)
         print(f"job host pid {pid} on {wire.socket_path(where)} (log {where / 'host.log'})")
+    elif args.action == "run":
+        try:
+            service.run_foreground(where, master=args.master)   # returns only if it could not start
+        except RuntimeError as e:
+            print(e, file=sys.stderr)
+            return 1
     elif args.action == "restart":   # after its running job (stop), with the code on disk now
         service.stop(where)
         pid = service.start(where, master=args.master, wait=not args.detach)

@@ -1,6 +1,7 @@
 """Start, stop and look at a machine's job host (``python -m dm_core.jobhost start|stop|status``,
 ``scripts/stack.sh job-host ...``, or the Airflow operator at first use with
-``SHARDFLOW_JOB_HOST=start``).
+``SHARDFLOW_JOB_HOST=start``), or run it in the foreground under a supervisor (``run``: a
+systemd unit, a sidecar container), which restarts it when it ends.
 
 The host is a spark-submit of spark_jobs/job_host.py in a session of its own (it outlives the
 process that started it), with the same ``--conf`` as every shardflow submit. Its directory
@@ -75,6 +76,37 @@ def status(directory: Path | None = None) -> dict | None:
         return None
 
 
+def _host_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in EXECUTOR_ENV}
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
+
+
+def run_foreground(directory: Path | None = None, *, master: str | None = None) -> None:
+    """Become the host (exec): its output goes to this process's stdout and stderr, and this
+    process ends when the host does. For a supervisor that keeps it running: with ``start``
+    the supervised process would return at once, leaving a host the supervisor does not see.
+    RuntimeError when a host already answers on the directory."""
+    directory = wire.private_dir(directory or wire.host_dir())
+    with open(directory / "start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        got = status(directory)
+        if got:
+            raise RuntimeError(f"a job host (pid {got['pid']}) already answers on {wire.socket_path(directory)}: "
+                               "stop it first (python -m dm_core.jobhost stop)")
+        pid = _pid(directory)
+        if pid is not None:   # one that does not answer: a broken host, or one starting that we replace
+            _kill(pid)
+        wire.socket_path(directory).unlink(missing_ok=True)
+        (directory / "host.pid").write_text(str(os.getpid()))   # exec keeps the pid
+        if not os.isatty(0):   # supervised: its process group is its pid, as a started host's (stop's kill
+            os.setpgrp()       # reaches it all); at a terminal it stays in the foreground group, for Ctrl-C
+        cmd = submit_command(master or default_master(), wire.socket_path(directory))
+        os.chdir(PROJECT_ROOT)
+        os.execvpe(cmd[0], cmd, _host_env())
+
+
 def start(directory: Path | None = None, *, master: str | None = None, wait: bool = True) -> int:
     """The host's pid: the running one, or one started now (``wait``: until it takes jobs)."""
     directory = wire.private_dir(directory or wire.host_dir())
@@ -89,12 +121,9 @@ def start(directory: Path | None = None, *, master: str | None = None, wait: boo
             pid = None
         if pid is None:
             wire.socket_path(directory).unlink(missing_ok=True)   # a killed host's: nobody answers on it
-            env = {k: v for k, v in os.environ.items() if k not in EXECUTOR_ENV}
-            env.setdefault("PYSPARK_PYTHON", sys.executable)
-            env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
             with open(directory / "host.log", "ab") as out:
                 proc = subprocess.Popen(submit_command(master or default_master(), wire.socket_path(directory)),
-                                        stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
+                                        stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=_host_env(),
                                         cwd=PROJECT_ROOT, start_new_session=True)
             pid = proc.pid
             (directory / "host.pid").write_text(str(pid))
@@ -113,8 +142,11 @@ def _broken(directory: Path, pid: int) -> bool:
 def _kill(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    except ProcessLookupError:   # not a group of its own (run_foreground at a terminal): the process alone
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     _reap(pid)
 
 

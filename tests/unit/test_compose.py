@@ -40,3 +40,21 @@ def test_compose_services_match_the_local_stack():
     assert len(ids) == 2, "upstreams need distinct server ids"
     ports = {s: services[s]["ports"][0].split(":")[1] for s in ("mysql-upstream-1", "mysql-upstream-2", "tidb", "postgres")}
     assert ports == {"mysql-upstream-1": "3307", "mysql-upstream-2": "3308", "tidb": "4000", "postgres": "5433"}
+
+
+def test_the_job_host_runs_beside_the_scheduler_that_sends_it_jobs():
+    """The sidecar runs the host in the foreground; the scheduler (LocalExecutor: it runs the
+    tasks) finds its socket in the same directory, and both name the master of spark_default,
+    else every job would keep spark-submit (dm_core/jobhost/route.py)."""
+    import json
+
+    services = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())["services"]
+    host, scheduler = services["shardflow-job-host"], services["airflow-scheduler"]
+    assert host["command"] == ["python", "-m", "dm_core.jobhost", "run"] and host["restart"] == "always"
+    assert host["image"] == scheduler["image"]   # the same user and code: the host refuses other users
+    directory = scheduler["environment"]["SHARDFLOW_JOB_HOST_DIR"]
+    assert host["environment"]["SHARDFLOW_JOB_HOST_DIR"] == directory
+    shared = [v for v in host["volumes"] if v.endswith(":" + directory)]
+    assert shared and shared == [v for v in scheduler["volumes"] if v.endswith(":" + directory)], host["volumes"]
+    master = json.loads(scheduler["environment"]["AIRFLOW_CONN_SPARK_DEFAULT"])["host"]
+    assert host["environment"]["SHARDFLOW_JOB_HOST_MASTER"] == master
