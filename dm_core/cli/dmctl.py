@@ -382,9 +382,10 @@ def cmd_stop_task(a) -> int:
 
 
 def cmd_pause_resume(a, pause: bool) -> int:
+    from dm_core.cli.airflow_api import AirflowAPI
     from dm_core.cli.lifecycle import cmd_pause_resume as pause_resume
 
-    return _per_task(a, lambda one: pause_resume(one, _store, pause))
+    return _per_task(a, lambda one: pause_resume(one, _store, pause, AirflowAPI))
 
 
 def cmd_shard_ddl_lock(a) -> int:

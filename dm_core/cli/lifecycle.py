@@ -175,7 +175,37 @@ def cmd_stop_task(a, open_store, api_factory) -> int:
     return 0
 
 
-def cmd_pause_resume(a, open_store, pause: bool) -> int:
+def _full_unfinished(task, store) -> bool:
+    return task.task_mode != "incremental" and not lc.full_finished(task, store.all_source_states(task.name))
+
+
+def pause_full_phase(api, name: str) -> list[str]:
+    """A pause of the whole task ends its precheck and full runs, as DM's pause stops its dump and
+    load units: the Spark job stops (spark-submit killed, or cancelled on the job host), the
+    chunks it recorded stay, and :func:`resume_full_phase` starts the phase again from them."""
+    ended = []
+    for phase in ("precheck", "full"):
+        dag = lc.dag_id(name, phase)
+        for run in api.active_runs(dag):
+            api.end_run(dag, run["dag_run_id"], "failed",
+                        "dmctl pause-task: the full phase pauses; dmctl resume-task loads the chunks not loaded yet")
+            ended.append(f"{dag} run {run['dag_run_id']}")
+    return ended
+
+
+def resume_full_phase(api, store, task) -> str | None:
+    """On resume of a task whose full phase had not finished and runs no more (a pause ended
+    it): its run again, the chain on to the incremental phase. None when nothing was to do."""
+    if any(api.active_runs(lc.dag_id(task.name, p)) for p in lc.PHASES):
+        return None   # the phases run (a pause of sources alone, or one that came too late to end the load)
+    began = any(s.get("low_file") for s in store.all_source_states(task.name))
+    dag = lc.dag_id(task.name, "full" if began else "precheck")
+    run = api.trigger(dag, {"chain": True, "generation": store.task_info(task.name)["generation"]})
+    return f"{dag} run {run.get('dag_run_id')}"
+
+
+def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
+    """``api_factory``: Airflow's API, asked only while the task's full phase has not finished."""
     with open_store() as store:
         info, task = _task(store, a.task)
         sources = _sources(task, a.source)
@@ -198,16 +228,33 @@ def cmd_pause_resume(a, open_store, pause: bool) -> int:
         status = store.request_sources(task.name, sources, lc.PAUSED if pause else lc.RUNNING,
                                        all_sources=[i.source_id for i in task.mysql_instances],
                                        clear_error=not pause)
+        full = api_factory is not None and _full_unfinished(task, store)
+        phase_note, rc = "", 0
+        if full:
+            try:
+                if pause and status == lc.PAUSED:
+                    ended = pause_full_phase(api_factory(), task.name)
+                    phase_note = (f"; the full phase is paused ({', '.join(ended)} ended: its Spark job stops, the "
+                                  "chunks it loaded are kept)" if ended else "")
+                elif pause:
+                    phase_note = ("; the full phase, while it runs, loads every source in one Spark job: it goes "
+                                  "on, and these sources pause when their sync starts")
+                elif status == lc.RUNNING:
+                    again = resume_full_phase(api_factory(), store, task)
+                    phase_note = f"; the full phase goes on from the chunks loaded ({again})" if again else ""
+            except ShardflowError as e:
+                phase_note, rc = f"; but Airflow could not be told, so the full phase is as it was: {e}", 1
     who = f"source(s) {', '.join(sources)}" if a.source or stopped else "every source"
     if pause:
         print(f"task {task.name}: {who} paused (task {status}); replication stops at the end of the window "
-              f"in progress; checkpoints and shard DDL locks are kept; `dmctl resume-task` resumes")
+              f"in progress; checkpoints and shard DDL locks are kept{phase_note}; `dmctl resume-task` resumes")
     else:
-        print(f"task {task.name}: {who} resumed (task {status}); they continue from their checkpoints at the next poke")
+        print(f"task {task.name}: {who} resumed (task {status}); they continue from their checkpoints at the next "
+              f"poke{phase_note}")
         for s in erred:
             print(f"  source {s} was paused on an error: it retries the failed statement once and pauses again "
                   f"with the same report if it fails again ({states[s]['error'].splitlines()[0]})")
-    return 0
+    return rc
 
 
 def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) -> int:

@@ -359,3 +359,67 @@ def test_validation_stop_pauses_its_schedule_and_ends_its_run_then_start_resumes
     r = dmctl(stack, "validation", "start", mig.name, "--wait-result", "900", check=False)
     assert r.returncode == 0 and "EQUAL" in r.stdout, r.stdout + r.stderr
     assert not api.dag(dag)["is_paused"], "validation start resumes the schedule"
+
+
+PAUSED_ROWS, PAUSED_CHUNK = 100_000, 500   # 400 chunks: a load that lasts well past the pause's latency
+
+
+def test_pause_during_the_full_phase_stops_the_load_and_resume_loads_only_the_rest(mig, stack, tmp_path):
+    """DM's pause-task stops its load unit and resume-task continues it: the full DAG's run ends,
+    its Spark job stops (on the job host it is cancelled), the chunks it loaded stay, and resume
+    runs the full phase again from them, then the sync; the downstream ends equal to the shards."""
+    import uuid
+
+    import yaml
+
+    uniq = uuid.uuid4().hex[:8]
+    prefix, tdb, name, sid = f"pf{uniq}", f"pft{uniq}", f"pf{uniq}", f"pf1-{uniq}"
+    schemas = [f"{prefix}_1", f"{prefix}_2"]
+    make_shards(stack["up1"], schemas, ["t_1"])
+    conn = connect(stack["up1"])
+    with conn.cursor() as cur:
+        for s in schemas:
+            cur.execute(f"INSERT INTO {qt(s, 't_1')} (name, amount) SELECT CONCAT('r', seq), seq % 1000 "
+                        f"FROM seq_1_to_{PAUSED_ROWS}")
+    conn.close()
+    task = yaml.safe_load(shard_task_yaml(name, stack["down"], [(sid, 1)], prefix, tdb))
+    task["mysql-instances"][0]["mydumper"] = {"rows": PAUSED_CHUNK}
+    task_file = tmp_path / f"{name}.yaml"
+    task_file.write_text(yaml.safe_dump(task, sort_keys=False))
+    total = 2 * PAUSED_ROWS // PAUSED_CHUNK
+    store = StateStore()
+
+    def recorded() -> int:
+        return sum(len(store.done_chunks(name, sid, s, "t_1")) for s in schemas)
+
+    api = _api(stack)
+    try:
+        dmctl(stack, "operate-source", "create", _source_file(tmp_path, sid, stack["up1"]))
+        dmctl(stack, "start-task", str(task_file), "--remove-meta")
+        _wait_for(lambda: recorded() >= 10, 600, "the full load recorded 10 chunks")
+        r = dmctl(stack, "pause-task", name)
+        assert "the full phase is paused" in r.stdout, r.stdout
+        last, still = recorded(), 0
+        while still < 5:   # the task process ends within seconds, its job soon after: the count stops
+            time.sleep(1)
+            now = recorded()
+            still, last = (still + 1, now) if now == last else (0, now)
+        assert last < total, f"the load ran to its end ({last} of {total} chunks): the pause did not stop it"
+        assert not api.active_runs(f"dm_{name}_full") and json.loads(
+            dmctl(stack, "query-status", name).stdout)["tasks"][0]["status"] == "paused"
+
+        r = dmctl(stack, "resume-task", name)
+        assert "the full phase goes on from the chunks loaded" in r.stdout, r.stdout
+        r = dmctl(stack, "query-status", name, "--wait-synced", "600", check=False, timeout=900)
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr
+        assert recorded() == total
+        assert len(api.runs(f"dm_{name}_full", 10)) == 2
+        assert mig.downstream(f"SELECT COUNT(*) FROM {qt(tdb, 't')}")[0][0] == 2 * PAUSED_ROWS
+        v = dmctl(stack, "validate", name, check=False)
+        assert v.returncode == 0 and "EQUALS" in v.stdout, v.stdout + v.stderr
+    finally:
+        dmctl(stack, "stop-task", name, check=False)
+        (ROOT / "config" / "tasks" / f"{name}.yaml").unlink(missing_ok=True)
+        drop_schemas(stack["up1"], schemas)
+        drop_schemas(stack["down"], [tdb])
+        store.close()
