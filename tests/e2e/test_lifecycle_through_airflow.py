@@ -380,7 +380,7 @@ def test_pause_during_the_full_phase_stops_the_load_and_resume_loads_only_the_re
     with conn.cursor() as cur:
         for s in schemas:
             cur.execute(f"INSERT INTO {qt(s, 't_1')} (name, amount) SELECT CONCAT('r', seq), seq % 1000 "
-                        f"FROM seq_1_to_{PAUSED_ROWS}")
+                        f"FROM {qt(s, f'seq_1_to_{PAUSED_ROWS}')}")
     conn.close()
     task = yaml.safe_load(shard_task_yaml(name, stack["down"], [(sid, 1)], prefix, tdb))
     task["mysql-instances"][0]["mydumper"] = {"rows": PAUSED_CHUNK}
@@ -404,6 +404,7 @@ def test_pause_during_the_full_phase_stops_the_load_and_resume_loads_only_the_re
             time.sleep(1)
             now = recorded()
             still, last = (still + 1, now) if now == last else (0, now)
+        print(f"the pause stopped the load at {last} of {total} chunks")
         assert last < total, f"the load ran to its end ({last} of {total} chunks): the pause did not stop it"
         assert not api.active_runs(f"dm_{name}_full") and json.loads(
             dmctl(stack, "query-status", name).stdout)["tasks"][0]["status"] == "paused"
