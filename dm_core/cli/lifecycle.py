@@ -182,7 +182,7 @@ def _full_unfinished(task, store) -> bool:
 def pause_full_phase(api, name: str) -> list[str]:
     """A pause of the whole task ends its precheck and full runs, as DM's pause stops its dump and
     load units: the Spark job stops (spark-submit killed, or cancelled on the job host), the
-    chunks it recorded stay, and :func:`resume_full_phase` starts the phase again from them."""
+    chunks it recorded stay, and :func:`resume_phases` starts the phase again from them."""
     ended = []
     for phase in ("precheck", "full"):
         dag = lc.dag_id(name, phase)
@@ -193,14 +193,19 @@ def pause_full_phase(api, name: str) -> list[str]:
     return ended
 
 
-def resume_full_phase(api, store, task) -> str | None:
-    """On resume of a task whose full phase had not finished and runs no more (a pause ended
-    it): its run again, the chain on to the incremental phase. None when nothing was to do."""
+def resume_phases(api, store, task) -> str | None:
+    """On resume of a task none of whose phases runs (a pause ended its full phase, maybe in
+    its finish step, before it handed over): the phase it is at again, the chain on from there
+    to the incremental phase. None when a phase runs, or nothing follows."""
     if any(api.active_runs(lc.dag_id(task.name, p)) for p in lc.PHASES):
-        return None   # the phases run (a pause of sources alone, or one that came too late to end the load)
-    began = any(s.get("low_file") for s in store.all_source_states(task.name))
-    dag = lc.dag_id(task.name, "full" if began else "precheck")
-    run = api.trigger(dag, {"chain": True, "generation": store.task_info(task.name)["generation"]})
+        return None   # the phases run (the pause came after the full phase, or was of sources alone)
+    phase = lc.resume_phase(task, store.all_source_states(task.name))
+    if phase is None:
+        return None
+    dag = lc.dag_id(task.name, phase)
+    if api.dag(dag) is None:   # Airflow has not loaded the task's DAGs (it was never started through it)
+        return None
+    run = api.trigger(dag, {"chain": True, "generation": store.task_info(task.name)["generation"]}) or {}
     return f"{dag} run {run.get('dag_run_id')}"
 
 
@@ -230,19 +235,20 @@ def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
                                        clear_error=not pause)
         full = api_factory is not None and _full_unfinished(task, store)
         phase_note, rc = "", 0
-        if full:
-            try:
-                if pause and status == lc.PAUSED:
-                    ended = pause_full_phase(api_factory(), task.name)
-                    phase_note = (f"; the full phase is paused ({', '.join(ended)} ended: its Spark job stops, the "
-                                  "chunks it loaded are kept)" if ended else "")
-                elif pause:
-                    phase_note = ("; the full phase, while it runs, loads every source in one Spark job: it goes "
-                                  "on, and these sources pause when their sync starts")
-                elif status == lc.RUNNING:
-                    again = resume_full_phase(api_factory(), store, task)
-                    phase_note = f"; the full phase goes on from the chunks loaded ({again})" if again else ""
-            except ShardflowError as e:
+        try:
+            if full and pause and status == lc.PAUSED:
+                ended = pause_full_phase(api_factory(), task.name)
+                phase_note = (f"; the full phase is paused ({', '.join(ended)} ended: its Spark job stops, the "
+                              "chunks it loaded are kept)" if ended else "")
+            elif full and pause:
+                phase_note = ("; the full phase, while it runs, loads every source in one Spark job: it goes "
+                              "on, and these sources pause when their sync starts")
+            elif api_factory is not None and not pause and status == lc.RUNNING:
+                again = resume_phases(api_factory(), store, task)
+                phase_note = (f"; the {'full phase goes on from the chunks loaded' if full else 'sync starts'} "
+                              f"({again})" if again else "")
+        except ShardflowError as e:
+            if full:   # after the full phase a phase runs on its own (the pause left the sensors' run)
                 phase_note, rc = f"; but Airflow could not be told, so the full phase is as it was: {e}", 1
     who = f"source(s) {', '.join(sources)}" if a.source or stopped else "every source"
     if pause:

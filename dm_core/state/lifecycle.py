@@ -141,6 +141,14 @@ def resume_point(task, states: list[dict]) -> str:
     return "full" if any(s.get("low_file") or s.get("high_file") or s.get("binlog_file") for s in states) else "fresh"
 
 
+def resume_phase(task, states: list[dict]) -> str | None:
+    """The phase a resumed task none of whose phases runs goes on with (a pause ended its
+    precheck or full phase, maybe in the full phase's finish, before it handed over), or None."""
+    if task.task_mode == "incremental" or full_finished(task, states):
+        return None if task.task_mode == "full" else "incremental"
+    return "full" if any(s.get("low_file") for s in states) else "precheck"
+
+
 def next_phase(task, states: list[dict], after: str) -> str | None:
     """The phase a finished ``after`` (precheck | full) hands over to, or None."""
     if after == "precheck":

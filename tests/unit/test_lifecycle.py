@@ -6,7 +6,7 @@ import pytest
 
 from dm_core.cli.status_view import describe
 from dm_core.config.task import TaskConfigError, parse_task
-from dm_core.state.lifecycle import Gate, gate, next_phase, parse_generation, resume_point
+from dm_core.state.lifecycle import Gate, gate, next_phase, parse_generation, resume_phase, resume_point
 
 TASK = """\
 name: t
@@ -77,6 +77,19 @@ def test_resume_point_and_next_phase(mode, states, point, after_precheck):
     t = _task(mode)
     assert resume_point(t, states) == point
     assert next_phase(t, states, "precheck") == after_precheck
+
+
+@pytest.mark.parametrize("mode, states, phase", [
+    ("all", [], "precheck"),                                                        # paused in the precheck
+    ("all", [src("s1", low_file="b.1"), src("s2")], "full"),                        # paused in the load
+    ("all", [src("s1", low_file="b.1", high_file="b.1"), src("s2", low_file="b.1")], "full"),
+    ("all", [src("s1", high_file="b.1"), src("s2", high_file="b.2")], "incremental"),   # paused in finish
+    ("full", [src("s1", high_file="b.1"), src("s2", high_file="b.2")], None),       # nothing follows
+    ("full", [src("s1", low_file="b.1")], "full"),
+    ("incremental", [], "incremental"),
+])
+def test_a_resumed_task_with_no_phase_running_goes_on_where_its_pause_ended_it(mode, states, phase):
+    assert resume_phase(_task(mode), states) == phase
 
 
 def test_full_hands_over_to_incremental_only_in_mode_all():
