@@ -210,7 +210,9 @@ def resume_phases(api, store, task) -> str | None:
 
 
 def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
-    """``api_factory``: Airflow's API, asked only while the task's full phase has not finished."""
+    """``api_factory``: Airflow's API. A pause asks it only while the task's full phase has not
+    finished; a resume asks it whether a phase runs, and Airflow out of reach is an error only
+    while the full phase has not finished (the sensors' run outlives a pause)."""
     with open_store() as store:
         info, task = _task(store, a.task)
         sources = _sources(task, a.source)
