@@ -192,6 +192,7 @@ class _Starting:
 def _load(args, session: _Starting, started: float) -> int:
     from dm_core.full import compiled_lines, small_tables
     from dm_core.full.land import LoadSettings, Stages
+    from dm_core.jobhost import runner
     from dm_core.full.load_data import load_data_allowed
     from dm_core.full.turns import Turns
     from dm_core.state.store import StateStore
@@ -215,7 +216,8 @@ def _load(args, session: _Starting, started: float) -> int:
     routed = Counter((st.target_schema, st.target_table) for _, _, jobs in per_source for st, _, _ in jobs)
     turns = Turns(args.write_turns, mariadb, {t for t, n in routed.items() if n > 1 or per_table > 1},
                   args.table_writers)
-    settings = LoadSettings(args.write_mode, args.read, args.write_batch, load_data_ok, tidb, turns, Stages())
+    settings = LoadSettings(args.write_mode, args.read, args.write_batch, load_data_ok, tidb, turns, Stages(),
+                            cancelled=runner.CANCELLED.is_set)   # set on the job host only
     t0 = time.monotonic()
     small_results, per_source = small_tables.load(spark, task, store, per_source, target_ep, settings)
     if small_results:  # the rest share the cores among fewer tables

@@ -211,8 +211,8 @@ def resume_phases(api, store, task) -> str | None:
 
 def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
     """``api_factory``: Airflow's API. A pause asks it only while the task's full phase has not
-    finished; a resume asks it whether a phase runs, and Airflow out of reach is an error only
-    while the full phase has not finished (the sensors' run outlives a pause)."""
+    finished; a resume asks it whether a phase runs. Airflow out of reach is said (while the
+    full phase has not finished), not an exit code: the pause or resume is recorded either way."""
     with open_store() as store:
         info, task = _task(store, a.task)
         sources = _sources(task, a.source)
@@ -236,7 +236,7 @@ def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
                                        all_sources=[i.source_id for i in task.mysql_instances],
                                        clear_error=not pause)
         full = api_factory is not None and _full_unfinished(task, store)
-        phase_note, rc = "", 0
+        phase_note = ""
         try:
             if full and pause and status == lc.PAUSED:
                 ended = pause_full_phase(api_factory(), task.name)
@@ -250,8 +250,12 @@ def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
                 phase_note = (f"; the {'full phase goes on from the chunks loaded' if full else 'sync starts'} "
                               f"({again})" if again else "")
         except ShardflowError as e:
-            if full:   # after the full phase a phase runs on its own (the pause left the sensors' run)
-                phase_note, rc = f"; but Airflow could not be told, so the full phase is as it was: {e}", 1
+            # the pause or resume itself is recorded, and the sync obeys it; only the full phase's run
+            # (if one runs) could not be ended or started again. After the full phase nothing is missed:
+            # the sensors' run outlives a pause.
+            if full:
+                phase_note = (f"; Airflow could not be told, so the full phase, if it runs, is as it was (run "
+                              f"this command again once Airflow answers): {str(e).splitlines()[0]}")
     who = f"source(s) {', '.join(sources)}" if a.source or stopped else "every source"
     if pause:
         print(f"task {task.name}: {who} paused (task {status}); replication stops at the end of the window "
@@ -262,7 +266,7 @@ def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
         for s in erred:
             print(f"  source {s} was paused on an error: it retries the failed statement once and pauses again "
                   f"with the same report if it fails again ({states[s]['error'].splitlines()[0]})")
-    return rc
+    return 0
 
 
 def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) -> int:

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from dm_core.db import connect, qt
 from dm_core.full import chunk_writer, read, reconnect, text_rows
@@ -44,11 +45,21 @@ class Stages:
             self.add({name: time.monotonic() - t0})
 
 
+def _never() -> bool:
+    return False
+
+
+class Cancelled(Exception):
+    """The job was cancelled (on the job host, its task was stopped): no further chunk starts."""
+
+
 @dataclass(frozen=True)
 class LoadSettings:
     """One job's choices for every chunk: ``write_mode`` / ``read`` / ``write_batch`` as the
     job's arguments say, what the downstream allows (``load_data_ok``: LOAD DATA LOCAL;
-    ``tidb``), its write turns (turns.Turns) and where executor seconds add up (Stages)."""
+    ``tidb``), its write turns (turns.Turns), where executor seconds add up (Stages), and
+    ``cancelled()``, asked before each chunk and each batch of small tables starts (a Spark job
+    short enough slips between the host's cancels of every Spark job)."""
 
     write_mode: str
     read: str
@@ -57,6 +68,11 @@ class LoadSettings:
     tidb: bool
     turns: object
     stages: Stages
+    cancelled: Callable[[], bool] = _never
+
+    def check_cancelled(self) -> None:
+        if self.cancelled():
+            raise Cancelled("not loaded: the job was cancelled (its task was stopped)")
 
 
 def concise(e: Exception) -> Exception:
@@ -135,6 +151,7 @@ class Lander:
         again = Retries()
         lost = False
         while True:
+            self.settings.check_cancelled()
             try:
                 shape = chunk_shape(self.task, st, self.up_ep, self.target_ep)
             except Exception as e:

@@ -366,6 +366,7 @@ def load(spark, task, store, per_source, target_ep, settings):
                 if not batch:
                     continue
                 by_name = {st.name: (st, ep, n) for st, ep, n, _ in prepared.todo}
+                settings.check_cancelled()
                 spark.sparkContext.setJobDescription(f"{len(batch)} small tables of {sid}")
                 t1 = time.monotonic()
                 with clock("small tables: copy (Spark jobs)"):
