@@ -121,10 +121,15 @@ def gate(info: dict | None, source: dict | None = None, generation: int | None =
     return Gate(RUNNING)
 
 
+def full_unfinished(task, states: list[dict]) -> list[str]:
+    """The sources whose full phase has not finished (no high watermark yet), in task order."""
+    by_id = {s["source_id"]: s for s in states}
+    return [i.source_id for i in task.mysql_instances if not (by_id.get(i.source_id) or {}).get("high_file")]
+
+
 def full_finished(task, states: list[dict]) -> bool:
     """Whether the full phase finished for every source (each has its high watermark)."""
-    by_id = {s["source_id"]: s for s in states}
-    return all((by_id.get(i.source_id) or {}).get("high_file") for i in task.mysql_instances)
+    return not full_unfinished(task, states)
 
 
 def resume_point(task, states: list[dict]) -> str:

@@ -10,15 +10,14 @@ validates nothing and says why; the next one after it does.
 
 from __future__ import annotations
 
-from dm_core.state.lifecycle import full_finished
+from dm_core.state.lifecycle import full_unfinished
 
 
 def not_ready(task, states: list[dict]) -> str | None:
     """Why ``task`` cannot be validated now (``states``: its sources' states), or None."""
-    if task.task_mode == "incremental" or full_finished(task, states):
+    loading = [] if task.task_mode == "incremental" else full_unfinished(task, states)
+    if not loading:
         return None   # task-mode incremental: the downstream held its rows before the task
-    by_id = {s["source_id"]: s for s in states}
-    loading = [i.source_id for i in task.mysql_instances if not (by_id.get(i.source_id) or {}).get("high_file")]
     return (f"task {task.name}: its full phase has not finished (source(s) {', '.join(loading)}): nothing to "
             f"validate yet. The validation's next scheduled run after the full phase validates, or "
             f"`dmctl validation start {task.name}` once `dmctl query-status {task.name}` shows the sources syncing")
