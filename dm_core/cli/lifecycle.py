@@ -175,10 +175,6 @@ def cmd_stop_task(a, open_store, api_factory) -> int:
     return 0
 
 
-def _full_unfinished(task, store) -> bool:
-    return task.task_mode != "incremental" and not lc.full_finished(task, store.all_source_states(task.name))
-
-
 def pause_full_phase(api, name: str) -> list[str]:
     """A pause of the whole task ends its precheck and full runs, as DM's pause stops its dump and
     load units: the Spark job stops (spark-submit killed, or cancelled on the job host), the
@@ -193,13 +189,13 @@ def pause_full_phase(api, name: str) -> list[str]:
     return ended
 
 
-def resume_phases(api, store, task) -> str | None:
+def resume_phases(api, store, task, states: list[dict]) -> str | None:
     """On resume of a task none of whose phases runs (a pause ended its full phase, maybe in
     its finish step, before it handed over): the phase it is at again, the chain on from there
     to the incremental phase. None when a phase runs, or nothing follows."""
     if any(api.active_runs(lc.dag_id(task.name, p)) for p in lc.PHASES):
         return None   # the phases run (the pause came after the full phase, or was of sources alone)
-    phase = lc.resume_phase(task, store.all_source_states(task.name))
+    phase = lc.resume_phase(task, states)
     if phase is None:
         return None
     dag = lc.dag_id(task.name, phase)
@@ -235,7 +231,8 @@ def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
         status = store.request_sources(task.name, sources, lc.PAUSED if pause else lc.RUNNING,
                                        all_sources=[i.source_id for i in task.mysql_instances],
                                        clear_error=not pause)
-        full = api_factory is not None and _full_unfinished(task, store)
+        full = api_factory is not None and task.task_mode != "incremental" and \
+            not lc.full_finished(task, list(states.values()))
         phase_note = ""
         try:
             if full and pause and status == lc.PAUSED:
@@ -246,7 +243,7 @@ def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
                 phase_note = ("; the full phase, while it runs, loads every source in one Spark job: it goes "
                               "on, and these sources pause when their sync starts")
             elif api_factory is not None and not pause and status == lc.RUNNING:
-                again = resume_phases(api_factory(), store, task)
+                again = resume_phases(api_factory(), store, task, list(states.values()))
                 phase_note = (f"; the {'full phase goes on from the chunks loaded' if full else 'sync starts'} "
                               f"({again})" if again else "")
         except ShardflowError as e:
