@@ -22,19 +22,28 @@ pytestmark = pytest.mark.integration
 ROWS, CHUNK = 60_000, 2_000
 
 
-class _KillingLog:
-    """The task log; kills the host's process group once the job logged a few chunks."""
+class _TaskLog:
+    """The task log; once the job logged a few chunks, ``act()`` runs once (the host is killed,
+    or the task stopped)."""
 
-    def __init__(self, directory):
-        self.directory, self.lines, self.killed = directory, [], False
+    def __init__(self, act):
+        self.act, self.lines, self.acted = act, [], False
 
     def info(self, fmt, *args):
         self.lines.append(fmt % args)
-        if not self.killed and sum(" rows loaded in " in line for line in self.lines) >= 3:
-            os.killpg(int((self.directory / "host.pid").read_text()), signal.SIGKILL)
-            self.killed = True
+        if not self.acted and sum(" rows loaded in " in line for line in self.lines) >= 3:
+            self.act()
+            self.acted = True
 
     warning = info
+
+
+def _the_rerun_loaded_the_rest(task, store, report, recorded: int, chunks: int) -> None:
+    """The rerun skipped the chunks recorded before and loaded the others; the target is equal."""
+    (t,) = read_report(report)["tables"].values()
+    assert len(t["skipped"]) == recorded and len(t["skipped"]) + len(t["adopted"]) + len(t["loaded"]) == chunks, t
+    diffs = compare_task(task, store)
+    assert diffs and all(d.equal for d in diffs), render(diffs)
 
 
 def test_a_host_killed_mid_load_fails_the_step_and_the_rerun_loads_the_rest(stack, uniq, tmp_path, monkeypatch):
@@ -43,39 +52,19 @@ def test_a_host_killed_mid_load_fails_the_step_and_the_rerun_loads_the_rest(stac
     service.start(where)
     try:
         with one_table_task(stack, f"hk{uniq}", ROWS) as (task, store, _):
-            log = _KillingLog(where)
+            log = _TaskLog(lambda: os.killpg(int((where / "host.pid").read_text()), signal.SIGKILL))
             with pytest.raises(client.HostLost):
                 dispatch.run_on_host("full_load", ["--task", task.name], master="local[2]", conf={}, log=log,
                                      directory=where)
-            assert log.killed, "\n".join(log.lines[-20:])
+            assert log.acted, "\n".join(log.lines[-20:])
             recorded = len(store.done_chunks(task.name, task.mysql_instances[0].source_id, task.name, "t"))
             assert recorded < ROWS // CHUNK, recorded   # killed before the end
             report = tmp_path / "rerun.json"
             r = run_load(task.name, "--report", str(report))
             assert r.returncode == 0, r.stderr[-3000:]
-            (t,) = read_report(report)["tables"].values()
-            assert len(t["skipped"]) == recorded and len(t["skipped"]) + len(t["adopted"]) + len(t["loaded"]) == \
-                ROWS // CHUNK, t
-            diffs = compare_task(task, store)
-            assert diffs and all(d.equal for d in diffs), render(diffs)
+            _the_rerun_loaded_the_rest(task, store, report, recorded, ROWS // CHUNK)
     finally:
         service.stop(where)
-
-
-class _StoppingLog:
-    """The task log; once the job logged a few chunks, the task is stopped: its connection to the
-    host is shut down, as SparkJobOperator.on_kill does."""
-
-    def __init__(self):
-        self.lines, self.conn, self.stopped = [], None, False
-
-    def info(self, fmt, *args):
-        self.lines.append(fmt % args)
-        if not self.stopped and sum(" rows loaded in " in line for line in self.lines) >= 3:
-            self.conn.shutdown(socket.SHUT_RDWR)
-            self.stopped = True
-
-    warning = info
 
 
 def test_a_load_whose_task_was_stopped_is_cancelled_on_the_host_and_the_rerun_there_converges(
@@ -86,11 +75,12 @@ def test_a_load_whose_task_was_stopped_is_cancelled_on_the_host_and_the_rerun_th
     service.start(where)
     try:
         with one_table_task(stack, f"hs{uniq}", rows) as (task, store, _):
-            log = _StoppingLog()
+            conn = []   # the task's connection to the host, shut down as SparkJobOperator.on_kill does
+            log = _TaskLog(lambda: conn[0].shutdown(socket.SHUT_RDWR))
             with pytest.raises(client.HostLost):
                 dispatch.run_on_host("full_load", ["--task", task.name], master="local[2]", conf={}, log=log,
-                                     directory=where, on_connected=lambda conn: setattr(log, "conn", conn))
-            assert log.stopped, "\n".join(log.lines[-20:])
+                                     directory=where, on_connected=conn.append)
+            assert log.acted, "\n".join(log.lines[-20:])
             # the host's log is its driver's output copied by the JVM: it lags the job's end a little
             deadline, host_log = time.monotonic() + 60, ""
             while "(cancelled: its client went away)" not in host_log and time.monotonic() < deadline:
@@ -104,14 +94,8 @@ def test_a_load_whose_task_was_stopped_is_cancelled_on_the_host_and_the_rerun_th
             time.sleep(1)   # nothing of it goes on
             assert len(store.done_chunks(task.name, sid, task.name, "t")) == recorded
             report = tmp_path / "rerun.json"
-            rerun = _StoppingLog()
-            rerun.stopped = True   # nobody stops the rerun
             assert dispatch.run_on_host("full_load", ["--task", task.name, "--report", str(report)],
-                                        master="local[2]", conf={}, log=rerun, directory=where)
-            (t,) = read_report(report)["tables"].values()
-            assert len(t["skipped"]) == recorded and len(t["skipped"]) + len(t["adopted"]) + len(t["loaded"]) == \
-                rows // CHUNK, t
-            diffs = compare_task(task, store)
-            assert diffs and all(d.equal for d in diffs), render(diffs)
+                                        master="local[2]", conf={}, log=_TaskLog(lambda: None), directory=where)
+            _the_rerun_loaded_the_rest(task, store, report, recorded, rows // CHUNK)
     finally:
         service.stop(where)
