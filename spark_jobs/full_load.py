@@ -128,6 +128,9 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     args = _parse_arguments(argv)
     started = time.monotonic()
+    from spark_jobs import launcher_watch
+
+    launcher_watch.start(log)   # a killed spark-submit takes this driver with it
     # the SparkContext and the executors' Python start while this thread reads the task and
     # discovers tables: both wait on other processes, and together they were ~5 s of start-up
     session = _Starting(f"shardflow-full-{args.task}")
@@ -190,14 +193,27 @@ class _Starting:
 
 
 def _load(args, session: _Starting, started: float) -> int:
+    """The job, under the task's full-load fence (dm_core/full/fence.py): a stopped run's job
+    still ending is waited for, never written beside."""
+    from dm_core.full import fence
+    from dm_core.jobhost import runner
+    from dm_core.state.store import StateStore
+
+    store = StateStore()
+    try:
+        with fence.held(store.dsn, args.task, log, cancelled=runner.CANCELLED.is_set):
+            return _load_held(args, session, started, store)
+    finally:
+        store.close()
+
+
+def _load_held(args, session: _Starting, started: float, store) -> int:
     from dm_core.full import compiled_lines, small_tables
     from dm_core.full.land import LoadSettings, Stages
     from dm_core.jobhost import runner
     from dm_core.full.load_data import load_data_allowed
     from dm_core.full.turns import Turns
-    from dm_core.state.store import StateStore
 
-    store = StateStore()
     task, target_ep = _task_and_target(store, args.task)
     # probed in every write mode: the staging path reads keyless tables through LOAD DATA too
     load_data_ok, tidb, mariadb = load_data_allowed(target_ep)
@@ -235,7 +251,6 @@ def _load(args, session: _Starting, started: float) -> int:
                        "pool_peak": {sid: p.peak for sid, p in peaks.items()},
                        "stages": {k: round(v, 3) for k, v in settings.stages.total.items()},
                        "tables": {r.name: vars(r) for r in results}}, f, indent=1, default=str)
-    store.close()
     failed = [r.error for r in results if r.error]
     if failed:
         from dm_core.errors import ErrorCode

@@ -99,6 +99,9 @@ def main(argv=None) -> int:
     importable first (never at import: the job host imports this module)."""
     if PROJECT_ROOT not in sys.path:
         sys.path.insert(0, PROJECT_ROOT)
+    from spark_jobs import launcher_watch
+
+    launcher_watch.start(log)   # a killed spark-submit takes this driver with it
     return _run(_parse_arguments(argv))
 
 

@@ -94,6 +94,8 @@ def still_alive(api, store, name: str, sources: list[str], *, whole: bool) -> li
                      if ti["task_id"] in wanted and ti.get("state") not in _FINISHED]
     left += [f"a poke of source {s} has not exited yet (it holds the source's fence)"
              for s in sorted(store.held_sources(name, sources))]
+    if whole and store.full_load_held(name):
+        left.append("the full load's Spark job has not ended yet (it holds the task's load fence)")
     return left
 
 

@@ -45,6 +45,9 @@ PARTS: dict[str, Part] = {
 # Two-key advisory locks are a lock space apart from the one-key locks of PARTS, so sharing the
 # number 724012 with the shard DDL tables' key is harmless.
 FENCE_LOCK_CLASS = 724012
+# The first key of the full load's fence (StateStore.hold_full_load, dm_core/full/fence.py), a
+# class of its own so that no source id can name it.
+FULL_FENCE_LOCK_CLASS = 724090
 
 
 def lock_key(part: str) -> int:

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 from dm_core.errors import ErrorCode
 from dm_core.secrets import state_key
-from dm_core.state.schema import FENCE_LOCK_CLASS, SCHEMA, migrate_state, transaction
+from dm_core.state.schema import FENCE_LOCK_CLASS, FULL_FENCE_LOCK_CLASS, SCHEMA, migrate_state, transaction
 
 def _with_tls_key(config: dict, fn) -> dict:
     """``config`` with ``fn`` applied to its TLS private key (sealing or unsealing it)."""
@@ -313,6 +313,26 @@ class StateStore:
                         "AND classid::bigint = %s AND database = (SELECT oid FROM pg_database "
                         "WHERE datname = current_database())", (FENCE_LOCK_CLASS,))
             return {keys[r[0]] for r in cur.fetchall() if r[0] in keys}
+
+    def hold_full_load(self, task: str) -> bool:
+        """Take the task's full-load fence on this connection (held until it closes or
+        ``release_full_load``): one full-load job of a task writes at a time, even while a
+        stopped one is still ending (dm_core/full/fence.py)."""
+        with self.tx() as cur:
+            cur.execute("SELECT pg_try_advisory_lock(%s, %s)", (FULL_FENCE_LOCK_CLASS, _fence_key(task, "")))
+            return bool(cur.fetchone()[0])
+
+    def release_full_load(self, task: str) -> None:
+        with self.tx() as cur:
+            cur.execute("SELECT pg_advisory_unlock(%s, %s)", (FULL_FENCE_LOCK_CLASS, _fence_key(task, "")))
+
+    def full_load_held(self, task: str) -> bool:
+        """Whether a full-load job of the task is alive (a connection holds its fence)."""
+        with self.tx() as cur:
+            cur.execute("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
+                        "AND classid::bigint = %s AND objid::bigint = %s AND database = (SELECT oid FROM pg_database "
+                        "WHERE datname = current_database())", (FULL_FENCE_LOCK_CLASS, _fence_key(task, "")))
+            return cur.fetchone() is not None
 
     def forget_task(self, name: str) -> None:
         """Forget every position and chunk of a task (a fresh start of the full phase).

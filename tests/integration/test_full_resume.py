@@ -69,10 +69,39 @@ def _done(dsn, task) -> dict[str, set[int]]:
         return out
 
 
-def _rerun_loads_only_the_rest(task, store, stack, done_before, tmp_path, *, adopted_expected=False):
+def _rerun_beside_a_held_fence(task, store, stack, done_before, rep) -> None:
+    """The rerun while the task's load fence is still held (here by the test, as by a stopped
+    load still ending): it says it waits and writes nothing until the fence is free."""
+    holder = StateStore(store.dsn, migrate=False)
+    assert holder.hold_full_load(task.name)
+    out = rep.with_suffix(".log")
+    with open(out, "w") as f:
+        p = subprocess.Popen(submit_cmd(task.name, "--chunk-rows", "100", "--report", str(rep)), env=spark_env(),
+                             stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while "another full load of task" not in out.read_text():
+            assert p.poll() is None, f"the rerun ended (rc {p.returncode}) without waiting: {out.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, "the rerun neither waited nor ended within 300 s"
+            time.sleep(0.2)
+        assert _done(stack["state_dsn"], task.name) == done_before, "the rerun wrote while the fence was held"
+    finally:
+        holder.close()
+    try:
+        assert p.wait(600) == 0, out.read_text()[-5000:]
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert f"the other full load of task {task.name} ended after" in out.read_text()
+
+
+def _rerun_loads_only_the_rest(task, store, stack, done_before, tmp_path, *, adopted_expected=False, fenced=False):
     rep = tmp_path / "rerun.json"
-    r = run_load(task.name, "--chunk-rows", "100", "--report", str(rep))
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    if fenced:
+        _rerun_beside_a_held_fence(task, store, stack, done_before, rep)
+    else:
+        r = run_load(task.name, "--chunk-rows", "100", "--report", str(rep))
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     report = read_report(rep)
     adopted = 0
     for name, t in report["tables"].items():
@@ -88,16 +117,33 @@ def _rerun_loads_only_the_rest(task, store, stack, done_before, tmp_path, *, ado
     return report
 
 
-@pytest.mark.parametrize("turns", ["auto", "on"])
-def test_sigkill_mid_load_then_rerun_loads_only_the_rest(stack, shards, task_of, tmp_path, turns):
+def _group_ended(pgid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("turns, kill", [("auto", "group"), ("on", "jvm")])
+def test_killed_mid_load_then_rerun_loads_only_the_rest(stack, shards, task_of, tmp_path, turns, kill):
     """``turns``: auto (these tables stream their chunks) and on (each table's chunks take its
-    write turn: one streams under it while the others spool, dm_core/full/load_data.py)."""
+    write turn: one streams under it while the others spool, dm_core/full/load_data.py).
+    ``kill``: the job's whole process group, or spark-submit's JVM alone, as Airflow stops a
+    task (SparkSubmitHook.on_kill): the Python driver it launched must end with it
+    (spark_jobs/launcher_watch.py; it lived on as an orphan), and a rerun started while the load
+    fence is held waits (dm_core/full/fence.py)."""
     make, store = task_of
     task = make(shards)
+    log = tmp_path / "killed.log"
     # slow every chunk down a little so the kill lands mid-load, not after it
-    p = subprocess.Popen(submit_cmd(task.name, "--chunk-rows", "100", "--write-turns", turns), start_new_session=True,
-                         env=spark_env({"SHARDFLOW_FAULTS": "full.before_chunk_merge=sleep:0.3"}),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(log, "w") as f:
+        p = subprocess.Popen(submit_cmd(task.name, "--chunk-rows", "100", "--write-turns", turns),
+                             start_new_session=True, stdout=f, stderr=subprocess.STDOUT,
+                             env=spark_env({"SHARDFLOW_FAULTS": "full.before_chunk_merge=sleep:0.3"}))
     try:
         deadline = time.monotonic() + 300
         while sum(map(len, _done(stack["state_dsn"], task.name).values())) < 8:
@@ -105,14 +151,18 @@ def test_sigkill_mid_load_then_rerun_loads_only_the_rest(stack, shards, task_of,
             assert time.monotonic() < deadline, "no progress within 300 s"
             time.sleep(0.2)
     finally:
-        os.killpg(p.pid, signal.SIGKILL)  # spark-submit's JVM and its Python driver, as an Airflow kill does
+        if kill == "jvm":
+            p.kill()
+        else:
+            os.killpg(p.pid, signal.SIGKILL)  # spark-submit's JVM, its Python driver and workers at once
         p.wait()
-    time.sleep(1)
+    ended = _group_ended(p.pid, 15)
+    if not ended:
+        os.killpg(p.pid, signal.SIGKILL)
+    assert ended, "the job's driver or workers outlived spark-submit by 15 s: " + log.read_text()[-3000:]
     done_before = _done(stack["state_dsn"], task.name)
     assert sum(map(len, done_before.values())) < 61, "everything was loaded before the kill"
-    time.sleep(1)
-    assert _done(stack["state_dsn"], task.name) == done_before, "something still runs after the kill"
-    _rerun_loads_only_the_rest(task, store, stack, done_before, tmp_path)
+    _rerun_loads_only_the_rest(task, store, stack, done_before, tmp_path, fenced=kill == "jvm")
 
 
 def test_hard_exit_after_n_chunk_writes_then_rerun(stack, shards, task_of, tmp_path):
