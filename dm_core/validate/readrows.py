@@ -15,6 +15,7 @@ from typing import Iterator
 import pymysql
 
 from dm_core.db import qt
+from dm_core.validate.checksum import Cancelled
 from dm_core.validate.verdict import check_table
 from dm_core.validate.diff import Tally
 from dm_core.validate.rows import Record, select_list, types_of
@@ -22,11 +23,15 @@ from dm_core.validate.rows import Record, select_list, types_of
 FETCH = 5_000
 
 
-def _stream(conn, schema: str, table: str, columns: list[str], maker, types: dict) -> Iterator[Record]:
+def _stream(conn, schema: str, table: str, columns: list[str], maker, types: dict, stop) -> Iterator[Record]:
+    """``stop()``: asked before each fetch; once true, the read raises checksum.Cancelled (a
+    cancelled job does not read a large table to its end)."""
     cur = conn.cursor(pymysql.cursors.SSCursor)
     try:
         cur.execute(f"SELECT {select_list(columns, types)} FROM {qt(schema, table)}")
         while True:
+            if stop is not None and stop():
+                raise Cancelled(f"the validation was cancelled while it read {schema}.{table}: its task was stopped")
             chunk = cur.fetchmany(FETCH)
             if not chunk:
                 break
@@ -36,11 +41,11 @@ def _stream(conn, schema: str, table: str, columns: list[str], maker, types: dic
         cur.close()
 
 
-def _sides(plan, up_conns, down):
+def _sides(plan, up_conns, down, stop):
     """(upstream reads, downstream reads): callables yielding the records of each reader."""
     ups = [lambda s=s: _stream(up_conns[s.table.source_id], s.table.schema, s.table.table, s.table.columns, s.maker,
-                               types_of(s.table)) for s in plan.shards]
-    downs = [lambda: _stream(down, plan.schema, plan.table, plan.columns, plan.down_maker, types_of(plan.down))] \
+                               types_of(s.table), stop) for s in plan.shards]
+    downs = [lambda: _stream(down, plan.schema, plan.table, plan.columns, plan.down_maker, types_of(plan.down), stop)] \
         if plan.down else []
     return ups, downs
 
@@ -68,7 +73,7 @@ def compare_rows(plan, ctx, settings):
     """The TableResult of ``plan`` from its rows (``ctx``: a check.RecheckContext whose
     connections are this thread's)."""
     t0 = time.monotonic()
-    ups, downs = _sides(plan, ctx.up_conns, ctx.down_conn)
+    ups, downs = _sides(plan, ctx.up_conns, ctx.down_conn, ctx.waiter.stop)
     up, dn = _tally(ups), _tally(downs)
     return check_table(plan, up, dn, lambda b, limit: (_keep(ups, b, limit), _keep(downs, b, limit)), ctx, settings,
                        chunks=len(ups) + len(downs), started=t0)

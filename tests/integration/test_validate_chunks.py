@@ -153,3 +153,30 @@ def test_a_table_sql_cannot_hash_is_read_and_says_so(stack, uniq, plain):
     t = r.tables[0]
     assert "POINT" in (t.fallback or "") and _kinds(t) == [("changed", "1")], render(r)
     assert "rows read and compared in Python" in render(r)
+
+
+def test_a_cancelled_validation_stops_reading_a_table_row_by_row(stack, uniq, plain, monkeypatch):
+    """A table read row by row (no SQL checksum: a POINT column) stops at its next fetch once the
+    job is cancelled, rather than being read to its end."""
+    import sys
+
+    from dm_core.validate import readrows
+    from dm_core.validate.checksum import Cancelled
+
+    task, store, sid, db, tdb, sess = plain
+    for ep, schema in ((stack["up1"], db), (stack["down"], tdb)):
+        run(ep, f"ALTER TABLE {qt(schema, 't')} ADD COLUMN g point NULL",
+            f"INSERT INTO {qt(schema, 't')} VALUES (1, 'x', POINT(1, 2)), (2, 'y', NULL), (3, 'z', POINT(0, 0))")
+    store.set_task_status(task.name, "stopped")
+    monkeypatch.setattr(readrows, "FETCH", 1)
+    fetches = []
+
+    def stop() -> bool:   # the cancel comes after the row read's first fetch
+        if sys._getframe(1).f_code.co_name == "_stream":
+            fetches.append(1)
+        return len(fetches) > 1
+
+    with pytest.raises(Cancelled, match="while it read"):
+        validate_task(task, store, settings=_settings(task), stop=stop)
+    assert len(fetches) == 2, "the read went on after the cancel"
+    assert validate_task(task, store, settings=_settings(task)).status == "equal"
