@@ -44,6 +44,12 @@ class Transient(ShardflowError):
     """A retry (the next poke, the next attempt) may succeed without anyone acting."""
 
 
+class Cancelled(Exception):
+    """A job was told to stop (on the job host: its client went away, so its task was stopped):
+    it starts nothing further. Not a ShardflowError: nothing failed, and nothing is reported
+    against a table or a source."""
+
+
 class ErrorCode(enum.Enum):
     # number, class, terminal?, workaround
     CONFIG_INVALID = (10001, "config", True, "Fix the keys named above, then run `dmctl check-task FILE`.")

@@ -30,7 +30,7 @@ SAY_EVERY_S = 60.0
 def held(dsn: str, task: str, log: logging.Logger, *, cancelled: Callable[[], bool] = lambda: False,
          poll_s: float = POLL_S) -> Iterator[float]:
     """Hold the task's fence for the block; yields the seconds it waited for it (0.0: it was free)."""
-    from dm_core.full.land import Cancelled
+    from dm_core.errors import Cancelled
     from dm_core.state.store import StateStore
 
     store = StateStore(dsn, migrate=False)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from dm_core.db import connect, qt
+from dm_core.errors import Cancelled
 from dm_core.full import chunk_writer, read, reconnect, text_rows
 from dm_core.full.phase import chunk_shape
 from dm_core.full.write import RETRY_MARK, STATS_SCHEMA, ChunkJob
@@ -47,10 +48,6 @@ class Stages:
 
 def _never() -> bool:
     return False
-
-
-class Cancelled(Exception):
-    """The job was cancelled (on the job host, its task was stopped): no further chunk starts."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, NamedTuple
 
 from dm_core.db import connect, qt
+from dm_core.errors import Cancelled
 
 DOWN = ""   # the downstream's server name in ``Servers``
 
@@ -33,10 +34,6 @@ class Sums(NamedTuple):
 
 
 ZERO = Sums(0, 0)
-
-
-class Cancelled(Exception):
-    """The validation was told to stop (its job on the job host was cancelled: its task stopped)."""
 
 
 class Servers:

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from dm_core.db import connect, is_mariadb
 from dm_core.sources import source_endpoint, target_endpoint
 from dm_core.validate.verdict import RecheckContext, conclude
-from dm_core.validate.checksum import DOWN, ZERO, Cancelled, Servers, Sums, chunk_sums
+from dm_core.errors import Cancelled
+from dm_core.validate.checksum import DOWN, ZERO, Servers, Sums, chunk_sums
 from dm_core.validate.chunks import plan_chunks
 from dm_core.validate import drill
 from dm_core.validate.diff import key_diff, split_explained
@@ -126,7 +127,7 @@ def validate_task(task, store, *, settings=None, result: ValidationResult | None
     settings' mode, ``tables`` limits the run to those target tables); ``result``: fill this
     ValidationResult (the caller keeps it when this raises); ``on_table(result)``: called after
     each finished table; ``stop()``: once true, no further query is sent and it raises
-    checksum.Cancelled (the job host's cancel)."""
+    errors.Cancelled (the job host's cancel)."""
     settings = settings or settings_for(task)
     sc = Scope(**scope)
     mode = sc.mode or settings.mode

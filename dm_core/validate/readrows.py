@@ -15,7 +15,7 @@ from typing import Iterator
 import pymysql
 
 from dm_core.db import qt
-from dm_core.validate.checksum import Cancelled
+from dm_core.errors import Cancelled
 from dm_core.validate.verdict import check_table
 from dm_core.validate.diff import Tally
 from dm_core.validate.rows import Record, select_list, types_of
@@ -24,7 +24,7 @@ FETCH = 5_000
 
 
 def _stream(conn, schema: str, table: str, columns: list[str], maker, types: dict, stop) -> Iterator[Record]:
-    """``stop()``: asked before each fetch; once true, the read raises checksum.Cancelled (a
+    """``stop()``: asked before each fetch; once true, the read raises errors.Cancelled (a
     cancelled job does not read a large table to its end)."""
     cur = conn.cursor(pymysql.cursors.SSCursor)
     try:

@@ -54,7 +54,7 @@ class SyncWaiter:
     """Step 2: wait until every source's checkpoint passes its upstream position now."""
 
     def __init__(self, task, store, up_conns: dict, *, poll: float = 1.0, stop=None):
-        """``stop()``: checked at each poll; once true, the wait raises checksum.Cancelled."""
+        """``stop()``: checked at each poll; once true, the wait raises errors.Cancelled."""
         self.task, self.store, self.up_conns, self.poll, self.stop = task, store, up_conns, poll, stop
 
     def replicating(self) -> str | None:
@@ -95,7 +95,7 @@ class SyncWaiter:
             if time.monotonic() >= deadline:
                 return "replication did not catch up in time: " + "; ".join(behind)
             if self.stop is not None and self.stop():
-                from dm_core.validate.checksum import Cancelled
+                from dm_core.errors import Cancelled
 
                 raise Cancelled("the validation was cancelled while it waited for replication: its task was stopped")
             time.sleep(self.poll)

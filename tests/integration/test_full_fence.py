@@ -11,7 +11,7 @@ import pytest
 
 from dm_core.cli.lifecycle import still_alive
 from dm_core.full import fence
-from dm_core.full.land import Cancelled
+from dm_core.errors import Cancelled
 from dm_core.state import StateStore
 
 pytestmark = pytest.mark.integration

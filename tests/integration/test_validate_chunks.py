@@ -46,7 +46,7 @@ def merged(stack, uniq, tmp_path):
 def test_a_cancelled_validation_sends_no_further_query_and_says_so(merged):
     """The job host cancels a validation whose task was stopped (``stop``): it raises, its
     result names why, and the queries after the stop are never sent."""
-    from dm_core.validate.checksum import Cancelled
+    from dm_core.errors import Cancelled
     from dm_core.validate.result import ValidationResult
 
     asked = []
@@ -161,7 +161,7 @@ def test_a_cancelled_validation_stops_reading_a_table_row_by_row(stack, uniq, pl
     import sys
 
     from dm_core.validate import readrows
-    from dm_core.validate.checksum import Cancelled
+    from dm_core.errors import Cancelled
 
     task, store, sid, db, tdb, sess = plain
     for ep, schema in ((stack["up1"], db), (stack["down"], tdb)):

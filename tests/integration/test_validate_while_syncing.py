@@ -113,7 +113,7 @@ def test_a_cancelled_validation_stops_waiting_for_replication(syncing):
     at its deadline, or at once when the validation is cancelled (its task stopped)."""
     from dm_core.db import connect
     from dm_core.sources import source_endpoint
-    from dm_core.validate.checksum import Cancelled
+    from dm_core.errors import Cancelled
     from dm_core.validate.recheck import SyncWaiter
 
     sh = syncing.shards[0]
