@@ -29,6 +29,7 @@ log = logging.getLogger("shardflow.jobhost")
 ACCEPT_POLL_S = 0.5  # how soon the accept loop sees a stop
 WATCH_POLL_S = 0.2   # how soon a job's watcher sees that the job ended
 CANCEL_EVERY_S = 0.5  # a cancelled job's Spark jobs are cancelled again this often until it returns
+QUEUE_CHECK_S = 0.2  # how soon a queued job whose client went away leaves the queue
 
 
 class LineSink(io.TextIOBase):
@@ -225,7 +226,13 @@ class Server:
                     self.waiting -= 1
                 raise
         started = False
-        with self.slot:
+        while not self.slot.acquire(timeout=QUEUE_CHECK_S):
+            if client is not None and client.gone.is_set():   # leaves the queue now, not when its turn comes
+                with self._counts:
+                    self.waiting -= 1
+                log.info("job %s not started: its client went away while it waited (its task was stopped)", what)
+                return
+        try:
             with self._counts:
                 self.waiting -= 1
                 self.running += 1
@@ -257,3 +264,5 @@ class Server:
                 with self._counts:
                     self.running -= 1
                     self.jobs += started
+        finally:
+            self.slot.release()

@@ -186,6 +186,11 @@ def test_a_waiting_job_whose_client_left_never_starts(host):
     while client.status(server.path)["waiting"] == 0:
         time.sleep(0.01)
     gone.leave()
+    deadline = time.monotonic() + 5   # it leaves the queue while the first job still runs
+    while client.status(server.path)["waiting"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    st = client.status(server.path)
+    assert (st["running"], st["waiting"]) == (1, 0), st
     time.sleep(0.5)   # the watcher's poll is 0.2 s: give it the chance to (wrongly) cancel the running job
     assert server.sc.cancels == 0
     gate.set()
