@@ -41,5 +41,6 @@ own module:
     ==  ======================  ===========================================================
 
 A chunk is in the target only together with its marker: a killed job, rerun, loads only the
-chunks without one (chunk_writer.py says why that is exact).
+chunks without one (chunk_writer.py says why that is exact). The whole job runs under the
+task's load fence (fence.py), so a rerun never writes beside a stopped job still ending.
 """
