@@ -315,8 +315,9 @@ class StateStore:
             return {keys[r[0]] for r in cur.fetchall() if r[0] in keys}
 
     def hold_full_load(self, task: str) -> bool:
-        """Take the task's full-load fence on this connection (held until it closes): one full-load job of a task writes at a time, even while a
-        stopped one is still ending (dm_core/full/fence.py)."""
+        """Take the task's full-load fence on this connection (held until it closes): one
+        full-load job of a task writes at a time, even while a stopped one is still ending
+        (dm_core/full/fence.py)."""
         with self.tx() as cur:
             cur.execute("SELECT pg_try_advisory_lock(%s, %s)", (FULL_FENCE_LOCK_CLASS, _fence_key(task, "")))
             return bool(cur.fetchone()[0])
