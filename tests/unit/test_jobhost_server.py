@@ -150,11 +150,19 @@ def _idle(server, timeout=10):
     raise AssertionError(f"the host is still busy: {client.status(server.path)}")
 
 
+def _working(gone: _LeavingClient, timeout=10):
+    """Until the job's first line reached its client: the job runs (the host counts a job as
+    running a moment before it starts it, and one whose client left by then never starts)."""
+    deadline = time.monotonic() + timeout
+    while "working" not in gone.lines:
+        assert time.monotonic() < deadline, f"the job did not start: {gone.lines}"
+        time.sleep(0.01)
+
+
 def test_a_running_job_whose_client_left_is_cancelled_and_the_next_job_runs_as_usual(host):
     server, _ = host
     gone = _LeavingClient(server, "until_cancelled")
-    while client.status(server.path)["running"] == 0:
-        time.sleep(0.01)
+    _working(gone)
     gone.leave()
     assert isinstance(gone.error, client.HostLost), gone.error
     st = _idle(server)
@@ -166,8 +174,7 @@ def test_a_running_job_whose_client_left_is_cancelled_and_the_next_job_runs_as_u
 def test_a_driver_that_does_not_check_is_cancelled_again_until_it_returns_and_not_after(host):
     server, _ = host
     gone = _LeavingClient(server, "deaf", ["1.6"])
-    while client.status(server.path)["running"] == 0:
-        time.sleep(0.01)
+    _working(gone)
     gone.leave()
     _idle(server)
     cancels = server.sc.cancels
