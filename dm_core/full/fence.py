@@ -10,9 +10,10 @@ once.
 Protocol: the job takes a session advisory lock per task in the state store
 (``StateStore.hold_full_load``) on a connection of its own before it writes anything, and holds
 it until it returns; a job that dies drops it with its connection. A job that finds it taken
-waits, saying so, and gives up when it is cancelled. ``dmctl stop-task`` and ``pause-task``
-wait until no job holds it (dm_core/cli/lifecycle.py ``still_alive``), so they return once the
-load has really stopped.
+waits, saying so, and gives up when it is cancelled. ``dmctl stop-task`` (and ``start-task``,
+before it resets anything) waits until no job holds it (dm_core/cli/lifecycle.py
+``still_alive``), so it returns once the load has really stopped; ``pause-task`` does not wait,
+and the resumed job waits for the fence instead.
 """
 
 from __future__ import annotations
