@@ -201,16 +201,28 @@ def _load(args, session: _Starting, started: float) -> int:
 
     store = StateStore()
     try:
-        with fence.held(store.dsn, args.task, log, cancelled=runner.CANCELLED.is_set):
-            return _load_held(args, session, started, store)
+        with fence.held(store.dsn, args.task, log, cancelled=runner.CANCELLED.is_set,
+                        on_lost=lambda: session.get().sparkContext.cancelAllJobs()) as hold:
+            return _load_held(args, session, started, store, hold)
     finally:
         store.close()
 
 
-def _load_held(args, session: _Starting, started: float, store) -> int:
+def _stop_why(hold) -> str | None:
+    """Why the job must start nothing more, or None: its task was stopped (the job host's
+    cancel), or it lost its fence to another load (dm_core/full/fence.py)."""
+    from dm_core.jobhost import runner
+
+    if hold.lost.is_set():
+        return "the job lost the task's full-load fence to another full load, which loads it instead"
+    if runner.CANCELLED.is_set():
+        return "the job was cancelled (its task was stopped)"
+    return None
+
+
+def _load_held(args, session: _Starting, started: float, store, hold) -> int:
     from dm_core.full import compiled_lines, small_tables
     from dm_core.full.land import LoadSettings, Stages
-    from dm_core.jobhost import runner
     from dm_core.full.load_data import load_data_allowed
     from dm_core.full.turns import Turns
 
@@ -233,7 +245,7 @@ def _load_held(args, session: _Starting, started: float, store) -> int:
     turns = Turns(args.write_turns, mariadb, {t for t, n in routed.items() if n > 1 or per_table > 1},
                   args.table_writers)
     settings = LoadSettings(args.write_mode, args.read, args.write_batch, load_data_ok, tidb, turns, Stages(),
-                            cancelled=runner.CANCELLED.is_set)   # set on the job host only
+                            cancelled=lambda: _stop_why(hold))
     t0 = time.monotonic()
     small_results, per_source = small_tables.load(spark, task, store, per_source, target_ep, settings)
     if small_results:  # the rest share the cores among fewer tables
@@ -313,12 +325,12 @@ def _load_tables(spark, task, store, per_source, target_ep, settings, per_table:
     """Every table chunk by chunk (dm_core/full/loader.py), ``pool-size`` tables of a source at once."""
     from dm_core.full.land import Lander
     from dm_core.full.loader import TableResult, load_table
-    from dm_core.jobhost import runner
     from dm_core.state.store import StateStore
 
     def one(st, ep, chunk_rows) -> TableResult:
-        if runner.CANCELLED.is_set():   # on the job host, whose client went away: start no more tables
-            return TableResult(st.name, error=f"{st.name}: not loaded: the job was cancelled (its task was stopped)")
+        why = settings.cancelled()
+        if why:   # start no more tables
+            return TableResult(st.name, error=f"{st.name}: not loaded: {why}")
         with peaks[st.source_id]:
             try:
                 with StateStore(store.dsn) as own:

@@ -475,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "resume replication (a source paused on an error retries its statement once)")
         s.add_argument("task", nargs="?", help="task name or file (none: `-s SOURCE` in every task)")
         s.add_argument("-s", "--source", action="append", help="only this source (repeatable)")
+        if pause:
+            s.add_argument("--timeout", type=float, default=120,
+                           help="seconds to wait for a full load's Spark job to stop")
         s.set_defaults(fn=lambda a, p=pause: cmd_pause_resume(a, p))
     binlog_cmd.register(sub, _store, _load_task_from_store, _task_name)
     s = sub.add_parser("shard-ddl-lock", aliases=["show-ddl-locks"],

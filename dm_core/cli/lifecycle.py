@@ -191,6 +191,19 @@ def pause_full_phase(api, name: str) -> list[str]:
     return ended
 
 
+PAUSE_WAIT_S = 120.0
+
+
+def _load_ended(store, name: str, timeout: float) -> bool:
+    """Wait until no full-load job of the task holds its fence (dm_core/full/fence.py); whether it ended."""
+    deadline = time.monotonic() + timeout
+    while store.full_load_held(name):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
 def resume_phases(api, store, task, states: list[dict]) -> str | None:
     """On resume of a task none of whose phases runs (a pause ended its full phase, maybe in
     its finish step, before it handed over): the phase it is at again, the chain on from there
@@ -239,8 +252,12 @@ def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
         try:
             if full and pause and status == lc.PAUSED:
                 ended = pause_full_phase(api_factory(), task.name)
-                phase_note = (f"; the full phase is paused ({', '.join(ended)} ended: its Spark job stops, the "
-                              "chunks it loaded are kept)" if ended else "")
+                if ended:
+                    stopped = _load_ended(store, task.name, getattr(a, "timeout", PAUSE_WAIT_S))
+                    phase_note = (f"; the full phase is paused ({', '.join(ended)} ended; " + (
+                        "its Spark job has stopped" if stopped else
+                        "its Spark job has not stopped yet: the job of `dmctl resume-task` waits for it") +
+                        "; the chunks it loaded are kept)")
             elif full and pause:
                 phase_note = ("; the full phase, while it runs, loads every source in one Spark job: it goes "
                               "on, and these sources pause when their sync starts")

@@ -46,8 +46,8 @@ class Stages:
             self.add({name: time.monotonic() - t0})
 
 
-def _never() -> bool:
-    return False
+def _never() -> str | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,9 @@ class LoadSettings:
     """One job's choices for every chunk: ``write_mode`` / ``read`` / ``write_batch`` as the
     job's arguments say, what the downstream allows (``load_data_ok``: LOAD DATA LOCAL;
     ``tidb``), its write turns (turns.Turns), where executor seconds add up (Stages), and
-    ``cancelled()``, asked before each chunk and each batch of small tables starts (a Spark job
-    short enough slips between the host's cancels of every Spark job)."""
+    ``cancelled()``, why the job must stop or None, asked before each chunk and each batch of
+    small tables starts (a Spark job short enough slips between the host's cancels of every
+    Spark job)."""
 
     write_mode: str
     read: str
@@ -65,11 +66,12 @@ class LoadSettings:
     tidb: bool
     turns: object
     stages: Stages
-    cancelled: Callable[[], bool] = _never
+    cancelled: Callable[[], str | None] = _never
 
     def check_cancelled(self) -> None:
-        if self.cancelled():
-            raise Cancelled("not loaded: the job was cancelled (its task was stopped)")
+        why = self.cancelled()
+        if why:
+            raise Cancelled(f"not loaded: {why}")
 
 
 def concise(e: Exception) -> Exception:

@@ -322,6 +322,11 @@ class StateStore:
             cur.execute("SELECT pg_try_advisory_lock(%s, %s)", (FULL_FENCE_LOCK_CLASS, _fence_key(task, "")))
             return bool(cur.fetchone()[0])
 
+    def ping(self) -> None:
+        """Raise if the connection broke (what a session lock held on it went with)."""
+        with self.tx() as cur:
+            cur.execute("SELECT 1")
+
     def full_load_held(self, task: str) -> bool:
         """Whether a full-load job of the task is alive (a connection holds its fence)."""
         with self.tx() as cur:

@@ -92,7 +92,7 @@ def build_dags(task_file: Path) -> dict:
         with DAG(ids["full"], description=f"full dump/load of DM task {task.name} on Spark", **common) as d:
             prep = FullPrepareOperator(task_id="prepare", task_file=path)
             load = SparkJobOperator(
-                task_id="spark_load", job="full_load", application_args=["--task", task.name],
+                task_id="spark_load", job="full_load", fence_task=task.name, application_args=["--task", task.name],
                 conn_id="spark_default",
                 spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
                 name=f"shardflow-full-{task.name}",

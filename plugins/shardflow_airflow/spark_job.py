@@ -16,13 +16,17 @@ class SparkJobOperator(SparkSubmitOperator):
     which and why, and shows the job's log either way.
 
     :param job: the job's name (``full_load``, ``validate``): spark_jobs/<job>.py
+    :param fence_task: the task whose full-load fence the job takes (dm_core/full/fence.py):
+        the operator waits until no other job holds it before it takes a job host's slot or
+        starts spark-submit, so a job that would only wait holds neither
     Every other parameter is SparkSubmitOperator's (``application_args`` is templated).
     """
 
-    def __init__(self, *, job: str, **kwargs: Any):
+    def __init__(self, *, job: str, fence_task: str | None = None, **kwargs: Any):
         kwargs.setdefault("application", str(runtime.PROJECT_ROOT / "spark_jobs" / f"{job}.py"))
         super().__init__(**kwargs)
         self.job = job
+        self.fence_task = fence_task
         self._host_conn: socket.socket | None = None   # the job host's connection while a job runs there
         self._stopping = False
 
@@ -32,6 +36,10 @@ class SparkJobOperator(SparkSubmitOperator):
 
         if self._hook is None:
             self._hook = self._get_hook()
+        if self.fence_task:
+            from dm_core.full import fence
+
+            fence.wait_free(runtime.state_dsn(), self.fence_task, self.log, cancelled=lambda: self._stopping)
         try:
             ran = run_on_host(self.job, [str(a) for a in self.application_args or []],
                               master=self._hook._connection["master"], conf=self.conf or {}, log=self.log,
@@ -53,9 +61,9 @@ class SparkJobOperator(SparkSubmitOperator):
         """A stopped task (dmctl stop-task, a run marked failed) stops its job: spark-submit's
         process is killed (SparkSubmitOperator), a job on the host is cancelled by closing its
         connection (dm_core/jobhost/server.py)."""
+        self._stopping = True
         conn = self._host_conn
         if conn is not None:
-            self._stopping = True
             self.log.info("stopping: %s on the job host is cancelled (the host cancels its Spark jobs; the work "
                           "recorded so far is kept)", self.job)
             try:

@@ -398,14 +398,17 @@ def test_pause_during_the_full_phase_stops_the_load_and_resume_loads_only_the_re
         dmctl(stack, "start-task", str(task_file), "--remove-meta")
         _wait_for(lambda: recorded() >= 10, 600, "the full load recorded 10 chunks")
         r = dmctl(stack, "pause-task", name)
-        assert "the full phase is paused" in r.stdout, r.stdout
-        last, still = recorded(), 0
+        assert "the full phase is paused" in r.stdout and "its Spark job has stopped" in r.stdout, r.stdout
+        at_pause = recorded()
+        assert not store.full_load_held(name), "pause-task returned while the load's job still held its fence"
+        last, still = at_pause, 0
         while still < 5:   # the task process ends within seconds, its job soon after: the count stops
             time.sleep(1)
             now = recorded()
             still, last = (still + 1, now) if now == last else (0, now)
         print(f"the pause stopped the load at {last} of {total} chunks")
         assert last < total, f"the load ran to its end ({last} of {total} chunks): the pause did not stop it"
+        assert last == at_pause, f"{last - at_pause} chunk(s) were recorded after pause-task returned"
         assert not api.active_runs(f"dm_{name}_full") and json.loads(
             dmctl(stack, "query-status", name).stdout)["tasks"][0]["status"] == "paused"
 

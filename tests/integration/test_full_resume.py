@@ -128,14 +128,30 @@ def _group_ended(pgid: int, timeout: float) -> bool:
     return False
 
 
-@pytest.mark.parametrize("turns, kill", [("auto", "group"), ("on", "jvm")])
+def _take_the_fence_away(dsn: str, task: str) -> StateStore:
+    """Break the connection on which the running load holds its fence (as a Postgres restart
+    does) and take the fence at once, before the load's watch can take it again; the holder."""
+    from dm_core.state.schema import FULL_FENCE_LOCK_CLASS
+    from dm_core.state.store import _fence_key
+
+    holder = StateStore(dsn, migrate=False)
+    with holder.tx() as cur:   # the terminate waits until the backend has ended
+        cur.execute("SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                    "AND classid::bigint = %s AND objid::bigint = %s", (FULL_FENCE_LOCK_CLASS, _fence_key(task, "")))
+        assert cur.fetchall() == [(True,)]
+    assert holder.hold_full_load(task), "the load's fence was not free once its backend had ended"
+    return holder
+
+
+@pytest.mark.parametrize("turns, kill", [("auto", "group"), ("on", "jvm"), ("auto", "fence")])
 def test_killed_mid_load_then_rerun_loads_only_the_rest(stack, shards, task_of, tmp_path, turns, kill):
     """``turns``: auto (these tables stream their chunks) and on (each table's chunks take its
     write turn: one streams under it while the others spool, dm_core/full/load_data.py).
     ``kill``: the job's whole process group, or spark-submit's JVM alone, as Airflow stops a
     task (SparkSubmitHook.on_kill): the Python driver it launched must end with it
     (spark_jobs/launcher_watch.py; it lived on as an orphan), and a rerun started while the load
-    fence is held waits (dm_core/full/fence.py)."""
+    fence is held waits (dm_core/full/fence.py); or ``fence``: the fence's connection breaks and
+    another load takes the fence meanwhile, so the job must stop by itself."""
     make, store = task_of
     task = make(shards)
     log = tmp_path / "killed.log"
@@ -150,11 +166,25 @@ def test_killed_mid_load_then_rerun_loads_only_the_rest(stack, shards, task_of, 
             assert p.poll() is None, f"the load ended (rc {p.returncode}) before it could be killed"
             assert time.monotonic() < deadline, "no progress within 300 s"
             time.sleep(0.2)
+        if kill == "fence":
+            holder = _take_the_fence_away(stack["state_dsn"], task.name)
+            try:
+                rc = p.wait(120)
+                assert rc != 0, "the load ran to its end after it lost its fence"
+                out = log.read_text()
+                assert f"the full load of task {task.name} lost its fence" in out and \
+                    "lost the task's full-load fence to another full load" in out, out[-5000:]
+                stopped_at = _done(stack["state_dsn"], task.name)
+                time.sleep(1)
+                assert _done(stack["state_dsn"], task.name) == stopped_at
+            finally:
+                holder.close()
     finally:
-        if kill == "jvm":
-            p.kill()
-        else:
-            os.killpg(p.pid, signal.SIGKILL)  # spark-submit's JVM, its Python driver and workers at once
+        if p.poll() is None:
+            if kill == "jvm":
+                p.kill()
+            else:
+                os.killpg(p.pid, signal.SIGKILL)  # spark-submit's JVM, its Python driver and workers at once
         p.wait()
     ended = _group_ended(p.pid, 15)
     if not ended:
