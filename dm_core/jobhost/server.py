@@ -32,6 +32,10 @@ CANCEL_EVERY_S = 0.5  # a cancelled job's Spark jobs are cancelled again this of
 QUEUE_CHECK_S = 0.2  # how soon a queued job whose client went away leaves the queue
 
 
+def _not_started(what: str) -> None:
+    log.info("job %s not started: its client went away while it waited (its task was stopped)", what)
+
+
 class LineSink(io.TextIOBase):
     """A text stream whose lines go to a client as ``log`` messages while the job runs. A
     client that went away loses the rest (the job is being cancelled: ``_Client``)."""
@@ -230,7 +234,7 @@ class Server:
             if client is not None and client.gone.is_set():   # leaves the queue now, not when its turn comes
                 with self._counts:
                     self.waiting -= 1
-                log.info("job %s not started: its client went away while it waited (its task was stopped)", what)
+                _not_started(what)
                 return
         try:
             with self._counts:
@@ -241,10 +245,14 @@ class Server:
                     wire.send(stream, {"kind": "done", "rc": None, "error": "the job host stopped before the job started"})
                     return
                 if client is not None and client.gone.is_set():
-                    log.info("job %s not started: its client went away while it waited (its task was stopped)", what)
+                    _not_started(what)
+                    return
+                try:
+                    wire.send(stream, {"kind": "started"})
+                except OSError:   # it left since the check above
+                    _not_started(what)
                     return
                 log.info("job %s started", what)
-                wire.send(stream, {"kind": "started"})
                 started = True
                 sink = LineSink(stream)
                 if client is not None:
