@@ -77,8 +77,22 @@ def _print_warnings(warnings) -> None:
 
 
 # ---- operate-source -----------------------------------------------------------------------
+def _global_variable(conn, name: str) -> str | None:
+    """A server's global variable, None when it has none by that name."""
+    import pymysql
+
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT @@GLOBAL.{name}")
+            return str(cur.fetchone()[0])
+    except pymysql.err.OperationalError as e:
+        if e.args and e.args[0] == 1193:   # Unknown system variable
+            return None
+        raise
+
+
 def cmd_operate_source(a) -> int:
-    from dm_core.config.source import check_server_flavor, load_source_file
+    from dm_core.config.source import check_gtid_mode, check_server_flavor, load_source_file
 
     with _store() as store:
         if a.op == "create":
@@ -90,6 +104,8 @@ def cmd_operate_source(a) -> int:
                 conn = connect(src.endpoint())
                 try:
                     check_server_flavor(src, conn.get_server_info(), f)
+                    if src.enable_gtid:
+                        check_gtid_mode(src, conn.get_server_info(), _global_variable(conn, "gtid_mode"), f)
                 finally:
                     conn.close()
                 store.put_source(src.source_id, src.to_dict(with_password=False), src.password)

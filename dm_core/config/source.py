@@ -182,6 +182,20 @@ def check_server_flavor(src: SourceConfig, server_version: str, filename: str = 
                                                f"write `flavor: {actual}`, or remove it to detect it")])
 
 
+def check_gtid_mode(src: SourceConfig, server_version: str, gtid_mode: str | None, filename: str = "<source>") -> None:
+    """SourceConfigError (DM's 26007) when ``enable-gtid: true`` names a MySQL server whose
+    ``gtid_mode`` is not ON (None: the server has no such variable): its binlog holds no GTID
+    to resume from. MariaDB logs GTIDs whatever its settings."""
+    if not src.enable_gtid or "mariadb" in server_version.lower() or (gtid_mode or "").upper() == "ON":
+        return
+    raise SourceConfigError([ConfigProblem(
+        filename, "enable-gtid",
+        f"is true, but the server ({server_version}) has gtid_mode = {gtid_mode or '(none)'} instead of ON "
+        "(DM's 26007): its binlog holds no GTIDs to resume from",
+        "set gtid_mode = ON with enforce_gtid_consistency = ON on the server (MySQL switches it online through "
+        "OFF_PERMISSIVE and ON_PERMISSIVE), or write `enable-gtid: false` to read the binlog by file and position")])
+
+
 def load_source_file(path) -> SourceConfig:
     p = Path(path)
     try:

@@ -59,3 +59,24 @@ def test_a_flavor_the_server_is_not_is_refused_naming_the_key(stack, tmp_path, s
     with StateStore() as store:
         assert store.get_source(sid) is None
     assert dmctl(["operate-source", "create", _file(tmp_path, sid, stack["up1"], flavor="mariadb")]) == 0
+
+
+@pytest.mark.parametrize("flavour", ["5.7", "8.0"])
+def test_enable_gtid_on_a_mysql_server_without_gtids_is_refused_naming_the_key(stack, tmp_path, sid, capsys, flavour):
+    """DM's 26007: `enable-gtid: true` needs MySQL's gtid_mode ON (the MySQL double, tests/mysql_master)."""
+    from tests.mysql_master import BinlogBuilder, MysqlMaster
+
+    with MysqlMaster(flavour, binlog=BinlogBuilder(flavour, gtid_mode=False), backing=stack["up1"]) as m:
+        ep = m.endpoint()
+        assert dmctl(["operate-source", "create", _file(tmp_path, sid, ep, **{"enable-gtid": True})]) == 1
+        err = capsys.readouterr().err
+        assert ": enable-gtid: is true, but the server (" in err and "gtid_mode = OFF instead of ON" in err, err
+        assert "`enable-gtid: false`" in err
+        with StateStore() as store:
+            assert store.get_source(sid) is None
+        assert dmctl(["operate-source", "create", _file(tmp_path, sid, ep, **{"enable-gtid": False})]) == 0
+    with MysqlMaster(flavour, binlog=BinlogBuilder(flavour), backing=stack["up1"]) as m:
+        assert dmctl(["operate-source", "create", _file(tmp_path, sid, m.endpoint(), **{"enable-gtid": True})]) == 0
+    capsys.readouterr()
+    # MariaDB logs GTIDs whatever gtid_mode would say: no such check
+    assert dmctl(["operate-source", "create", _file(tmp_path, sid, stack["up1"], **{"enable-gtid": True})]) == 0
