@@ -141,6 +141,7 @@ class SyncSession:
         while True:
             try:
                 self.store.reconnect()
+                self._fenced = False   # the fence (an advisory lock) went with the old connection
                 if not waited and self._store_answers():
                     return None
                 break
@@ -152,7 +153,6 @@ class SyncSession:
                     raise e from again
                 self._sleep(wait)
                 waited, wait = waited + wait, min(30.0, wait * 2)
-        self._fenced = False   # the fence (an advisory lock) went with the old connection
         out.say(logging.WARNING, f"source {sid}: the state store was unreachable ({_one_line(e)}); it is back after "
                                  f"{waited:.0f}s of waiting, and the source syncs on from its checkpoint")
         return out

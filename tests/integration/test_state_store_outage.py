@@ -48,3 +48,33 @@ def test_a_state_store_restart_is_ridden_out_and_the_source_syncs_on(plain, stac
     steps(sess, "caught_up")
     assert rows(down, tdb, "t") == [(1, "before"), (2, "during"), (3, "after")]
     assert store.source_state(task.name, sid)["error"] is None
+
+
+def test_a_broken_connection_to_a_store_that_answers_at_once_takes_the_fence_again(plain, stack):
+    """The session's connection is cut (its backend terminated, as a pooler or a failover of
+    the Postgres address does) while the server stays up: the step reconnects at once, and the
+    fence, which went with the old connection, must be taken again before anything syncs."""
+    from dm_core.state import StateStore
+    from dm_core.state.schema import FENCE_LOCK_CLASS
+    from dm_core.state.store import _fence_key
+
+    task, store, sid, db, tdb, sess = plain
+    up, down = stack["up1"], stack["down"]
+    steps(sess, "caught_up")
+    other = StateStore()
+    try:
+        assert other.held_sources(task.name, [sid]) == {sid}
+        with other.tx() as cur:
+            cur.execute("SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                        "AND classid::bigint = %s AND objid::bigint = %s", (FENCE_LOCK_CLASS, _fence_key(task.name, sid)))
+            assert cur.fetchall() == [(True,)]
+        assert other.held_sources(task.name, [sid]) == set()
+        out = sess.step()
+        said = " ".join(text for _, text in out.messages)
+        assert out.state == "retrying" and "reconnected" in said, said
+        run(up, f"INSERT INTO {qt(db, 't')} VALUES (1, 'after')")
+        steps(sess, "caught_up")
+        assert other.held_sources(task.name, [sid]) == {sid}, "the source synced on without its fence"
+        assert rows(down, tdb, "t") == [(1, "after")]
+    finally:
+        other.close()
