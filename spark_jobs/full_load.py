@@ -197,15 +197,48 @@ def _load(args, session: _Starting, started: float) -> int:
     still ending is waited for, never written beside."""
     from dm_core.full import fence
     from dm_core.jobhost import runner
+    from dm_core.state.outage import store_away
     from dm_core.state.store import StateStore
 
     store = StateStore()
     try:
         with fence.held(store.dsn, args.task, log, cancelled=runner.CANCELLED.is_set,
                         on_lost=lambda: session.get().sparkContext.cancelAllJobs()) as hold:
-            return _load_held(args, session, started, store, hold)
+            while True:
+                try:
+                    rc, outage = _load_held(args, session, started, store, hold)
+                except Exception as e:
+                    if not store_away(e):
+                        raise
+                    rc, outage = 1, e
+                if outage is None or _stop_why(hold) or not _store_back(store, args.task, outage, hold):
+                    return rc
     finally:
         store.close()
+
+
+def _store_back(store, task: str, outage, hold) -> bool:
+    """The state store went away mid-load (a Postgres restart): wait for it, up to
+    SHARDFLOW_STORE_OUTAGE_S, and for the fence to be held again, then the load goes on. A
+    chunk cut off mid-record is adopted (its marker is committed downstream), one cut off
+    mid-land is landed again: nothing doubles."""
+    from dm_core.full.fence import CHECK_S
+    from dm_core.state.outage import STORE_OUTAGE_S, first_line, reconnect_within
+
+    log.warning("full load of %s: the state store is unreachable (%s); waiting for it for up to %.0fs, then the "
+                "load goes on from the chunks recorded", task, first_line(outage), STORE_OUTAGE_S)
+    waited = reconnect_within(store, STORE_OUTAGE_S)
+    if waited is None:
+        log.error("full load of %s: the state store stayed unreachable for %.0fs: the load stops; a rerun loads the "
+                  "chunks not recorded", task, STORE_OUTAGE_S)
+        return False
+    if not hold.wait_held(2 * CHECK_S + 15):   # the fence's watch takes it again at its next look
+        log.error("full load of %s: the state store is back but the load's fence is not held again: the load stops "
+                  "so that it never writes beside another; a rerun loads the chunks not recorded", task)
+        return False
+    log.warning("full load of %s: the state store is back after %.0fs: loading the chunks not recorded yet", task,
+                waited)
+    return True
 
 
 def _stop_why(hold) -> str | None:
@@ -264,13 +297,16 @@ def _load_held(args, session: _Starting, started: float, store, hold) -> int:
                        "stages": {k: round(v, 3) for k, v in settings.stages.total.items()},
                        "tables": {r.name: vars(r) for r in results}}, f, indent=1, default=str)
     failed = [r.error for r in results if r.error]
+    outage = next((r.error for r in results if r.store_outage), None)
+    if outage is not None:   # waited for, then loaded again (_load): not the load's failure
+        return 1, outage
     if failed:
         from dm_core.errors import ErrorCode
 
         log.error("full load of %s failed in %d table(s):\n  %s\nworkaround: %s", task.name, len(failed),
                   "\n  ".join(failed), ErrorCode.FULL_LOAD_FAILED.workaround)
-        return 1
-    return 0
+        return 1, None
+    return 0, None
 
 
 def _task_and_target(store, name: str):
@@ -325,6 +361,7 @@ def _load_tables(spark, task, store, per_source, target_ep, settings, per_table:
     """Every table chunk by chunk (dm_core/full/loader.py), ``pool-size`` tables of a source at once."""
     from dm_core.full.land import Lander
     from dm_core.full.loader import TableResult, load_table
+    from dm_core.state.outage import store_away
     from dm_core.state.store import StateStore
 
     def one(st, ep, chunk_rows) -> TableResult:
@@ -337,6 +374,8 @@ def _load_tables(spark, task, store, per_source, target_ep, settings, per_table:
                     return load_table(task, st, ep, target_ep, own, Lander(spark, task, st, ep, target_ep, settings),
                                       chunk_rows=chunk_rows, parallel=per_table)
             except Exception as e:  # planning / bookkeeping failures: name the table, keep the others going
+                if store_away(e):   # waited for and loaded again (_load)
+                    return TableResult(st.name, error=f"{st.name}: {e}", store_outage=True)
                 log.exception("%s failed", st.name)
                 return TableResult(st.name, error=f"{st.name}: {e}")
 

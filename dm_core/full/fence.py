@@ -20,7 +20,8 @@ Protocol:
    takes it again on a new connection. If another job took it meanwhile, the fence is lost:
    ``Hold.lost`` is set, ``on_lost`` is called (the job cancels its Spark jobs) and the job stops
    before its next chunk, saying why. While the state store stays out of reach the watch keeps
-   trying; the load's own records fail then too.
+   trying (``Hold.held`` is clear meanwhile); the load waits for the store, then for the fence
+   (``Hold.wait_held``), before it writes again (spark_jobs/full_load.py).
 3. ``dmctl stop-task``, ``pause-task`` and ``start-task`` (before it resets anything) wait until no
    job holds it (dm_core/cli/lifecycle.py), so they return once the load has really stopped.
 """
@@ -78,15 +79,21 @@ def wait_free(dsn: str, task: str, log: logging.Logger, *, cancelled: Callable[[
         store.close()
 
 
-def _first_line(e: Exception) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-
-
 @dataclass
 class Hold:
-    """The fence as a job holds it: how long it waited, and whether it lost it since."""
+    """The fence as a job holds it: how long it waited, whether it holds it now (clear while
+    its connection is broken) and whether it lost it to another load."""
     waited: float
     lost: threading.Event = field(default_factory=threading.Event)
+    held: threading.Event = field(default_factory=threading.Event)
+
+    def wait_held(self, timeout: float) -> bool:
+        """Whether the fence is held (again) within ``timeout``; False at once when it is lost."""
+        deadline = time.monotonic() + timeout
+        while not self.held.wait(0.1):
+            if self.lost.is_set() or time.monotonic() > deadline:
+                return False
+        return not self.lost.is_set()
 
 
 class _Watch(threading.Thread):
@@ -100,6 +107,8 @@ class _Watch(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
+        from dm_core.state.outage import first_line
+
         broken = False
         while not self.done.wait(self.check_s):
             if not broken:
@@ -108,8 +117,9 @@ class _Watch(threading.Thread):
                     continue
                 except Exception as e:   # noqa: BLE001 - the connection broke: take the fence again at once
                     broken = True
+                    self.hold.held.clear()
                     self.log.warning("the full load of task %s lost its state-store connection, and the fence with "
-                                     "it (%s): taking it again", self.task, _first_line(e))
+                                     "it (%s): taking it again", self.task, first_line(e))
             try:
                 self.store.reconnect()
                 got = self.store.hold_full_load(self.task)
@@ -119,6 +129,7 @@ class _Watch(threading.Thread):
                 self._lose()
                 return
             broken = False
+            self.hold.held.set()
             self.log.warning("the full load of task %s took its fence again after the state store's connection "
                              "broke: no other load holds it", self.task)
 
@@ -144,6 +155,7 @@ def held(dsn: str, task: str, log: logging.Logger, *, cancelled: Callable[[], bo
     watch = None
     try:
         hold = Hold(_wait(lambda: store.hold_full_load(task), task, log, cancelled, poll_s))
+        hold.held.set()
         watch = _Watch(store, task, log, hold, on_lost, check_s)
         watch.start()
         yield hold

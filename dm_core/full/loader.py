@@ -43,6 +43,7 @@ class TableResult:
     loaded: list[int] = field(default_factory=list)    # landed by this run
     rows: int = 0                                      # rows landed by this run
     error: str | None = None
+    store_outage: bool = False                         # the error was the state store's absence
 
 
 class ChunkFailed(Exception):
@@ -118,7 +119,10 @@ def load_table(task, st, up_ep, target_ep, store, land, *, chunk_rows: int, para
     failed = [f.exception() for f in futs if not f.cancelled() and f.exception()]
     res.loaded.sort()
     if failed:
+        from dm_core.state.outage import store_away
+
         res.error = "; ".join(str(e) for e in failed)
+        res.store_outage = any(store_away(e) for e in failed)
     return res
 
 

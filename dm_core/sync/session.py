@@ -41,12 +41,12 @@ skip|replace`); the next success resets the count.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from dm_core.state import lifecycle
+from dm_core.state.outage import STORE_OUTAGE_S, is_store_outage, reconnect_within
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,6 @@ log = logging.getLogger(__name__)
 POKE_INTERVAL = 0.5
 # Transient errors in a row before the source pauses (backoff min(60, 2**n) s between them).
 TRANSIENT_RETRIES = 8
-# how long a source waits, in its process, for a state store that went away (a Postgres restart)
-STORE_OUTAGE_S = float(os.environ.get("SHARDFLOW_STORE_OUTAGE_S") or 300)
 # A table held back this long (shard DDL, either mode) is warned about, and again as often while it stays held.
 HELD_WARN_SECONDS = 1800.0
 
@@ -116,7 +114,7 @@ class SyncSession:
         try:
             return self._step()
         except Exception as e:  # noqa: BLE001 - only an unreachable state store is ridden out here
-            if not _is_store_outage(e):
+            if not is_store_outage(e):
                 raise
             out = self._store_outage(e)
             if out is None:   # a connection that broke, to a store that answers again at once
@@ -137,22 +135,15 @@ class SyncSession:
         out = StepOutcome("retrying")
         log.warning("source %s: the state store is unreachable (%s); waiting for it for up to %.0fs", sid,
                     _one_line(e), STORE_OUTAGE_S)
-        waited, wait = 0.0, 1.0
-        while True:
-            try:
-                self.store.reconnect()
-                self._fenced = False   # the fence (an advisory lock) went with the old connection
-                if not waited and self._store_answers():
-                    return None
-                break
-            except Exception as again:  # noqa: BLE001 - still away
-                from dm_core.errors import ErrorCode
-
-                away = getattr(again, "code", None) is ErrorCode.STATE_STORE_UNREACHABLE or _is_store_outage(again)
-                if waited >= STORE_OUTAGE_S or not away:
-                    raise e from again
-                self._sleep(wait)
-                waited, wait = waited + wait, min(30.0, wait * 2)
+        try:
+            waited = reconnect_within(self.store, STORE_OUTAGE_S, sleep=self._sleep)
+        except Exception as again:  # noqa: BLE001 - not the store's absence
+            raise e from again
+        if waited is None:
+            raise e
+        self._fenced = False   # the fence (an advisory lock) went with the old connection
+        if not waited and self._store_answers():
+            return None
         out.say(logging.WARNING, f"source {sid}: the state store was unreachable ({_one_line(e)}); it is back after "
                                  f"{waited:.0f}s of waiting, and the source syncs on from its checkpoint")
         return out
@@ -302,7 +293,7 @@ class SyncSession:
 
         sid = self.source_id
         self._syncer = None  # its connections may be broken: the next step builds a new one
-        if _is_store_outage(e):
+        if is_store_outage(e):
             waited = self._store_outage(e)   # nothing can be recorded without it: wait for it
             if waited is not None:
                 return waited
@@ -388,12 +379,3 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:500] or type(e).__name__
 
 
-def _is_store_outage(e: BaseException) -> bool:
-    """The state store (Postgres) cannot be reached: psycopg's OperationalError, also where
-    the syncer said so (STATE_STORE_UNREACHABLE, raised from it)."""
-    from dm_core.errors import ErrorCode
-
-    if getattr(e, "code", None) is ErrorCode.STATE_STORE_UNREACHABLE and e.__cause__ is not None:
-        e = e.__cause__
-    # OperationalError: the server went away; InterfaceError: a connection that broke before
-    return type(e).__module__.startswith("psycopg") and type(e).__name__ in ("OperationalError", "InterfaceError")

@@ -106,6 +106,7 @@ def test_a_fence_whose_connection_broke_is_taken_again(stack, uniq, caplog):
                 _wait(lambda: "took its fence again" in caplog.text, "the watch did not take the fence again")
                 assert "lost its state-store connection, and the fence with it" in caplog.text
                 assert store.full_load_held(task) and not hold.lost.is_set() and not lost.is_set()
+                assert hold.wait_held(0)
                 other = StateStore(store.dsn, migrate=False)
                 try:
                     assert not other.hold_full_load(task), "a second load got the fence the first took again"
@@ -127,7 +128,7 @@ def test_a_fence_taken_by_another_load_meanwhile_is_lost_and_said(stack, uniq, c
                 _terminate_holder(holder, task)
                 assert holder.hold_full_load(task), "the terminated backend kept the fence"
                 _wait(hold.lost.is_set, "the load did not notice it lost its fence", timeout=10)
-                assert on_lost.is_set()
+                assert on_lost.is_set() and not hold.wait_held(1)
                 assert f"the full load of task {task} lost its fence" in caplog.text
                 assert "another full load of the task holds it now: this one stops" in caplog.text
     finally:

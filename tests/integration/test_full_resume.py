@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import psycopg2
 import pytest
@@ -21,6 +22,7 @@ from .test_full_support import (cleanup, drop, execute, read_report, register, r
                                 submit_cmd, task_yaml)
 
 pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -193,6 +195,36 @@ def test_killed_mid_load_then_rerun_loads_only_the_rest(stack, shards, task_of, 
     done_before = _done(stack["state_dsn"], task.name)
     assert sum(map(len, done_before.values())) < 61, "everything was loaded before the kill"
     _rerun_loads_only_the_rest(task, store, stack, done_before, tmp_path, fenced=kill == "jvm")
+
+
+def test_a_state_store_restart_mid_load_is_waited_out_and_the_load_goes_on(stack, shards, task_of, tmp_path):
+    """Postgres stopped for 4 s mid-load (`scripts/stack.sh pg-bounce`): the job waits for it,
+    then loads what is not recorded, adopting a chunk committed but cut off before its record;
+    it ends 0 and the target equals the upstream."""
+    make, store = task_of
+    task = make(shards)
+    log = tmp_path / "bounce.log"
+    with open(log, "w") as f:
+        p = subprocess.Popen(submit_cmd(task.name, "--chunk-rows", "100"), start_new_session=True, stdout=f,
+                             stderr=subprocess.STDOUT, env=spark_env({"SHARDFLOW_FAULTS": "full.before_chunk_merge=sleep:0.3"}))
+    try:
+        deadline = time.monotonic() + 300
+        while sum(map(len, _done(stack["state_dsn"], task.name).values())) < 8:
+            assert p.poll() is None, f"the load ended (rc {p.returncode}) before the restart: {log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, "no progress within 300 s"
+            time.sleep(0.2)
+        bounce = subprocess.run([str(ROOT / "scripts" / "stack.sh"), "pg-bounce", "4"], capture_output=True, text=True)
+        assert bounce.returncode == 0, bounce.stdout + bounce.stderr
+        assert p.wait(300) == 0, log.read_text()[-5000:]
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    out = log.read_text()
+    assert "the state store is unreachable" in out and "the state store is back after" in out, out[-5000:]
+    store.reconnect()
+    assert sum(map(len, _done(stack["state_dsn"], task.name).values())) == 61
+    diffs = compare_task(task, store)
+    assert len(diffs) == 3 and all(d.equal for d in diffs), render(diffs)
 
 
 def test_hard_exit_after_n_chunk_writes_then_rerun(stack, shards, task_of, tmp_path):

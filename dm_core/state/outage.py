@@ -1,0 +1,60 @@
+"""A state store (Postgres) that went away: how a long-running process tells, and waits for it.
+
+Why wait rather than fail: the sync's and the full load's processes hold work in flight (a
+window, chunks landing) whose effects count only once recorded; failing would hand the
+restart to an Airflow that shares that Postgres and may be gone too. Waiting keeps the process
+and loses nothing: what was cut off is read (sync) or adopted or landed again (full load).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+# how long a process waits for a state store that went away (a Postgres restart)
+STORE_OUTAGE_S = float(os.environ.get("SHARDFLOW_STORE_OUTAGE_S") or 300)
+
+
+def is_store_outage(e: BaseException) -> bool:
+    """The state store cannot be reached: psycopg's OperationalError, also where shardflow
+    said so (STATE_STORE_UNREACHABLE, raised from it)."""
+    from dm_core.errors import ErrorCode
+
+    if getattr(e, "code", None) is ErrorCode.STATE_STORE_UNREACHABLE and e.__cause__ is not None:
+        e = e.__cause__
+    # OperationalError: the server went away; InterfaceError: a connection that broke before
+    return type(e).__module__.startswith("psycopg") and type(e).__name__ in ("OperationalError", "InterfaceError")
+
+
+def store_away(e: BaseException) -> bool:
+    """``is_store_outage``, or shardflow's STATE_STORE_UNREACHABLE however it was raised (a
+    connection that could not be opened at all)."""
+    from dm_core.errors import ErrorCode
+
+    return getattr(e, "code", None) is ErrorCode.STATE_STORE_UNREACHABLE or is_store_outage(e)
+
+
+def reconnect_within(store, limit: float, *, sleep: Callable[[float], None] = time.sleep) -> float | None:
+    """Reconnect ``store`` (a StateStore), retrying with backoff (1 s doubling to 30 s) while
+    the server stays away, for up to ``limit`` seconds; the seconds waited, None if it stayed
+    away. Any other error is raised."""
+
+    waited, wait = 0.0, 1.0
+    while True:
+        try:
+            store.reconnect()
+            return waited
+        except Exception as again:  # noqa: BLE001 - still away, or something else (raised)
+            if not store_away(again):
+                raise
+            if waited >= limit:
+                return None
+            sleep(wait)
+            waited, wait = waited + wait, min(30.0, wait * 2)
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
