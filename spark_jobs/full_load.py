@@ -227,7 +227,10 @@ def _store_back(store, task: str, outage, hold) -> bool:
 
     log.warning("full load of %s: the state store is unreachable (%s); waiting for it for up to %.0fs, then the "
                 "load goes on from the chunks recorded", task, first_line(outage), STORE_OUTAGE_S)
-    waited = reconnect_within(store, STORE_OUTAGE_S)
+    waited = reconnect_within(store, STORE_OUTAGE_S, stop=lambda: _stop_why(hold) is not None)
+    if _stop_why(hold):
+        log.error("full load of %s: %s while it waited for the state store", task, _stop_why(hold))
+        return False
     if waited is None:
         log.error("full load of %s: the state store stayed unreachable for %.0fs: the load stops; a rerun loads the "
                   "chunks not recorded", task, STORE_OUTAGE_S)

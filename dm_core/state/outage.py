@@ -35,11 +35,11 @@ def store_away(e: BaseException) -> bool:
     return getattr(e, "code", None) is ErrorCode.STATE_STORE_UNREACHABLE or is_store_outage(e)
 
 
-def reconnect_within(store, limit: float, *, sleep: Callable[[float], None] = time.sleep) -> float | None:
+def reconnect_within(store, limit: float, *, sleep: Callable[[float], None] = time.sleep,
+                     stop: Callable[[], bool] = lambda: False) -> float | None:
     """Reconnect ``store`` (a StateStore), retrying with backoff (1 s doubling to 30 s) while
-    the server stays away, for up to ``limit`` seconds; the seconds waited, None if it stayed
-    away. Any other error is raised."""
-
+    the server stays away, for up to ``limit`` seconds or until ``stop()``; the seconds waited,
+    None if it stayed away (or the wait was stopped). Any other error is raised."""
     waited, wait = 0.0, 1.0
     while True:
         try:
@@ -48,9 +48,12 @@ def reconnect_within(store, limit: float, *, sleep: Callable[[float], None] = ti
         except Exception as again:  # noqa: BLE001 - still away, or something else (raised)
             if not store_away(again):
                 raise
-            if waited >= limit:
+            if waited >= limit or stop():
                 return None
-            sleep(wait)
+            for _ in range(int(wait)):   # a second at a time: a stop ends the wait soon
+                if stop():
+                    return None
+                sleep(1.0)
             waited, wait = waited + wait, min(30.0, wait * 2)
 
 
