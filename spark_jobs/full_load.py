@@ -204,17 +204,27 @@ def _load(args, session: _Starting, started: float) -> int:
     try:
         with fence.held(store.dsn, args.task, log, cancelled=runner.CANCELLED.is_set,
                         on_lost=lambda: session.get().sparkContext.cancelAllJobs()) as hold:
-            while True:
+            for again in range(OUTAGE_PASSES + 1):
                 try:
                     rc, outage = _load_held(args, session, started, store, hold)
                 except Exception as e:
                     if not store_away(e):
                         raise
                     rc, outage = 1, e
-                if outage is None or _stop_why(hold) or not _store_back(store, args.task, outage, hold):
+                if outage is None or _stop_why(hold):
                     return rc
+                if again == OUTAGE_PASSES:   # a store that answers, then fails again (connections refused)
+                    log.error("full load of %s: the state store went away %d times during the load: it stops; a "
+                              "rerun loads the chunks not recorded (the last error: %s)", args.task, again + 1, outage)
+                    return rc
+                if not _store_back(store, args.task, outage, hold):
+                    return rc
+            return 1   # not reached: the last pass returns
     finally:
         store.close()
+
+
+OUTAGE_PASSES = 5   # how many times the load goes on after the state store went away
 
 
 def _store_back(store, task: str, outage, hold) -> bool:
