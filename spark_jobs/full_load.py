@@ -233,10 +233,10 @@ def _store_back(store, task: str, outage, hold) -> bool:
     chunk cut off mid-record is adopted (its marker is committed downstream), one cut off
     mid-land is landed again: nothing doubles."""
     from dm_core.full.fence import CHECK_S
-    from dm_core.state.outage import STORE_OUTAGE_S, first_line, reconnect_within
+    from dm_core.state.outage import STORE_OUTAGE_S, one_line, reconnect_within
 
     log.warning("full load of %s: the state store is unreachable (%s); waiting for it for up to %.0fs, then the "
-                "load goes on from the chunks recorded", task, first_line(outage), STORE_OUTAGE_S)
+                "load goes on from the chunks recorded", task, one_line(outage), STORE_OUTAGE_S)
     waited = reconnect_within(store, STORE_OUTAGE_S, stop=lambda: _stop_why(hold) is not None)
     if _stop_why(hold):
         log.error("full load of %s: %s while it waited for the state store", task, _stop_why(hold))

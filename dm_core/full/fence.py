@@ -107,7 +107,7 @@ class _Watch(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
-        from dm_core.state.outage import first_line
+        from dm_core.state.outage import one_line
 
         broken = False
         while not self.done.wait(self.check_s):
@@ -119,7 +119,7 @@ class _Watch(threading.Thread):
                     broken = True
                     self.hold.held.clear()
                     self.log.warning("the full load of task %s lost its state-store connection, and the fence with "
-                                     "it (%s): taking it again", self.task, first_line(e))
+                                     "it (%s): taking it again", self.task, one_line(e))
             try:
                 self.store.reconnect()
                 got = self.store.hold_full_load(self.task)

@@ -57,7 +57,7 @@ def reconnect_within(store, limit: float, *, sleep: Callable[[float], None] = ti
             waited, wait = waited + wait, min(30.0, wait * 2)
 
 
-def first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+def one_line(e: BaseException | str) -> str:
+    """An error as one line of a log or a status message (its text's whitespace folded)."""
+    return " ".join(str(e).split())[:500] or type(e).__name__
 

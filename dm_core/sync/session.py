@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from dm_core.state import lifecycle
-from dm_core.state.outage import STORE_OUTAGE_S, is_store_outage, reconnect_within
+from dm_core.state.outage import STORE_OUTAGE_S, is_store_outage, one_line, reconnect_within
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class SyncSession:
             if out is None:   # a connection that broke, to a store that answers again at once
                 out = StepOutcome("retrying")
                 out.say(logging.WARNING, f"source {self.source_id}: the connection to the state store broke "
-                                         f"({_one_line(e)}); reconnected, the source syncs on from its checkpoint")
+                                         f"({one_line(e)}); reconnected, the source syncs on from its checkpoint")
             return out
 
     def _store_outage(self, e: BaseException) -> StepOutcome | None:
@@ -134,7 +134,7 @@ class SyncSession:
         self._syncer = None   # its connections are gone with the store's
         out = StepOutcome("retrying")
         log.warning("source %s: the state store is unreachable (%s); waiting for it for up to %.0fs", sid,
-                    _one_line(e), STORE_OUTAGE_S)
+                    one_line(e), STORE_OUTAGE_S)
         try:
             waited = reconnect_within(self.store, STORE_OUTAGE_S, sleep=self._sleep)
         except Exception as again:  # noqa: BLE001 - not the store's absence
@@ -144,7 +144,7 @@ class SyncSession:
         self._fenced = False   # the fence (an advisory lock) went with the old connection
         if not waited and self._store_answers():
             return None
-        out.say(logging.WARNING, f"source {sid}: the state store was unreachable ({_one_line(e)}); it is back after "
+        out.say(logging.WARNING, f"source {sid}: the state store was unreachable ({one_line(e)}); it is back after "
                                  f"{waited:.0f}s of waiting, and the source syncs on from its checkpoint")
         return out
 
@@ -304,20 +304,20 @@ class SyncSession:
             wait = min(60.0, 2.0 ** self.failures)
             out.state = "retrying"
             out.say(logging.WARNING, f"source {sid}: transient error (attempt {self.failures} of {self.pacing.transient_retries}), "
-                                     f"retrying from the last checkpoint in {wait:.0f}s: {_one_line(e)}")
+                                     f"retrying from the last checkpoint in {wait:.0f}s: {one_line(e)}")
             self.store.update_source_state(
                 self.task.name, sid, error=f"transient error (attempt {self.failures} of {self.pacing.transient_retries}; "
-                                           f"next try in {wait:.0f}s): {_one_line(e)}",
+                                           f"next try in {wait:.0f}s): {one_line(e)}",
                 error_code=e.code.number if getattr(e, "code", None) else None)
             self._finish(out)
             self._backoff(wait)
             return out
         if transient:
             err = ErrorCode.SYNC_RETRIES_EXHAUSTED.error(
-                f"source {sid} failed {self.failures + 1} times in a row with transient errors; the last: {_one_line(e)}")
+                f"source {sid} failed {self.failures + 1} times in a row with transient errors; the last: {one_line(e)}")
         else:
             err = ErrorCode.SYNC_FAILED.error(f"source {sid} stopped on an unexpected error: {type(e).__name__}: "
-                                              f"{_one_line(e)}")
+                                              f"{one_line(e)}")
             log.exception("source %s: unexpected error", sid)
         self.failures = 0
         st = self.store.source_state(self.task.name, sid)
@@ -373,9 +373,5 @@ class SyncSession:
         self._acc_rows, self._acc_seconds, self._acc_lag = 0, 0.0, None
         self._next_record = self._clock() + self.pacing.record_seconds
         out.record = True
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:500] or type(e).__name__
 
 

@@ -119,6 +119,23 @@ def _rerun_loads_only_the_rest(task, store, stack, done_before, tmp_path, *, ado
     return report
 
 
+def _slowed_load(task: str, stack, log, *args: str) -> subprocess.Popen:
+    """The load under a spark-submit of its own, each chunk slowed a little so that what a
+    test does to it (a kill, a restart) lands mid-load, not after it; its output goes to ``log``."""
+    with open(log, "w") as f:
+        return subprocess.Popen(submit_cmd(task, "--chunk-rows", "100", *args), start_new_session=True, stdout=f,
+                                stderr=subprocess.STDOUT,
+                                env=spark_env({"SHARDFLOW_FAULTS": "full.before_chunk_merge=sleep:0.3"}))
+
+
+def _wait_for_chunks(p: subprocess.Popen, task: str, stack, log, n: int) -> None:
+    deadline = time.monotonic() + 300
+    while sum(map(len, _done(stack["state_dsn"], task).values())) < n:
+        assert p.poll() is None, f"the load ended (rc {p.returncode}) before {n} chunks: {log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, "no progress within 300 s"
+        time.sleep(0.2)
+
+
 def _group_ended(pgid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -157,17 +174,9 @@ def test_killed_mid_load_then_rerun_loads_only_the_rest(stack, shards, task_of, 
     make, store = task_of
     task = make(shards)
     log = tmp_path / "killed.log"
-    # slow every chunk down a little so the kill lands mid-load, not after it
-    with open(log, "w") as f:
-        p = subprocess.Popen(submit_cmd(task.name, "--chunk-rows", "100", "--write-turns", turns),
-                             start_new_session=True, stdout=f, stderr=subprocess.STDOUT,
-                             env=spark_env({"SHARDFLOW_FAULTS": "full.before_chunk_merge=sleep:0.3"}))
+    p = _slowed_load(task.name, stack, log, "--write-turns", turns)
     try:
-        deadline = time.monotonic() + 300
-        while sum(map(len, _done(stack["state_dsn"], task.name).values())) < 8:
-            assert p.poll() is None, f"the load ended (rc {p.returncode}) before it could be killed"
-            assert time.monotonic() < deadline, "no progress within 300 s"
-            time.sleep(0.2)
+        _wait_for_chunks(p, task.name, stack, log, 8)
         if kill == "fence":
             holder = _take_the_fence_away(stack["state_dsn"], task.name)
             try:
@@ -204,15 +213,9 @@ def test_a_state_store_restart_mid_load_is_waited_out_and_the_load_goes_on(stack
     make, store = task_of
     task = make(shards)
     log = tmp_path / "bounce.log"
-    with open(log, "w") as f:
-        p = subprocess.Popen(submit_cmd(task.name, "--chunk-rows", "100"), start_new_session=True, stdout=f,
-                             stderr=subprocess.STDOUT, env=spark_env({"SHARDFLOW_FAULTS": "full.before_chunk_merge=sleep:0.3"}))
+    p = _slowed_load(task.name, stack, log)
     try:
-        deadline = time.monotonic() + 300
-        while sum(map(len, _done(stack["state_dsn"], task.name).values())) < 8:
-            assert p.poll() is None, f"the load ended (rc {p.returncode}) before the restart: {log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, "no progress within 300 s"
-            time.sleep(0.2)
+        _wait_for_chunks(p, task.name, stack, log, 8)
         bounce = subprocess.run([str(ROOT / "scripts" / "stack.sh"), "pg-bounce", "4"], capture_output=True, text=True)
         assert bounce.returncode == 0, bounce.stdout + bounce.stderr
         assert p.wait(300) == 0, log.read_text()[-5000:]
