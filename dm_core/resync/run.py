@@ -3,6 +3,11 @@
 ``run_resync`` is what the ``repair`` task of ``dm_<task>_resync`` calls (and tests call it
 the same way). Every table is tried; one that fails is reported with its error and the run
 as a whole fails after the hold is released, so the sync never stays held for a failure.
+
+A Postgres restart under a run is waited out (dm_core/state/outage.py), as the sync and the
+full load wait it out: every call on the hold is safe to repeat, and the syncers, waiting
+for the same store, cannot break the hold meanwhile. A store that stays away past
+``SHARDFLOW_STORE_OUTAGE_S`` ends the run before it writes again.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.resync import hold
 from dm_core.resync.repair import TableRepair, repair_keys
+from dm_core.state.outage import riding_out
 
 
 @dataclass
@@ -74,26 +80,30 @@ def run_resync(task, store, run_id: str, keys: dict[str, list[dict]], *, why: st
         for name in keys:
             if name not in plans:
                 res.tables.append(TableRepair(name, error="not a target table of the task any more"))
-        hold.request(store, task.name, run_id)
+        def on_store(what, call):
+            return riding_out(store, call, what=f"re-sync run {run_id} {what}", log=log)
+
+        on_store("takes the sync hold", lambda: hold.request(store, task.name, run_id))
         try:
-            res.held = hold.wait_acks(store, task.name, run_id, sources, timeout=hold_timeout)
+            res.held = on_store("waits for the sources to hold",
+                                lambda: hold.wait_acks(store, task.name, run_id, sources, timeout=hold_timeout))
             log(f"sync held for the re-sync (live syncers at their checkpoints: "
                 f"{', '.join(f'{s} {c}' for s, c in sorted(res.held.items())) or 'none running'})")
 
             def before_write():
-                if not hold.renew(store, task.name, run_id):
+                if not on_store("renews its hold", lambda: hold.renew(store, task.name, run_id)):
                     raise ErrorCode.RESYNC_LOST_HOLD.error(f"task {task.name}: re-sync run {run_id} lost its hold")
                 now = {}
                 for sid, conn in ups.items():
                     f, p, _ = master_position(conn)
                     now[sid] = Position(f, p)
-                hold.raise_safe_exit(store, task.name, now)
+                on_store("raises the safe-mode exit points", lambda: hold.raise_safe_exit(store, task.name, now))
 
             for name, plan in sorted(plans.items()):
                 try:
                     r = repair_keys(plan, keys[name], ups, down, before_write=before_write)
                 except ShardflowError as e:
-                    if e.code is ErrorCode.RESYNC_LOST_HOLD:
+                    if e.code in (ErrorCode.RESYNC_LOST_HOLD, ErrorCode.STATE_STORE_UNREACHABLE):
                         raise   # nothing more may be written
                     r = TableRepair(name, error=str(e))
                 except Exception as e:  # noqa: BLE001 - one table's failure is its result; the others go on
@@ -101,7 +111,7 @@ def run_resync(task, store, run_id: str, keys: dict[str, list[dict]], *, why: st
                 res.tables.append(r)
                 log(r.line())
         finally:
-            hold.release(store, task.name, run_id)
+            on_store("releases the sync", lambda: hold.release(store, task.name, run_id))
             log("sync released: sources resume from their checkpoints, in safe mode up to the position after "
                 "the last read")
     except Exception as e:  # noqa: BLE001 - reported in the result, which the caller fails on

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 # how long a process waits for a state store that went away (a Postgres restart)
 STORE_OUTAGE_S = float(os.environ.get("SHARDFLOW_STORE_OUTAGE_S") or 300)
@@ -55,6 +57,31 @@ def reconnect_within(store, limit: float, *, sleep: Callable[[float], None] = ti
                     return None
                 sleep(1.0)
             waited, wait = waited + wait, min(30.0, wait * 2)
+
+
+def riding_out(store, call: Callable[[], T], *, what: str, log: Callable[[str], None],
+               limit: float | None = None, passes: int = 5, sleep: Callable[[float], None] = time.sleep) -> T:
+    """``call()``, waiting out a state store that went away under it: reconnect
+    (``reconnect_within``) and call again, at most ``passes`` times. For a process whose calls
+    are each safe to repeat (a re-sync's lease renewal and hold). Raises STATE_STORE_UNREACHABLE
+    naming ``what`` once the store stayed away ``limit`` seconds (default ``STORE_OUTAGE_S``)."""
+    from dm_core.errors import ErrorCode
+
+    limit = STORE_OUTAGE_S if limit is None else limit
+    for n in range(1, passes + 1):
+        try:
+            return call()
+        except Exception as e:  # noqa: BLE001 - the store away is waited out, anything else raised
+            if not store_away(e) or n == passes:
+                raise
+            log(f"the state store is unreachable while {what} ({one_line(e)}): waiting up to {limit:.0f}s for it "
+                "(SHARDFLOW_STORE_OUTAGE_S)")
+            waited = reconnect_within(store, limit, sleep=sleep)
+            if waited is None:
+                raise ErrorCode.STATE_STORE_UNREACHABLE.error(
+                    f"the state store stayed unreachable for {limit:.0f}s while {what}: {one_line(e)}") from e
+            log(f"the state store is back after {waited:.0f}s: {what} goes on")
+    raise AssertionError("unreachable")
 
 
 def one_line(e: BaseException | str) -> str:

@@ -4,8 +4,10 @@ rewrites downstream rows under the sync hold (dm_core/resync). Nothing may be lo
 applied twice: after the writers stop and the sources catch up, the downstream equals the
 union of the shards, checked by the validation."""
 
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +24,8 @@ from dm_core.validate.settings import settings_for
 from .shard_helpers import SourceSpec, query, run, setup_shards, teardown
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Background:
@@ -183,3 +187,37 @@ def test_a_held_source_applies_nothing_and_a_dead_resync_is_broken(syncing):
     assert hold.active(syncing.store, syncing.name) is None   # broken: no longer holds anyone
     hold.request(syncing.store, syncing.name, "other-run")     # and a new re-sync may take it
     hold.release(syncing.store, syncing.name, "other-run")
+
+
+def test_a_postgres_restart_under_a_resync_is_waited_out_and_the_run_finishes(syncing):
+    """Postgres stopped for 3 s (`scripts/stack.sh pg-bounce`) once the sync is held, before the
+    re-sync's first write: the run waits for the store, renews its hold, repairs and releases;
+    the syncers wait it out too, and the downstream ends equal to the upstream."""
+    t = f"`{syncing.tdb}`.`t`"
+    lines = []
+
+    def log(line):
+        lines.append(line)
+        if line.startswith("sync held for the re-sync"):   # the sources hold; nothing written yet
+            bounce = subprocess.run([str(ROOT / "scripts" / "stack.sh"), "pg-bounce", "3"], capture_output=True,
+                                    text=True)
+            assert bounce.returncode == 0, bounce.stdout + bounce.stderr
+
+    with Background(syncing) as bg:
+        time.sleep(3)
+        rows = query(syncing.down, f"SELECT id FROM {t} ORDER BY id")
+        bad, gone = rows[2][0], rows[5][0]
+        run(syncing.down, f"UPDATE {t} SET name = 'corrupted' WHERE id = {bad}", f"DELETE FROM {t} WHERE id = {gone}")
+        res = run_resync(syncing.task, syncing.store, "r-bounce", {f"{syncing.tdb}.t": [{"id": str(bad)},
+                                                                                       {"id": str(gone)}]}, log=log)
+        assert res.ok, res.render() + "\n" + "\n".join(lines)
+        assert [tr.written for tr in res.tables] == [2], res.render()
+        text = "\n".join(lines)
+        assert "the state store is unreachable while re-sync run r-bounce renews its hold" in text, text
+        assert "the state store is back after" in text, text
+        assert hold.active(syncing.store, syncing.name) is None   # released once the store was back
+        bg.writing.clear()
+        time.sleep(0.5)
+        _caught_up(syncing)
+    again = validate_task(syncing.task, syncing.store, settings=_settings(syncing.task))
+    assert again.status == "equal", render(again)

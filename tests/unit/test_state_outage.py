@@ -4,7 +4,7 @@ load do (their servers are in tests/integration/test_state_store_outage.py and t
 import pytest
 
 from dm_core.errors import ErrorCode
-from dm_core.state.outage import reconnect_within, store_away
+from dm_core.state.outage import reconnect_within, riding_out, store_away
 
 
 class _Store:
@@ -46,3 +46,41 @@ def test_what_counts_as_the_store_away():
     assert store_away(ErrorCode.STATE_STORE_UNREACHABLE.error("x"))
     assert not store_away(ValueError("x"))
     assert not store_away(ErrorCode.FULL_LOAD_FAILED.error("x"))
+
+
+class _Call:
+    """Fails with ``errors`` in turn, then returns "done"."""
+
+    def __init__(self, *errors: Exception):
+        self.errors, self.calls = list(errors), 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "done"
+
+
+def _gone():
+    return ErrorCode.STATE_STORE_UNREACHABLE.error("cannot connect to the state store: Connection refused")
+
+
+@pytest.mark.parametrize("call, store, want, calls, said", [
+    (_Call(), _Store(0), "done", 1, []),                                         # nothing to wait for
+    (_Call(_gone()), _Store(2), "done", 2, ["unreachable while x renews", "back after 3s: x renews goes on"]),
+    (_Call(_gone()), _Store(99), ErrorCode.STATE_STORE_UNREACHABLE, 1, ["unreachable"]),   # away past the limit
+    (_Call(ValueError("bad")), _Store(0), ValueError, 1, []),                     # not the store: raised at once
+    (_Call(*[_gone()] * 5), _Store(0), ErrorCode.STATE_STORE_UNREACHABLE, 5, ["unreachable", "back"] * 4),  # passes used up
+])
+def test_riding_out_repeats_a_call_once_the_store_is_back(call, store, want, calls, said):
+    lines: list[str] = []
+    if isinstance(want, str):
+        assert riding_out(store, call, what="x renews", log=lines.append, limit=60, sleep=lambda s: None) == want
+    else:
+        with pytest.raises(Exception) as got:
+            riding_out(store, call, what="x renews", log=lines.append, limit=60, sleep=lambda s: None)
+        assert (getattr(got.value, "code", None) is want) if isinstance(want, ErrorCode) else isinstance(got.value, want)
+        if want is ErrorCode.STATE_STORE_UNREACHABLE and store.away == 99:
+            assert "stayed unreachable for 60s while x renews" in str(got.value)
+    assert call.calls == calls
+    assert len(lines) == len(said) and all(s in line for s, line in zip(said, lines)), lines
