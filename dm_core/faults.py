@@ -25,6 +25,9 @@ state store), ``full.before_chunk_merge`` (a chunk is staged downstream, not yet
 dm_core/full/small_tables.py), ``full.reread.after_empty`` (the full phase's ``finish`` emptied
 the targets of tables a rename harmed and has not read them again yet: dm_core/full/reread.py).
 
+``validate.before_record``: the validation job (spark_jobs/validate.py) is about to write its
+result so far, or its final result, to the state store.
+
 ``binlog.decode_row``: the binlog reader is about to decode a row event of a table the task
 replicates; ``raise:N`` makes the N-th such event undecodable (dm_core/binlog/window.py).
 

@@ -46,7 +46,9 @@ def _parse_arguments(argv=None):
 
 def _run(args) -> int:
     from dm_core.config.task import parse_task
+    from dm_core import faults
     from dm_core.jobhost import runner
+    from dm_core.state.outage import riding_out
     from dm_core.state.store import StateStore
     from dm_core.validate.compare import UnknownTables, checkpoints, validate_task
     from dm_core.validate.result import ValidationResult, render
@@ -65,12 +67,19 @@ def _run(args) -> int:
     store.put_validation(task.name, args.run_id, "running", res.to_dict(), finished=False)
     last_flush = [time.monotonic()]
 
+    def record(status: str, r, finished: bool) -> None:
+        """The result so far into the store, waiting out a Postgres restart (a rerun would
+        compare every table again)."""
+        faults.hit("validate.before_record")
+        riding_out(store, lambda: store.put_validation(task.name, args.run_id, status, r.to_dict(), finished=finished),
+                   what=f"validation run {args.run_id} records its result", log=log.warning)
+
     def flush(r) -> None:
         t = r.tables[-1]
         log.info("%s: %s, %d upstream rows, %d differing, %.1fs", t.target, t.status.upper(), t.upstream_rows,
                  t.differing_rows(), t.seconds)
         if time.monotonic() - last_flush[0] >= settings.meta_flush_interval:
-            store.put_validation(task.name, args.run_id, "running", r.to_dict(), finished=False)
+            record("running", r, False)
             last_flush[0] = time.monotonic()
 
     only = [t.strip() for t in args.tables.split(",") if t.strip()]
@@ -82,7 +91,7 @@ def _run(args) -> int:
     except Exception:  # noqa: BLE001 - stored in the result (validate_task set res.error)
         log.exception("validation of %s failed", task.name)
     res.finished_at = res.finished_at or dt.datetime.now(dt.timezone.utc).isoformat()
-    store.put_validation(task.name, args.run_id, res.status, res.to_dict(), finished=True)
+    record(res.status, res, True)
     log.info("validation of %s (run %s):\n%s", task.name, args.run_id, render(res))
     store.close()
     return 1 if res.error else 0

@@ -28,12 +28,15 @@ and step 2 does not wait.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
 from dm_core.db import qi, qt
 from dm_core.validate.diff import Diff, key_diff, split_explained
 from dm_core.validate.rows import Record, norm, select_list, types_of
+
+log = logging.getLogger("shardflow.validate")
 
 
 @dataclass
@@ -57,11 +60,17 @@ class SyncWaiter:
         """``stop()``: checked at each poll; once true, the wait raises errors.Cancelled."""
         self.task, self.store, self.up_conns, self.poll, self.stop = task, store, up_conns, poll, stop
 
+    def _ask(self, call):
+        """A read of the state store, waiting out a Postgres restart (dm_core/state/outage.py)."""
+        from dm_core.state.outage import riding_out
+
+        return riding_out(self.store, call, what="the validation waits for replication", log=log.warning)
+
     def replicating(self) -> str | None:
         """None when rows may be in flight, else why nothing is (no wait needed)."""
         if self.task.task_mode not in ("all", "incremental"):
             return f"task-mode {self.task.task_mode} does not replicate"
-        got = self.store.get_task(self.task.name)
+        got = self._ask(lambda: self.store.get_task(self.task.name))
         if got is not None and got[1] == "stopped":
             return "the task is stopped"
         return None
@@ -73,7 +82,7 @@ class SyncWaiter:
 
         if self.replicating() is not None:
             return None
-        got = self.store.get_task(self.task.name)
+        got = self._ask(lambda: self.store.get_task(self.task.name))
         if got is not None and got[1] == "paused":
             return "the task is paused: the downstream cannot catch up"
         targets = {}
@@ -81,7 +90,7 @@ class SyncWaiter:
             f, p, _ = master_position(conn)
             targets[sid] = Position(f, p)
         while True:
-            states = {s["source_id"]: s for s in self.store.all_source_states(self.task.name)}
+            states = {s["source_id"]: s for s in self._ask(lambda: self.store.all_source_states(self.task.name))}
             behind = []
             for sid, want in targets.items():
                 s = states.get(sid) or {}

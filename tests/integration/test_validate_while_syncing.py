@@ -3,8 +3,10 @@ background thread (as the sensors do) while the upstream keeps writing. Rows in 
 never be reported as differences (chunks re-checked after catch-up, rows re-checked by key); a
 row damaged downstream still is, by its key."""
 
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,8 @@ from dm_core.validate.settings import settings_for
 from .shard_helpers import SourceSpec, query, run, setup_shards, teardown
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Background:
@@ -130,3 +134,28 @@ def test_a_cancelled_validation_stops_waiting_for_replication(syncing):
     finally:
         for c in ups.values():
             c.close()
+
+
+def test_a_postgres_restart_before_the_result_is_recorded_is_waited_out(syncing, monkeypatch):
+    """The validation job (spark_jobs/validate.py, in process: it starts no Spark) compares,
+    then Postgres restarts (`scripts/stack.sh pg-bounce`) before it records its result: it waits
+    for the store and records it, rather than failing for Airflow to compare everything again."""
+    from spark_jobs import validate as job
+
+    monkeypatch.setenv("SHARDFLOW_FAULTS", "validate.before_record=sleep:3")
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.update(rc=job._run(job._parse_arguments(
+        ["--task", syncing.name, "--run-id", "r-bounce"]))))
+    t.start()
+    deadline = time.monotonic() + 60
+    while syncing.store.validation(syncing.name, "r-bounce") is None:   # marked running: it compares now
+        assert time.monotonic() < deadline and t.is_alive(), out
+        time.sleep(0.1)
+    bounce = subprocess.run([str(ROOT / "scripts" / "stack.sh"), "pg-bounce", "3"], capture_output=True, text=True)
+    assert bounce.returncode == 0, bounce.stdout + bounce.stderr
+    t.join(120)
+    assert out.get("rc") == 0, out
+    syncing.store.reconnect()   # the test's own connection went with the restart
+    got = syncing.store.validation(syncing.name, "r-bounce")
+    assert got["status"] == "equal" and got["finished_at"], got
+    assert sum(t["upstream_rows"] for t in got["tables"]) >= 60, got
