@@ -84,6 +84,19 @@ def riding_out(store, call: Callable[[], T], *, what: str, log: Callable[[str], 
     raise AssertionError("unreachable")
 
 
+def opening(open_store: Callable[[], T], *, what: str, log: Callable[[str], None], limit: float | None = None,
+            sleep: Callable[[float], None] = time.sleep) -> T:
+    """``open_store()`` (a new StateStore), waiting as ``riding_out`` does while the server is
+    away: for work that opens a connection of its own mid-run."""
+
+    class _Again:   # reconnect_within's probe: can a connection be opened yet?
+        @staticmethod
+        def reconnect() -> None:
+            open_store().close()
+
+    return riding_out(_Again(), open_store, what=what, log=log, limit=limit, sleep=sleep)
+
+
 def one_line(e: BaseException | str) -> str:
     """An error as one line of a log or a status message (its text's whitespace folded)."""
     return " ".join(str(e).split())[:500] or type(e).__name__

@@ -337,9 +337,11 @@ def _result(j: TableJob) -> TableResult:
 
 def _look(servers, j: TableJob, task, dsn: str, settings) -> TableResult:
     """Drill into one table's differing chunks (or read its rows) on this thread's connections."""
+    from dm_core.state.outage import opening
     from dm_core.state.store import StateStore
 
-    with StateStore(dsn) as store:
+    with opening(lambda: StateStore(dsn), what=f"the validation of {j.plan.name} opens the state store",
+                 log=log.warning) as store:
         eps = {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances}
         ups = {sid: connect(ep) for sid, ep in eps.items()}
         down = connect(target_endpoint(task), downstream=True)

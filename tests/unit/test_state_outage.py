@@ -4,7 +4,7 @@ load do (their servers are in tests/integration/test_state_store_outage.py and t
 import pytest
 
 from dm_core.errors import ErrorCode
-from dm_core.state.outage import reconnect_within, riding_out, store_away
+from dm_core.state.outage import opening, reconnect_within, riding_out, store_away
 
 
 class _Store:
@@ -84,3 +84,24 @@ def test_riding_out_repeats_a_call_once_the_store_is_back(call, store, want, cal
             assert "stayed unreachable for 60s while x renews" in str(got.value)
     assert call.calls == calls
     assert len(lines) == len(said) and all(s in line for s, line in zip(said, lines)), lines
+
+
+def test_opening_waits_until_a_connection_can_be_opened():
+    tries, opened = [], []
+
+    class _Conn:
+        def close(self):
+            opened.remove(self)
+
+    def open_store():
+        tries.append(1)
+        if len(tries) <= 3:
+            raise _gone()
+        c = _Conn()
+        opened.append(c)
+        return c
+
+    lines: list[str] = []
+    got = opening(open_store, what="x opens", log=lines.append, sleep=lambda s: None)
+    assert opened == [got], "the probe's connection is closed; the one returned stays open"
+    assert len(tries) == 5 and "unreachable while x opens" in lines[0] and "back after" in lines[1], (tries, lines)
