@@ -45,8 +45,8 @@ def _parse_arguments(argv=None):
 
 
 def _run(args) -> int:
-    from dm_core.config.task import parse_task
     from dm_core import faults
+    from dm_core.config.task import parse_task
     from dm_core.jobhost import runner
     from dm_core.state.outage import riding_out
     from dm_core.state.store import StateStore

@@ -80,6 +80,7 @@ def run_resync(task, store, run_id: str, keys: dict[str, list[dict]], *, why: st
         for name in keys:
             if name not in plans:
                 res.tables.append(TableRepair(name, error="not a target table of the task any more"))
+
         def on_store(what, call):
             return riding_out(store, call, what=f"re-sync run {run_id} {what}", log=log)
 
