@@ -63,8 +63,9 @@ def riding_out(store, call: Callable[[], T], *, what: str, log: Callable[[str], 
                limit: float | None = None, passes: int = 5, sleep: Callable[[float], None] = time.sleep) -> T:
     """``call()``, waiting out a state store that went away under it: reconnect
     (``reconnect_within``) and call again, at most ``passes`` times. For calls that are safe to
-    repeat (a re-sync's calls on its hold, a validation's record of its result, reads). Raises STATE_STORE_UNREACHABLE
-    naming ``what`` once the store stayed away ``limit`` seconds (default ``STORE_OUTAGE_S``)."""
+    repeat (a re-sync's calls on its hold, a validation's record of its result, reads). Raises
+    STATE_STORE_UNREACHABLE naming ``what`` once the store stayed away ``limit`` seconds
+    (default ``STORE_OUTAGE_S``)."""
     from dm_core.errors import ErrorCode
 
     limit = STORE_OUTAGE_S if limit is None else limit
