@@ -167,7 +167,10 @@ def prepare(task, store) -> dict:
                         chunk_writer.forget_markers(down, task.meta_schema, task.name, sid)
                         keyless_ledger.forget(down, task.meta_schema, task.name, sid)
                         chunk_writer.drop_plan_staging(down, task.meta_schema, old_plans)
-            if fresh and len(fresh) == len(task.mysql_instances):
+            # every source fresh (a first start, or one after a reset), or a first prepare that
+            # failed after some watermarks and before this record (user_targets.py)
+            if (fresh and len(fresh) == len(task.mysql_instances)) or not user_targets.recorded(
+                    down, task.meta_schema, task.name):
                 summary["user_made"] = [f"{s}.{t}" for s, t in user_targets.record(
                     down, task.meta_schema, task.name, [(st.target_schema, st.target_table) for _, st in members])]
             summary["created"] = ensure_targets(down, members, lambda st: partition_id_columns(task, st),

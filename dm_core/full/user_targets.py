@@ -7,8 +7,12 @@ truncates). A target the user made differs by design, and no replayed DDL repair
 to fit it: its chunks stay strict, so a value it cannot hold is refused (load_data.ValueChanged
 names the row), never written changed.
 
-Recorded once, by the first prepare of a task's full phase (every source fresh): a later
-prepare finds the targets it created itself and cannot tell them from the user's.
+Recorded once, by the first prepare of a task's full phase, before it creates any target: a
+later prepare finds the targets it created itself and cannot tell them from the user's. "First"
+is what is recorded here, not which sources have a low watermark: a first prepare that failed
+after recording some (a source it could not list) is rerun with none of them fresh, and must
+still record. ``record`` writes a row with an empty name for the task besides the targets
+(``RECORDED``), so an empty record is told from none.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 from dm_core.db import ensure_table, qt
 
 TABLE = "shardflow_user_target"
+RECORDED = ("", "")   # the row saying the task's record was taken, whatever it holds
 
 
 def _ensure(conn, meta_schema: str) -> None:
@@ -39,10 +44,18 @@ def record(conn, meta_schema: str, task: str, targets: list[tuple[str, str]]) ->
             existing += [(s, t) for s, t in ((str(a).lower(), str(b).lower()) for a, b in cur.fetchall())
                          if (s, t) in wanted]
         cur.execute(f"DELETE FROM {qt(meta_schema, TABLE)} WHERE task = %s", (task,))
-        if existing:
-            cur.executemany(f"INSERT INTO {qt(meta_schema, TABLE)} VALUES (%s, %s, %s)",
-                            [(task, s, t) for s, t in sorted(existing)])
+        cur.executemany(f"INSERT INTO {qt(meta_schema, TABLE)} VALUES (%s, %s, %s)",
+                        [(task, s, t) for s, t in [RECORDED, *sorted(existing)]])
     return sorted(existing)
+
+
+def recorded(conn, meta_schema: str, task: str) -> bool:
+    """Whether ``task``'s record was taken (any row: ``RECORDED``, or a target an older record
+    holds)."""
+    _ensure(conn, meta_schema)
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT 1 FROM {qt(meta_schema, TABLE)} WHERE task = %s LIMIT 1", (task,))
+        return cur.fetchone() is not None
 
 
 def of_task(conn, meta_schema: str, task: str) -> frozenset[tuple[str, str]]:
@@ -53,7 +66,7 @@ def of_task(conn, meta_schema: str, task: str) -> frozenset[tuple[str, str]]:
         if not cur.fetchone()[0]:
             return frozenset()
         cur.execute(f"SELECT target_schema, target_table FROM {qt(meta_schema, TABLE)} WHERE task = %s", (task,))
-        return frozenset((str(s).lower(), str(t).lower()) for s, t in cur.fetchall())
+        return frozenset((str(s).lower(), str(t).lower()) for s, t in cur.fetchall()) - {RECORDED}
 
 
 def forget(conn, meta_schema: str, task: str) -> None:

@@ -142,3 +142,43 @@ def test_differing_shards_are_refused_with_the_difference_named(stack, uniq, env
         drop_schemas(up1, [db])
         drop_schemas(up2, [db])
         drop_schemas(down, [tdb])
+
+
+def test_a_first_prepare_that_failed_after_its_watermarks_still_records_the_users_targets(stack, uniq, env,
+                                                                                         monkeypatch):
+    """The first prepare records both sources' low watermarks, then one source's listing fails;
+    the rerun finds no source fresh and must still record the target the user made before the
+    full phase, or that target's chunks would be written leniently (user_targets.py)."""
+    from dm_core import faults
+    from dm_core.db import connect
+    from dm_core.full import user_targets
+
+    make, store = env
+    up1, up2, down = stack["up1"], stack["up2"], stack["down"]
+    db, tdb = f"tu{uniq}", f"ttu{uniq}"
+    for ep in (up1, up2):
+        run(ep, f"CREATE DATABASE {db}", f"CREATE TABLE {qt(db, 't_1')} (id int PRIMARY KEY, v varchar(20))")
+    run(down, f"CREATE DATABASE {tdb}", f"CREATE TABLE {qt(tdb, 't')} (id int PRIMARY KEY, v varchar(20))")
+    try:
+        routes = {"rt": f"{{schema-pattern: {db}, table-pattern: 't_*', target-schema: {tdb}, target-table: t}}"}
+        srcs = {f"u1-{uniq}": up1, f"u2-{uniq}": up2}
+        task = make(_task(f"tu{uniq}", down, [(s, db) for s in srcs], routes, shard_mode="pessimistic"), srcs)
+        monkeypatch.setattr(faults, "_hits", {})
+        monkeypatch.setenv("SHARDFLOW_FAULTS", "upstream.list_tables=raise:2")   # one source's listing fails
+        with pytest.raises(faults.FaultInjected):
+            prepare(task, store)
+        assert all(store.source_state(task.name, sid)["low_file"] for sid in srcs), "the watermarks were recorded"
+        monkeypatch.delenv("SHARDFLOW_FAULTS")
+        out = prepare(task, store)
+        assert out.get("user_made") == [f"{tdb}.t"], out
+        conn = connect(down)
+        try:
+            assert user_targets.of_task(conn, task.meta_schema, task.name) == {(tdb.lower(), "t")}
+        finally:
+            conn.close()
+        again = prepare(task, store)   # a later prepare (a resume) keeps the record as it is
+        assert "user_made" not in again, again
+    finally:
+        drop_schemas(up1, [db])
+        drop_schemas(up2, [db])
+        drop_schemas(down, [tdb])
