@@ -4,6 +4,8 @@ generated columns, quoted defaults, charset/collation, comments, CHECK, foreign 
 AUTO_INCREMENT, partitioning); a merged group gets extract columns in its keys; shards that
 differ are refused with the difference named, and nothing is created."""
 
+from contextlib import contextmanager
+
 import pytest
 
 from dm_core.config.task import parse_task
@@ -44,6 +46,26 @@ def _task(name, down, sources, routes, *, shard_mode=""):
             + f"target-database: {target_database(down)}\nmysql-instances:\n{inst}"
             + "routes:\n" + "".join(f"  {k}: {v}\n" for k, v in routes.items())
             + f"block-allow-list:\n{bal}")
+
+
+@contextmanager
+def _shards(stack, uniq, p):
+    """A merge of two shards: the upstream database ``t<p><uniq>`` (on both upstreams, and the
+    task's name), its target database ``tt<p><uniq>`` and the sources ``<p>1-<uniq>``,
+    ``<p>2-<uniq>``; every schema is dropped when the test ends."""
+    db, tdb = f"t{p}{uniq}", f"tt{p}{uniq}"
+    try:
+        yield db, tdb, {f"{p}1-{uniq}": stack["up1"], f"{p}2-{uniq}": stack["up2"]}
+    finally:
+        drop_schemas(stack["up1"], [db])
+        drop_schemas(stack["up2"], [db])
+        drop_schemas(stack["down"], [tdb])
+
+
+def _merged_task(make, down, db, tdb, srcs, shard_mode):
+    """``db``.``t_*`` of every source merged into ``tdb``.``t``."""
+    routes = {"rt": f"{{schema-pattern: {db}, table-pattern: 't_*', target-schema: {tdb}, target-table: t}}"}
+    return make(_task(db, down, [(s, db) for s in srcs], routes, shard_mode=shard_mode), srcs)
 
 
 @pytest.fixture
@@ -100,48 +122,35 @@ def _raw_show(ep, schema, table):
 def test_merged_group_gets_extract_columns_in_its_keys(stack, uniq, env):
     make, store = env
     up1, up2, down = stack["up1"], stack["up2"], stack["down"]
-    db, tdb = f"tm{uniq}", f"ttm{uniq}"
-    for ep in (up1, up2):
-        run(ep, f"CREATE DATABASE {db}", RICH.replace("CONSTRAINT fk FOREIGN KEY (pid) REFERENCES parent (id) "
-                                                      "ON DELETE CASCADE,\n  ", "").format(t=qt(db, "t_1")))
-    try:
+    with _shards(stack, uniq, "m") as (db, tdb, srcs):
+        for ep in (up1, up2):
+            run(ep, f"CREATE DATABASE {db}", RICH.replace("CONSTRAINT fk FOREIGN KEY (pid) REFERENCES parent (id) "
+                                                          "ON DELETE CASCADE,\n  ", "").format(t=qt(db, "t_1")))
         routes = {"r": f"{{schema-pattern: {db}, target-schema: {tdb}}}",
                   "rt": f"{{schema-pattern: {db}, table-pattern: 't_*', target-schema: {tdb}, target-table: t, "
                         f"extract-source: {{source-regexp: '(.*)', target-column: c_src}}}}"}
-        srcs = {f"m1-{uniq}": up1, f"m2-{uniq}": up2}
-        task = make(_task(f"tm{uniq}", down, [(s, db) for s in srcs], routes, shard_mode="pessimistic"), srcs)
+        task = make(_task(db, down, [(s, db) for s in srcs], routes, shard_mode="pessimistic"), srcs)
         prepare(task, store)
         got = _raw_show(down, tdb, "t")
         assert "PRIMARY KEY (`id`,`c_src`)" in got
         assert "UNIQUE KEY `uk` (`name`(10),`n2`,`c_src`)" in got
         assert "`c_src` varchar(255) NOT NULL DEFAULT ''" in got
         assert "FULLTEXT KEY `ft` (`doc`)" in got and "`n2` int(11) GENERATED ALWAYS AS (`pid` * 2) VIRTUAL" in got
-    finally:
-        drop_schemas(up1, [db])
-        drop_schemas(up2, [db])
-        drop_schemas(down, [tdb])
 
 
 def test_differing_shards_are_refused_with_the_difference_named(stack, uniq, env):
     make, store = env
     up1, up2, down = stack["up1"], stack["up2"], stack["down"]
-    db, tdb = f"td{uniq}", f"ttd{uniq}"
-    run(up1, f"CREATE DATABASE {db}", f"CREATE TABLE {qt(db, 't_1')} (id int PRIMARY KEY, a int)")
-    run(up2, f"CREATE DATABASE {db}", f"CREATE TABLE {qt(db, 't_1')} (id int PRIMARY KEY, a bigint)")
-    try:
-        routes = {"rt": f"{{schema-pattern: {db}, table-pattern: 't_*', target-schema: {tdb}, target-table: t}}"}
-        srcs = {f"d1-{uniq}": up1, f"d2-{uniq}": up2}
-        task = make(_task(f"td{uniq}", down, [(s, db) for s in srcs], routes, shard_mode="optimistic"), srcs)
+    with _shards(stack, uniq, "d") as (db, tdb, srcs):
+        run(up1, f"CREATE DATABASE {db}", f"CREATE TABLE {qt(db, 't_1')} (id int PRIMARY KEY, a int)")
+        run(up2, f"CREATE DATABASE {db}", f"CREATE TABLE {qt(db, 't_1')} (id int PRIMARY KEY, a bigint)")
+        task = _merged_task(make, down, db, tdb, srcs, "optimistic")
         with pytest.raises(ShardflowError) as e:
             prepare(task, store)
         msg = str(e.value)
         assert f"cannot create merged target `{tdb}`.`t`" in msg
         assert f"column `a` is int(11) DEFAULT NULL in `{db}`.`t_1` (d1-{uniq}) but bigint(20) DEFAULT NULL" in msg
         assert not tables(down, tdb)
-    finally:
-        drop_schemas(up1, [db])
-        drop_schemas(up2, [db])
-        drop_schemas(down, [tdb])
 
 
 def test_a_first_prepare_that_failed_after_its_watermarks_still_records_the_users_targets(stack, uniq, env,
@@ -155,14 +164,11 @@ def test_a_first_prepare_that_failed_after_its_watermarks_still_records_the_user
 
     make, store = env
     up1, up2, down = stack["up1"], stack["up2"], stack["down"]
-    db, tdb = f"tu{uniq}", f"ttu{uniq}"
-    for ep in (up1, up2):
-        run(ep, f"CREATE DATABASE {db}", f"CREATE TABLE {qt(db, 't_1')} (id int PRIMARY KEY, v varchar(20))")
-    run(down, f"CREATE DATABASE {tdb}", f"CREATE TABLE {qt(tdb, 't')} (id int PRIMARY KEY, v varchar(20))")
-    try:
-        routes = {"rt": f"{{schema-pattern: {db}, table-pattern: 't_*', target-schema: {tdb}, target-table: t}}"}
-        srcs = {f"u1-{uniq}": up1, f"u2-{uniq}": up2}
-        task = make(_task(f"tu{uniq}", down, [(s, db) for s in srcs], routes, shard_mode="pessimistic"), srcs)
+    with _shards(stack, uniq, "u") as (db, tdb, srcs):
+        for ep in (up1, up2):
+            run(ep, f"CREATE DATABASE {db}", f"CREATE TABLE {qt(db, 't_1')} (id int PRIMARY KEY, v varchar(20))")
+        run(down, f"CREATE DATABASE {tdb}", f"CREATE TABLE {qt(tdb, 't')} (id int PRIMARY KEY, v varchar(20))")
+        task = _merged_task(make, down, db, tdb, srcs, "pessimistic")
         monkeypatch.setattr(faults, "_hits", {})
         monkeypatch.setenv("SHARDFLOW_FAULTS", "upstream.list_tables=raise:2")   # one source's listing fails
         with pytest.raises(faults.FaultInjected):
@@ -178,7 +184,3 @@ def test_a_first_prepare_that_failed_after_its_watermarks_still_records_the_user
             conn.close()
         again = prepare(task, store)   # a later prepare (a resume) keeps the record as it is
         assert "user_made" not in again, again
-    finally:
-        drop_schemas(up1, [db])
-        drop_schemas(up2, [db])
-        drop_schemas(down, [tdb])
