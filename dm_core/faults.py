@@ -23,7 +23,9 @@ state store), ``full.before_chunk_merge`` (a chunk is staged downstream, not yet
 ``errno:2013`` the client loses the connection before hearing so, spark_jobs/full_load.py),
 ``full.small_table`` (an executor of the small tables' pass is about to copy its next table,
 dm_core/full/small_tables.py), ``full.reread.after_empty`` (the full phase's ``finish`` emptied
-the targets of tables a rename harmed and has not read them again yet: dm_core/full/reread.py).
+the targets of tables a rename harmed and has not read them again yet: dm_core/full/reread.py),
+``full.before_high_watermark`` (the full phase's ``finish`` is about to read a source's high
+watermark and record it: dm_core/full/phase.py).
 
 ``validate.before_record``: the validation job (spark_jobs/validate.py) is about to write its
 result so far, or its final result, to the state store.
@@ -132,6 +134,8 @@ def hit(name: str) -> None:
     if not action:
         return
     if action.startswith("sleep:"):
+        with _lock:   # counted too: a test can tell a sleeping point was reached
+            _hits[name] = _hits.get(name, 0) + 1
         time.sleep(float(action[6:]))
         return
     if action.startswith("errno:"):

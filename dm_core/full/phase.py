@@ -75,6 +75,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from dm_core import faults
 from dm_core.db import connect, master_position
 from dm_core.full import chunk_writer, extract, xa_wait
 from dm_core.full.discover import SourceTable, allowed_databases, discover
@@ -83,6 +84,7 @@ from dm_core.full.plan_store import PlanStore
 from dm_core.full import user_targets
 from dm_core.full.target_schema import ensure_databases, ensure_targets
 from dm_core.schema_tracker import tracker as schema_tracker
+from dm_core.state import outage
 from dm_core.sources import source_endpoint, target_endpoint
 from dm_core.sync import keyless_ledger
 
@@ -120,7 +122,15 @@ def chunk_shape(task, st: SourceTable, up_ep, target_ep) -> extract.ChunkShape:
 
 
 def prepare(task, store) -> dict:
-    """Record low watermarks and create target tables. Returns a summary for XCom."""
+    """Record low watermarks and create target tables. Returns a summary for XCom.
+
+    A state store that goes away part-way (a Postgres restart) is waited out and prepare runs
+    again from the top: it is a rerun like any other (it keeps each recorded low watermark)."""
+    return outage.riding_out(store, lambda: _prepare(task, store), what=f"the full phase of {task.name} prepares",
+                             log=log.warning)
+
+
+def _prepare(task, store) -> dict:
     summary = {"sources": {}, "created": []}
     members = []
     databases = []
@@ -213,7 +223,16 @@ def seed_optimistic_locks(task, store, down, members) -> None:
 
 def finish(task, store) -> dict:
     """Record high watermarks; the incremental phase starts at low in safe mode. Task-mode
-    full: every source finished, no binlog read."""
+    full: every source finished, no binlog read.
+
+    A state store that goes away part-way is waited out and finish runs again: a later high
+    watermark only keeps safe mode on longer, and the re-read of renamed tables is a rerun
+    (reread.py)."""
+    return outage.riding_out(store, lambda: _finish(task, store), what=f"the full phase of {task.name} finishes",
+                             log=log.warning)
+
+
+def _finish(task, store) -> dict:
     out = {}
     totals = store.chunk_totals(task.name)
     if task.task_mode != "full":
@@ -224,6 +243,7 @@ def finish(task, store) -> dict:
             store.update_source_state(task.name, sid, stage=FINISHED)
             out[sid] = {"rows_loaded": totals.get(sid, 0)}
             continue
+        faults.hit("full.before_high_watermark")
         conn = connect(source_endpoint(store, sid))
         try:
             f, p, g = master_position(conn)

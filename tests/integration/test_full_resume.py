@@ -2,9 +2,11 @@
 a rerun loads only the chunks not yet done and the target ends equal to the upstream union,
 nothing lost, nothing duplicated (a keyless table included, whose duplicates would show)."""
 
+import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -228,6 +230,60 @@ def test_a_state_store_restart_mid_load_is_waited_out_and_the_load_goes_on(stack
     assert sum(map(len, _done(stack["state_dsn"], task.name).values())) == 61
     diffs = compare_task(task, store)
     assert len(diffs) == 3 and all(d.equal for d in diffs), render(diffs)
+
+
+@pytest.mark.parametrize("step, point", [("prepare", "upstream.list_tables"), ("finish", "full.before_high_watermark")])
+def test_a_state_store_restart_while_the_phase_prepares_or_finishes_is_waited_out(stack, shards, uniq, monkeypatch,
+                                                                                   caplog, step, point):
+    """Postgres restarts while the full phase prepares (its low watermark recorded, its tables
+    being listed) or finishes (before its high watermark): the step waits for the store and runs
+    again from the top, rather than failing the full DAG for a `start-task` to resume."""
+    from dm_core import faults
+    from dm_core.full.phase import finish
+
+    store = StateStore()
+    name, sid, tdb = f"rp{uniq}", f"rp-{uniq}", f"rpt{uniq}"
+    text = task_yaml(name, stack["down"], [(sid, shards)], tdb).replace("task-mode: full", "task-mode: all")
+    task = register(store, name, text, {sid: stack["up1"]})
+    try:
+        if step == "finish":
+            prepare(task, store)
+        monkeypatch.setattr(faults, "_hits", {})
+        monkeypatch.setenv("SHARDFLOW_FAULTS", f"{point}=sleep:2")
+        caplog.set_level(logging.WARNING, logger="shardflow.full")
+        out: dict = {}
+
+        def run_step():
+            try:
+                out["got"] = {"prepare": prepare, "finish": finish}[step](task, store)
+            except Exception as e:  # noqa: BLE001 - the test reports it
+                out["error"] = e
+
+        t = threading.Thread(target=run_step)
+        t.start()
+        deadline = time.monotonic() + 60
+        while not faults._hits.get(point):   # the step sleeps at its point, the store's connection open
+            assert time.monotonic() < deadline and t.is_alive(), out
+            time.sleep(0.05)
+        bounce = subprocess.run([str(ROOT / "scripts" / "stack.sh"), "pg-bounce", "2"], capture_output=True, text=True)
+        assert bounce.returncode == 0, bounce.stdout + bounce.stderr
+        t.join(120)
+        assert "got" in out, out
+        assert faults._hits[point] >= 2, "the step ran again after the store came back"
+        logged = caplog.text
+        assert f"the state store is unreachable while the full phase of {name} {step}" in logged, logged
+        assert "the state store is back after" in logged, logged
+        state = store.source_state(name, sid)
+        if step == "prepare":
+            assert sorted(out["got"]["created"]) == [f"{tdb}.{t}" for t in ("ck", "ik", "nk")], out
+            assert state["low_file"] and state["stage"] == "full", state
+        else:
+            assert out["got"][sid]["high_watermark"] and state["high_file"] and state["stage"] == "sync", (out, state)
+    finally:
+        store.reconnect()
+        cleanup(store, name, text)
+        drop(stack["down"], tdb)
+        store.close()
 
 
 def test_hard_exit_after_n_chunk_writes_then_rerun(stack, shards, task_of, tmp_path):
