@@ -152,7 +152,9 @@ _SQL_MODE = ("SESSION sql_mode = CONCAT_WS(',', REPLACE(REPLACE(%s, 'NO_ZERO_IN_
 def _unreachable(ep: Endpoint, e: Exception, downstream: bool) -> ShardflowError:
     """Either driver's connect failure as a Transient error naming the server, password scrubbed."""
     code = ErrorCode.DOWNSTREAM_UNREACHABLE if downstream else ErrorCode.UPSTREAM_UNREACHABLE
-    return code.error(f"cannot connect to {ep}: {_scrub(str(e.args[-1]) if e.args else str(e), ep)}")
+    err = code.error(f"cannot connect to {ep}: {_scrub(str(e.args[-1]) if e.args else str(e), ep)}")
+    err.errno = e.args[0] if e.args and isinstance(e.args[0], int) else None   # a refusal (1045) or the server away
+    return err
 
 
 def _literal(v) -> str:

@@ -77,7 +77,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from dm_core import faults
 from dm_core.db import connect, master_position
-from dm_core.full import chunk_writer, extract, xa_wait
+from dm_core.full import chunk_writer, extract, reconnect, xa_wait
 from dm_core.full.discover import SourceTable, allowed_databases, discover
 from dm_core.full.extract import partition_id_columns
 from dm_core.full.plan_store import PlanStore
@@ -124,10 +124,23 @@ def chunk_shape(task, st: SourceTable, up_ep, target_ep) -> extract.ChunkShape:
 def prepare(task, store) -> dict:
     """Record low watermarks and create target tables. Returns a summary for XCom.
 
-    A state store that goes away part-way (a Postgres restart) is waited out and prepare runs
-    again from the top: it is a rerun like any other (it keeps each recorded low watermark)."""
-    return outage.riding_out(store, lambda: _prepare(task, store), what=f"the full phase of {task.name} prepares",
-                             log=log.warning)
+    A server that goes away part-way (Postgres, an upstream, the downstream) is waited out and
+    prepare runs again from the top: it is a rerun like any other (it keeps each recorded low
+    watermark)."""
+    return _rerun_while_away(store, lambda: _prepare(task, store), f"the full phase of {task.name} prepares")
+
+
+def _rerun_while_away(store, step, what: str):
+    """``step()``, run again while a server it needs is away: the state store (outage.py, up to
+    SHARDFLOW_STORE_OUTAGE_S) or an upstream or the downstream (reconnect.server_away, up to
+    SHARDFLOW_FULL_RECONNECT_S, as a chunk of the load waits)."""
+    patience = reconnect.Patience()
+    while True:
+        try:
+            return outage.riding_out(store, step, what=what, log=log.warning)
+        except Exception as e:  # noqa: BLE001 - a server away is waited out, anything else raised
+            if not reconnect.server_away(e) or not patience.wait(what, e, "running it again"):
+                raise
 
 
 def _prepare(task, store) -> dict:
@@ -225,11 +238,10 @@ def finish(task, store) -> dict:
     """Record high watermarks; the incremental phase starts at low in safe mode. Task-mode
     full: every source finished, no binlog read.
 
-    A state store that goes away part-way is waited out and finish runs again: a later high
-    watermark only keeps safe mode on longer, and the re-read of renamed tables is a rerun
-    (reread.py)."""
-    return outage.riding_out(store, lambda: _finish(task, store), what=f"the full phase of {task.name} finishes",
-                             log=log.warning)
+    A server that goes away part-way is waited out and finish runs again, as prepare does: a
+    later high watermark only keeps safe mode on longer, and the re-read of renamed tables is a
+    rerun (reread.py)."""
+    return _rerun_while_away(store, lambda: _finish(task, store), f"the full phase of {task.name} finishes")
 
 
 def _finish(task, store) -> dict:

@@ -48,6 +48,29 @@ def lost(e: BaseException) -> bool:
     return isinstance(code, int) and code in LOST_CODES
 
 
+def server_away(e: BaseException) -> bool:
+    """Whether a driver-side step (the full phase's prepare and finish) lost an upstream or the
+    downstream: a connection that broke, or one that could not be made because the server is
+    down. Narrower than ``lost``: shardflow's other transient errors (a chunk that failed, a
+    refused login) are not waited out there.
+
+    >>> import pymysql
+    >>> server_away(pymysql.err.OperationalError(2013, "Lost connection to server during query"))
+    True
+    >>> from dm_core.errors import ErrorCode
+    >>> refused = ErrorCode.UPSTREAM_UNREACHABLE.error("cannot connect: Access denied")
+    >>> refused.errno = 1045
+    >>> server_away(refused)
+    False
+    """
+    from dm_core.errors import ErrorCode
+
+    if getattr(e, "code", None) in (ErrorCode.UPSTREAM_UNREACHABLE, ErrorCode.DOWNSTREAM_UNREACHABLE):
+        return getattr(e, "errno", None) in LOST_CODES
+    code = (getattr(e, "args", ()) or (None,))[0]
+    return type(e).__name__ == "OperationalError" and isinstance(code, int) and code in LOST_CODES
+
+
 # the JDBC driver's words for the same, in the JVM's exception text (the JDBC path reads in Java)
 _JAVA_LOST = ("SQLNonTransientConnectionException", "SQLTransientConnectionException", "Communications link failure",
               "Connection refused", "Connection reset")
@@ -84,6 +107,10 @@ class Patience:
     def again(self, name: str, chunk_id: int, e: BaseException) -> bool:
         """After a lost connection: wait and say so (True: load the chunk again), or False when
         the budget is spent."""
+        return self.wait(f"{name} chunk {chunk_id}", e, "loading the chunk again")
+
+    def wait(self, what: str, e: BaseException, then: str) -> bool:
+        """``again`` for any step: ``what`` went away, ``then`` happens after the wait."""
         now = self.clock()
         if self.first is None:
             self.first = now
@@ -92,7 +119,7 @@ class Patience:
             return False
         self.tries += 1
         first_line = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-        log.warning("%s chunk %d: a server went away (%s); loading the chunk again in %.0fs (try %d, for up to "
-                    "%.0fs in all)", name, chunk_id, first_line, wait, self.tries, self.budget)
+        log.warning("%s: a server went away (%s); %s in %.0fs (try %d, for up to %.0fs in all)", what, first_line,
+                    then, wait, self.tries, self.budget)
         self.sleep(wait)
         return True

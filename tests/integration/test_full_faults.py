@@ -194,3 +194,55 @@ def test_upstream_and_downstream_killed_during_sync_converge_by_themselves(stack
         store.close()
         upd.stop()
         downd.stop()
+
+
+@pytest.mark.parametrize("step", ["prepare", "finish"])
+def test_an_upstream_down_while_the_phase_prepares_or_finishes_is_waited_for(stack, uniq, tmp_path, caplog, step):
+    """The upstream (a private MariaDB) is down when the full phase prepares, or finishes: the
+    step says a server went away, waits, and runs again once it is back (before: the full DAG
+    failed and waited for `dmctl start-task`)."""
+    from dm_core.full.phase import finish
+
+    schema, tdb, name, sid = f"fw{uniq}", f"fwt{uniq}", f"fw{uniq}", f"fw-{uniq}"
+    db = start_mariadb(tmp_path, free_port(private_port(i) for i in range(4, 8)), 74)
+    db.sql(f"CREATE DATABASE {qi(schema)}", f"CREATE TABLE {qt(schema, 't')} (id int PRIMARY KEY, v varchar(40))",
+           f"INSERT INTO {qt(schema, 't')} VALUES (1, 'a'), (2, 'b')")
+    text = task_yaml(name, stack["down"], [(sid, schema)], tdb).replace("task-mode: full", "task-mode: all")
+    store = StateStore()
+    caplog.set_level("WARNING", logger="shardflow.full")
+    try:
+        task = register(store, name, text, {sid: db.endpoint()})
+        if step == "finish":
+            prepare(task, store)
+        db.proc.send_signal(signal.SIGKILL)
+        db.proc.wait()
+        out: dict = {}
+
+        def run_step():
+            try:
+                out["got"] = {"prepare": prepare, "finish": finish}[step](task, store)
+            except Exception as e:  # noqa: BLE001 - the test reports it
+                out["error"] = e
+
+        t = threading.Thread(target=run_step)
+        t.start()
+        deadline = time.monotonic() + 60
+        while "a server went away" not in caplog.text:
+            assert time.monotonic() < deadline and t.is_alive(), out
+            time.sleep(0.05)
+        db.start()
+        t.join(120)
+        assert "got" in out, out
+        assert f"the full phase of {name} {step}" in caplog.text and "running it again in" in caplog.text, caplog.text
+        state = store.source_state(name, sid)
+        if step == "prepare":
+            assert out["got"]["created"] == [f"{tdb}.t"] and state["low_file"], (out, state)
+        else:
+            assert out["got"][sid]["high_watermark"] and state["stage"] == "sync", (out, state)
+    finally:
+        if db.proc.poll() is not None:
+            db.start()
+        cleanup(store, name, text)
+        store.close()
+        drop(stack["down"], tdb)
+        db.stop()
