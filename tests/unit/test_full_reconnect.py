@@ -1,0 +1,54 @@
+"""dm_core/full/reconnect.py: which errors mean a server went away, and how long a step waits
+for it (the servers themselves: tests/integration/test_full_faults.py)."""
+
+import MySQLdb
+import pymysql
+import pytest
+
+from dm_core.errors import ErrorCode
+from dm_core.faults import FaultInjected
+from dm_core.full.reconnect import Patience, lost, server_away
+
+
+def _unreachable(code, errno):
+    e = code.error("cannot connect to source s root@127.0.0.1:3307: ...")
+    e.errno = errno
+    return e
+
+
+@pytest.mark.parametrize("error, away, chunk_lost", [
+    (pymysql.err.OperationalError(2013, "Lost connection to server during query"), True, True),
+    (pymysql.err.OperationalError(2006, "MySQL server has gone away"), True, True),
+    (MySQLdb.OperationalError(2003, "Can't connect to MySQL server"), True, True),
+    (pymysql.err.OperationalError(1927, "Connection was killed"), True, True),
+    (_unreachable(ErrorCode.UPSTREAM_UNREACHABLE, 2003), True, True),       # the server is down
+    (_unreachable(ErrorCode.DOWNSTREAM_UNREACHABLE, 2013), True, True),
+    (_unreachable(ErrorCode.UPSTREAM_UNREACHABLE, 1045), False, True),      # a refused login: not waited for
+    (_unreachable(ErrorCode.DOWNSTREAM_UNREACHABLE, None), False, True),
+    (ErrorCode.FULL_LOAD_FAILED.error("a chunk failed"), False, True),      # transient, but not a server away
+    (FaultInjected("fault point x"), False, True),
+    (pymysql.err.OperationalError(1205, "Lock wait timeout exceeded"), False, False),
+    (pymysql.err.IntegrityError(1062, "Duplicate entry"), False, False),
+    (ValueError(2013), False, True),
+])
+def test_what_counts_as_a_server_away(error, away, chunk_lost):
+    assert server_away(error) is away
+    assert lost(error) is chunk_lost
+
+
+def test_the_wait_doubles_up_to_30_s_and_ends_with_its_budget(caplog):
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    p = Patience(budget_s=100, sleep=sleep, clock=lambda: now[0])
+    err = pymysql.err.OperationalError(2003, "Can't connect")
+    tries = 0
+    while p.wait("the full phase of t prepares", err, "running it again"):
+        tries += 1
+    assert slept == [1, 2, 4, 8, 16, 30, 30] and tries == 7
+    assert "the full phase of t prepares: a server went away ((2003, \"Can't connect\")); running it again in 1s " \
+           "(try 1, for up to 100s in all)" in caplog.text
