@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from dm_core.check import connections, meta_position, online_ddl, privileges, server, sharding, table_schema
+from dm_core.check import (connections, meta_position, online_ddl, privileges, server, sharding, table_creation,
+                            table_schema)
 from dm_core.check.context import DUMP, REPLICATION, CheckContext, failed, runs_dump, runs_replication
 from dm_core.check.result import FAIL, IGNORED_TAG, WARN, CheckReport, CheckResult
 from dm_core.db import Endpoint
@@ -45,6 +46,7 @@ CHECKS = (
     sharding.schema_of_shard_tables,
     sharding.auto_increment_ID,
     privileges.target_privilege,
+    table_creation.target_table_creation,
 )
 
 # DM's names accepted in ignore-checking-items ("all" ignores every item).

@@ -21,8 +21,9 @@ CHECKING_ITEMS = (
     "online_ddl", "binlog_db", "meta_position", "conn_number", "target_privilege",
     "empty_region", "region_distribution", "downstream_version", "free_space", "downstream_mutex_features",
     "downstream_table_empty", "primary_key",
-    # shardflow's own: row events must carry column names, and be neither compressed nor partial
-    "binlog_row_metadata", "binlog_compression",
+    # shardflow's own: row events must carry column names, and be neither compressed nor partial;
+    # a TiDB downstream creates many tables in batches (check/table_creation.py)
+    "binlog_row_metadata", "binlog_compression", "target_table_creation",
 )
 
 # gh-ost / pt-osc shadow and trash tables, DM's defaults.
