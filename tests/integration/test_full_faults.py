@@ -19,7 +19,8 @@ from dm_core.state import StateStore
 from dm_core.validate.compare import compare_task, render
 
 from .mariadb_fixture import free_port, private_port, start_mariadb
-from .test_full_support import cleanup, drop, execute, register, run_load, spark_env, submit_cmd, task_yaml
+from .test_full_support import (PhaseStep, cleanup, drop, execute, register, run_load, spark_env, submit_cmd,
+                                task_yaml)
 
 pytestmark = pytest.mark.integration
 ROWS = 40_000
@@ -201,8 +202,6 @@ def test_an_upstream_down_while_the_phase_prepares_or_finishes_is_waited_for(sta
     """The upstream (a private MariaDB) is down when the full phase prepares, or finishes: the
     step says a server went away, waits, and runs again once it is back (before: the full DAG
     failed and waited for `dmctl start-task`)."""
-    from dm_core.full.phase import finish
-
     schema, tdb, name, sid = f"fw{uniq}", f"fwt{uniq}", f"fw{uniq}", f"fw-{uniq}"
     db = start_mariadb(tmp_path, free_port(private_port(i) for i in range(4, 8)), 74)
     db.sql(f"CREATE DATABASE {qi(schema)}", f"CREATE TABLE {qt(schema, 't')} (id int PRIMARY KEY, v varchar(40))",
@@ -216,29 +215,16 @@ def test_an_upstream_down_while_the_phase_prepares_or_finishes_is_waited_for(sta
             prepare(task, store)
         db.proc.send_signal(signal.SIGKILL)
         db.proc.wait()
-        out: dict = {}
-
-        def run_step():
-            try:
-                out["got"] = {"prepare": prepare, "finish": finish}[step](task, store)
-            except Exception as e:  # noqa: BLE001 - the test reports it
-                out["error"] = e
-
-        t = threading.Thread(target=run_step)
-        t.start()
-        deadline = time.monotonic() + 60
-        while "a server went away" not in caplog.text:
-            assert time.monotonic() < deadline and t.is_alive(), out
-            time.sleep(0.05)
+        run = PhaseStep(step, task, store)
+        run.wait_for(lambda: "a server went away" in caplog.text)
         db.start()
-        t.join(120)
-        assert "got" in out, out
+        got = run.result()
         assert f"the full phase of {name} {step}" in caplog.text and "running it again in" in caplog.text, caplog.text
         state = store.source_state(name, sid)
         if step == "prepare":
-            assert out["got"]["created"] == [f"{tdb}.t"] and state["low_file"], (out, state)
+            assert got["created"] == [f"{tdb}.t"] and state["low_file"], (got, state)
         else:
-            assert out["got"][sid]["high_watermark"] and state["stage"] == "sync", (out, state)
+            assert got[sid]["high_watermark"] and state["stage"] == "sync", (got, state)
     finally:
         if db.proc.poll() is not None:
             db.start()

@@ -6,7 +6,6 @@ import logging
 import os
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from dm_core.state import StateStore
 from dm_core.state.schema import SCHEMA
 from dm_core.validate.compare import compare_task, render
 
-from .test_full_support import (cleanup, drop, execute, read_report, register, run_load, spark_env, staging_leftovers,
+from .test_full_support import (PhaseStep, cleanup, drop, execute, read_report, register, run_load, spark_env, staging_leftovers,
                                 submit_cmd, task_yaml)
 
 pytestmark = pytest.mark.integration
@@ -239,7 +238,6 @@ def test_a_state_store_restart_while_the_phase_prepares_or_finishes_is_waited_ou
     being listed) or finishes (before its high watermark): the step waits for the store and runs
     again from the top, rather than failing the full DAG for a `start-task` to resume."""
     from dm_core import faults
-    from dm_core.full.phase import finish
 
     store = StateStore()
     name, sid, tdb = f"rp{uniq}", f"rp-{uniq}", f"rpt{uniq}"
@@ -251,34 +249,21 @@ def test_a_state_store_restart_while_the_phase_prepares_or_finishes_is_waited_ou
         monkeypatch.setattr(faults, "_hits", {})
         monkeypatch.setenv("SHARDFLOW_FAULTS", f"{point}=sleep:2")
         caplog.set_level(logging.WARNING, logger="shardflow.full")
-        out: dict = {}
-
-        def run_step():
-            try:
-                out["got"] = {"prepare": prepare, "finish": finish}[step](task, store)
-            except Exception as e:  # noqa: BLE001 - the test reports it
-                out["error"] = e
-
-        t = threading.Thread(target=run_step)
-        t.start()
-        deadline = time.monotonic() + 60
-        while not faults._hits.get(point):   # the step sleeps at its point, the store's connection open
-            assert time.monotonic() < deadline and t.is_alive(), out
-            time.sleep(0.05)
+        run = PhaseStep(step, task, store)
+        run.wait_for(lambda: faults._hits.get(point))   # the step sleeps at its point, the store's connection open
         bounce = subprocess.run([str(ROOT / "scripts" / "stack.sh"), "pg-bounce", "2"], capture_output=True, text=True)
         assert bounce.returncode == 0, bounce.stdout + bounce.stderr
-        t.join(120)
-        assert "got" in out, out
+        got = run.result()
         assert faults._hits[point] >= 2, "the step ran again after the store came back"
         logged = caplog.text
         assert f"the state store is unreachable while the full phase of {name} {step}" in logged, logged
         assert "the state store is back after" in logged, logged
         state = store.source_state(name, sid)
         if step == "prepare":
-            assert sorted(out["got"]["created"]) == [f"{tdb}.{t}" for t in ("ck", "ik", "nk")], out
+            assert sorted(got["created"]) == [f"{tdb}.{t}" for t in ("ck", "ik", "nk")], got
             assert state["low_file"] and state["stage"] == "full", state
         else:
-            assert out["got"][sid]["high_watermark"] and state["high_file"] and state["stage"] == "sync", (out, state)
+            assert got[sid]["high_watermark"] and state["high_file"] and state["stage"] == "sync", (got, state)
     finally:
         store.reconnect()
         cleanup(store, name, text)

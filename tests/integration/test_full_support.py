@@ -8,6 +8,8 @@ import functools
 import json
 import os
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 from dm_core.config.task import parse_task
@@ -110,6 +112,39 @@ def cleanup(store, name: str, text: str) -> None:
 
     forget(parse_task(text, f"{name}.yaml"), store)
     reset_task(store, name)
+
+
+class PhaseStep:
+    """The full phase's ``prepare`` or ``finish`` (``step``) run in a thread, so that a test can
+    take a server away while it runs."""
+
+    def __init__(self, step: str, task, store):
+        from dm_core.full.phase import finish, prepare
+
+        self.out: dict = {}
+        call = {"prepare": prepare, "finish": finish}[step]
+
+        def run():
+            try:
+                self.out["got"] = call(task, store)
+            except Exception as e:  # noqa: BLE001 - the test reports it
+                self.out["error"] = e
+
+        self.thread = threading.Thread(target=run)
+        self.thread.start()
+
+    def wait_for(self, reached, timeout: float = 60) -> None:
+        """Poll until ``reached()``; the step must still run meanwhile."""
+        deadline = time.monotonic() + timeout
+        while not reached():
+            assert time.monotonic() < deadline and self.thread.is_alive(), self.out
+            time.sleep(0.05)
+
+    def result(self, timeout: float = 120):
+        """The step's return value once it ended; it must not have raised."""
+        self.thread.join(timeout)
+        assert "got" in self.out, self.out
+        return self.out["got"]
 
 
 def execute(ep, *sql: str, args=None) -> list:
