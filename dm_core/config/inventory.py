@@ -52,8 +52,9 @@ def _deprecated(fix: str = "remove it") -> Key:
 _NO_DUMP_FILES = "there are no dump files: the full load copies tables straight into the target on Spark"
 _PHYSICAL = "applies to physical import (TiDB Lightning's local backend), which shardflow does not run: it loads through SQL"
 _RELAY = "shardflow has no relay log: each task's sensor reads the upstream binlog directly"
-_RETRY = ("a source retries transient errors itself, with backoff, 8 times, then pauses (docs/operations.md: permanent and "
-          "transient errors); DM's checker settings are not used")
+_CHECKER_FIXED = ("is reset to DM's default by DM itself (CheckerConfig.Adjust: check-interval 5s, backoff-min 1s, "
+                  "backoff-jitter true, backoff-factor 2), and by shardflow alike; only check-enable, backoff-rollback "
+                  "and backoff-max are read")
 
 
 def _true(v) -> bool:
@@ -159,9 +160,10 @@ KEYS: dict[tuple[str, str], Key] = {
                                 "set case-sensitive: true in the task file too", when=_true),
     }.items()},
     **{("_Purge", k): _warn(f"is not used: {_RELAY}") for k in ("interval", "expires", "remain-space")},
-    ("_Checker", "check-enable"): _warn(_RETRY, when=lambda v: v is False),
-    **{("_Checker", k): _warn(_RETRY) for k in (
-        "backoff-rollback", "backoff-max", "check-interval", "backoff-min", "backoff-jitter", "backoff-factor")},
+    # the source's auto-resume reads these (dm_core/sync/auto_resume.py)
+    **{("_Checker", k): Key(WORKS) for k in ("check-enable", "backoff-rollback", "backoff-max")},
+    **{("_Checker", k): _warn(_CHECKER_FIXED) for k in ("check-interval", "backoff-min", "backoff-jitter",
+                                                        "backoff-factor")},
     # rule records: each rules engine implements every key it reads
     **{("FilterRule", k): Key(WORKS) for k in ("schema-pattern", "table-pattern", "events", "sql-pattern", "action")},
     **{("RouteRule", k): Key(WORKS) for k in ("schema-pattern", "table-pattern", "target-schema", "target-table",

@@ -1,7 +1,8 @@
 """DM source files (``source.yaml``): one upstream MySQL/MariaDB server, read unchanged.
 
 Same strict decoding and problem list as task files (``decode.py``, ``problems.py``);
-errors carry SOURCE_INVALID. DM's keys for relay log, purge and checker are accepted and
+errors carry SOURCE_INVALID. The checker's keys DM reads drive the source's auto-resume
+(dm_core/sync/auto_resume.py). DM's keys for relay log and purge are accepted and
 kept in ``raw`` even where shardflow has no use for them, so a DM file loads as is; those
 set to anything but DM's default come back as warnings (``inventory.py``). A password may be
 ``dmctl encrypt`` output (``units.check_db``); ``from.security`` is read into PEM text.
@@ -49,6 +50,8 @@ class SourceConfig:
     session: dict[str, str] = field(default_factory=dict)
     tls: TLS | None = field(default=None, repr=False)           # from.security, loaded
     warnings: list[ConfigProblem] = field(default_factory=list, repr=False)
+    # what the source's checker reads (dm_core/sync/auto_resume.py): check-enable, backoff-rollback, backoff-max
+    checker: dict = field(default_factory=dict)
 
     def endpoint(self) -> Endpoint:
         return Endpoint(self.host, self.port, self.user, self.password, name=f"source {self.source_id}",
@@ -63,6 +66,8 @@ class SourceConfig:
                "session": dict(self.session),
                "filters": [{"schema-pattern": f.schema_pattern, "table-pattern": f.table_pattern, "events": list(f.events),
                             "sql-pattern": list(f.sql_pattern), "action": f.action} for f in self.filters]}
+        if self.checker:
+            out["checker"] = dict(self.checker)
         if self.tls is not None:       # the key is sealed by the state store (store.put_source)
             out["security"] = self.tls.to_dict()
         if with_password:
@@ -122,10 +127,10 @@ def parse_source(text: str, filename: str = "<source>") -> SourceConfig:
     elif len(raw.source_id) > MAX_SOURCE_ID_LENGTH:
         problems.add("source-id", f"longer than {MAX_SOURCE_ID_LENGTH} characters", "use a shorter source id")
     ck = raw.checker
-    if ck is not None and ck.backoff_max < ck.backoff_min:   # DM refuses it too (ErrConfigCheckerMaxTooSmall)
+    if ck is not None and ck.backoff_max < _Checker.backoff_min:   # DM refuses it too (ErrConfigCheckerMaxTooSmall)
         problems.add("checker.backoff-max", f"`backoff-max` value {ck.backoff_max:g}s is less than `backoff-min` "
-                                            f"value {ck.backoff_min:g}s",
-                     "Please increase `backoff-max` (or remove the checker block: shardflow does not use it)")
+                                            f"value {_Checker.backoff_min:g}s (DM's, whatever the file says)",
+                     "Please increase `backoff-max` to 1s or more, or remove it for DM's 5m")
     db = raw.from_
     if db is None:
         if "from" not in data or data.get("from") is None:
@@ -151,7 +156,13 @@ def parse_source(text: str, filename: str = "<source>") -> SourceConfig:
     problems.raise_if_any(SourceConfigError)
     return SourceConfig(raw.source_id, db.host, db.port, db.user, db.password, raw.enable_gtid, raw.enable_relay,
                         flavor, raw.server_id or None, data, raw.case_sensitive, raw.filters,
-                        raw.relay_binlog_name, raw.relay_binlog_gtid, db.session, db.tls, problems.warnings)
+                        raw.relay_binlog_name, raw.relay_binlog_gtid, db.session, db.tls, problems.warnings,
+                        _checker_read(raw.checker or _Checker()))
+
+
+def _checker_read(ck: _Checker) -> dict:
+    """The checker keys DM reads; it resets the others to their defaults (``CheckerConfig.Adjust``)."""
+    return {"check-enable": ck.check_enable, "backoff-rollback": ck.backoff_rollback, "backoff-max": ck.backoff_max}
 
 
 def _usable_filters(rules: list[FilterRule], case_sensitive: bool, problems: Problems) -> list[FilterRule]:

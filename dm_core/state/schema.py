@@ -206,6 +206,8 @@ ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS upstream_file text;
 ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS upstream_pos bigint;
 ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS remaining_seconds double precision;
 ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS worker text;
+-- a source paused on an error its checker resumes by itself (dm_core/sync/auto_resume.py): when
+ALTER TABLE {s}.source_state ADD COLUMN IF NOT EXISTS auto_resume_at timestamptz;
 CREATE OR REPLACE FUNCTION {s}.hist_add(a double precision[], b double precision[]) RETURNS double precision[]
 LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE WHEN a IS NULL OR cardinality(a) <> cardinality(b) THEN b
@@ -238,7 +240,7 @@ def apply_schema(cur, ddl: str, part: str, *, newest: tuple[str, str]) -> None:
 def migrate_state(cur) -> None:
     """The state store's own tables (``StateStore.migrate``); the other parts of ``PARTS``
     add theirs through ``apply_schema`` under their own lock keys."""
-    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), "state", newest=("source_state", "worker"))
+    apply_schema(cur, _STATE_DDL.format(s=SCHEMA), "state", newest=("source_state", "auto_resume_at"))
 
 
 @contextmanager

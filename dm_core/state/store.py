@@ -65,7 +65,7 @@ _FIELDS = {
     "applied_events", "last_event_ts", "lag_seconds", "rows_per_second", "error", "error_code",
     "error_stmt", "error_pos", "shard_groups", "binlog_server", "start_time",
     "keyless_exact_file", "keyless_exact_pos", "keyless_exact_server", "keyless_handoff",
-    "upstream_file", "upstream_pos", "remaining_seconds", "worker",
+    "upstream_file", "upstream_pos", "remaining_seconds", "worker", "auto_resume_at",
 }
 _ADDED = {"applied_rows", "applied_events", "applied_inserts", "applied_updates", "applied_deletes", "applied_ddls",
           "lag_hist", "txn_hist", "ddl_hist"}
@@ -284,8 +284,9 @@ class StateStore:
                             "ON CONFLICT (task, source_id) DO UPDATE SET requested = EXCLUDED.requested, "
                             "updated_at = now()", (name, sid, requested))
                 if clear_error:
-                    cur.execute(f"UPDATE {SCHEMA}.source_state SET stage = 'sync', error = NULL, error_code = NULL "
-                                "WHERE task = %s AND source_id = %s AND stage = 'paused'", (name, sid))
+                    cur.execute(f"UPDATE {SCHEMA}.source_state SET stage = 'sync', error = NULL, error_code = NULL, "
+                                "auto_resume_at = NULL WHERE task = %s AND source_id = %s AND stage = 'paused'",
+                                (name, sid))
             cur.execute(f"SELECT source_id, requested FROM {SCHEMA}.source_state WHERE task = %s", (name,))
             req = {sid: "running" for sid in all_sources}
             req.update({sid: r for sid, r in cur.fetchall() if sid in req})
@@ -362,7 +363,7 @@ class StateStore:
                 f"INSERT INTO {SCHEMA}.source_state (task, source_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                 (task, source_id),
             )
-            cur.execute(f"SELECT source_id, requested, stage, error FROM {SCHEMA}.source_state "
+            cur.execute(f"SELECT source_id, requested, stage, error, error_code FROM {SCHEMA}.source_state "
                         "WHERE task = %s AND source_id = %s", (task, source_id))
             cols = [d[0] for d in cur.description]
             return dict(zip(cols, cur.fetchone()))
@@ -372,6 +373,18 @@ class StateStore:
             cur.execute(f"SELECT * FROM {SCHEMA}.source_state WHERE task = %s ORDER BY source_id", (task,))
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def auto_resume(self, task: str, source_id: str, code: int) -> bool:
+        """Resume a source its checker resumes (dm_core/sync/auto_resume.py), as resume-task
+        would, only while it is still paused on ``code`` and neither it nor its task was paused or
+        stopped meanwhile. Whether it was."""
+        with self.tx() as cur:
+            cur.execute(f"UPDATE {SCHEMA}.source_state s SET stage = 'sync', error = NULL, error_code = NULL, "
+                        "auto_resume_at = NULL, updated_at = now() WHERE s.task = %s AND s.source_id = %s "
+                        "AND s.stage = 'paused' AND s.error_code = %s AND s.requested = 'running' AND EXISTS "
+                        f"(SELECT 1 FROM {SCHEMA}.task t WHERE t.name = s.task AND t.status = 'running')",
+                        (task, source_id, code))
+            return cur.rowcount == 1
 
     def clear_retry(self, task: str, source_id: str) -> None:
         """Forget a transient error a source recorded while retrying (stage not paused): it went

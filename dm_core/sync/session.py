@@ -35,7 +35,10 @@ pause-task during it ends the step at once (DM's retry watches its context likew
 up to a minute.
 Any other exception (a bug, an answer nobody foresaw) pauses at once (``SYNC_FAILED``) with
 the exception in the report. A paused source waits for `dmctl resume-task` (or `binlog
-skip|replace`); the next success resets the count.
+skip|replace`); the next success resets the count. A source paused because its retries ran out
+is resumed by the source's checker (dm_core/sync/auto_resume.py, DM's task checker) after a
+backoff from 1 s to 5 min, unless its source file sets ``checker.check-enable: false``; the
+session asks the checker on every step of a paused source and says when the resume comes.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Callable
 
 from dm_core.state import lifecycle
@@ -109,6 +113,8 @@ class SyncSession:
         self._next_record = 0.0
         self._acc_rows, self._acc_seconds, self._acc_lag = 0, 0.0, None
         self.failures = 0     # transient errors in a row
+        self._checker = None  # AutoResume, made when first needed (it reads the source's settings)
+        self._planned: float | None = None   # the auto-resume said and recorded for the pause in sight
 
     def step(self) -> StepOutcome:
         try:
@@ -178,7 +184,45 @@ class SyncSession:
         held = self._held()
         if held is not None:
             return self._rest(held)
-        return self._sync(retried=bool(gate_st and gate_st.get("error") and gate_st.get("stage") != "paused"))
+        said = self._auto_resume(gate_st)
+        out = self._sync(retried=bool(gate_st and gate_st.get("error") and gate_st.get("stage") != "paused"))
+        out.messages[:0] = said
+        return out
+
+    def _auto_resume(self, gate_st: dict | None) -> list[tuple[int, str]]:
+        """Ask the source's checker about a source paused on an error: resume it now (as
+        resume-task would: the window that follows runs), or record when it will. Returns what the
+        task log should say."""
+        from dm_core.sync.auto_resume import AutoResume, CheckerSettings
+
+        now = self._clock()
+        if self._checker is None:
+            got = self.store.get_source(self.source_id)
+            self._checker = AutoResume(CheckerSettings.of_source(got[0] if got else None), now)
+        paused = gate_st and gate_st.get("stage") == "paused" and gate_st.get("error")
+        if not paused:
+            self._checker.running(now)
+            self._planned = None
+            return []
+        name, sid, code = self.task.name, self.source_id, gate_st.get("error_code")
+        d = self._checker.paused(code, now)
+        if d.resume:
+            if not self.store.auto_resume(name, sid, code):
+                return []   # resumed, paused or stopped by someone else meanwhile: the gate sees it next
+            self._checker.resumed(now)
+            self._planned = None
+            return [(logging.WARNING, f"source {sid}: auto-resume #{d.attempt} of its pause on "
+                                      f"{str(gate_st['error']).splitlines()[0]}; it syncs on from its checkpoint, "
+                                      f"and pauses again if the error stays (the source's checker; the next "
+                                      f"auto-resume waits up to {self._checker.backoff(jitter=False):.0f}s)")]
+        if d.at is None or d.at == self._planned:
+            return []
+        self._planned = d.at
+        wait = max(0.0, d.at - now)
+        self.store.update_source_state(name, sid, auto_resume_at=datetime.fromtimestamp(self._wall() + wait, timezone.utc))
+        return [(logging.WARNING, f"source {sid} resumes by itself in {wait:.0f}s (auto-resume #{d.attempt}, the "
+                                  f"source's checker); `dmctl resume-task {name} -s {sid}` resumes it now, `dmctl "
+                                  f"pause-task {name} -s {sid}` keeps it paused")]
 
     def _held(self) -> StepOutcome | None:
         """A re-sync holds the task (dm_core/resync/hold.py): between two windows, say at which

@@ -10,8 +10,6 @@ run.sh), with DM's own task and source files (conf/, vendored unchanged: `sessio
    (the downstream's own foreign key cascades to its child), a child inserted and the same insert
    replayed as INSERT ... ON DUPLICATE KEY UPDATE: DM's assertions, no orphan, both tables equal
    upstream, the source running.
-
-Not ported: DM's checker settings (`check-enable`, backoffs: warned).
 """
 
 import json

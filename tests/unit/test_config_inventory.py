@@ -124,8 +124,8 @@ SOURCE = "source-id: s1\nfrom: {host: 127.0.0.1, port: 3306, user: root, passwor
 @pytest.mark.parametrize("line,key", [
     ("enable-relay: true", "enable-relay"), ("relay-binlog-name: mysql-bin.000003", "relay-binlog-name"),
     ("relay-dir: /relay", "relay-dir"), ("server-id: 4321", "server-id"), ("charset: latin1", "charset"),
-    ("purge: {interval: 60}", "purge.interval"), ("checker: {check-enable: false}", "checker.check-enable"),
-    ("checker: {backoff-max: 10m}", "checker.backoff-max"), ("enable: false", "enable"),
+    ("purge: {interval: 60}", "purge.interval"), ("checker: {check-interval: 1s}", "checker.check-interval"),
+    ("checker: {backoff-factor: 3}", "checker.backoff-factor"), ("enable: false", "enable"),
     ("case-sensitive: true", "case-sensitive"), ("tracer: {enable: true}", "tracer")])
 def test_source_key_shardflow_does_not_act_on_warns(line, key):
     src = parse_source(SOURCE + line + "\n", "source.yaml")
