@@ -44,6 +44,7 @@ session asks the checker on every step of a paused source and says when the resu
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -220,7 +221,7 @@ class SyncSession:
         self._planned = d.at
         wait = max(0.0, d.at - now)
         self.store.update_source_state(name, sid, auto_resume_at=datetime.fromtimestamp(self._wall() + wait, timezone.utc))
-        return [(logging.WARNING, f"source {sid} resumes by itself in {wait:.0f}s (auto-resume #{d.attempt}, the "
+        return [(logging.WARNING, f"source {sid} resumes by itself in {max(1, math.ceil(wait))}s (auto-resume #{d.attempt}, the "
                                   f"source's checker); `dmctl resume-task {name} -s {sid}` resumes it now, `dmctl "
                                   f"pause-task {name} -s {sid}` keeps it paused")]
 
