@@ -197,7 +197,8 @@ def _load(args, session: _Starting, started: float) -> int:
     still ending is waited for, never written beside."""
     from dm_core.full import fence
     from dm_core.jobhost import runner
-    from dm_core.state.outage import store_away
+    from dm_core.full import reconnect
+    from dm_core.state.outage import one_line, store_away
     from dm_core.state.store import StateStore
 
     store = StateStore()
@@ -209,7 +210,12 @@ def _load(args, session: _Starting, started: float) -> int:
                     rc, outage = _load_held(args, session, started, store, hold)
                 except Exception as e:
                     if not store_away(e):
-                        raise
+                        if not reconnect.away_for_good(e):
+                            raise
+                        log.error("full load of %s stopped: a server is away (%s); Airflow runs the load again with "
+                                  "backoff, from the chunks recorded; `dmctl stop-task %s` or `pause-task` ends the "
+                                  "tries", args.task, one_line(e), args.task)
+                        return reconnect.SERVERS_AWAY_EXIT
                     rc, outage = 1, e
                 if outage is None or _stop_why(hold):
                     return rc
@@ -267,7 +273,7 @@ def _stop_why(hold) -> str | None:
 
 
 def _load_held(args, session: _Starting, started: float, store, hold) -> int:
-    from dm_core.full import compiled_lines, small_tables
+    from dm_core.full import compiled_lines, reconnect, small_tables
     from dm_core.full.land import LoadSettings, Stages
     from dm_core.full.load_data import load_data_allowed
     from dm_core.full.turns import Turns
@@ -313,6 +319,12 @@ def _load_held(args, session: _Starting, started: float, store, hold) -> int:
     outage = next((r.error for r in results if r.store_outage), None)
     if outage is not None:   # waited for, then loaded again (_load): not the load's failure
         return 1, outage
+    if failed and all(r.server_away for r in results if r.error):
+        log.error("full load of %s stopped: a server stayed away longer than the load waits for it "
+                  "(SHARDFLOW_FULL_RECONNECT_S) in %d table(s):\n  %s\nAirflow runs the load again with backoff, "
+                  "from the chunks recorded; `dmctl stop-task %s` or `pause-task` ends the tries", task.name,
+                  len(failed), "\n  ".join(failed), task.name)
+        return reconnect.SERVERS_AWAY_EXIT, None
     if failed:
         from dm_core.errors import ErrorCode
 
@@ -373,6 +385,7 @@ def _chunks_at_once(spark, per_source) -> int:
 def _load_tables(spark, task, store, per_source, target_ep, settings, per_table: int, peaks: dict) -> list:
     """Every table chunk by chunk (dm_core/full/loader.py), ``pool-size`` tables of a source at once."""
     from dm_core.full.land import Lander
+    from dm_core.full import reconnect
     from dm_core.full.loader import TableResult, load_table
     from dm_core.state.outage import store_away
     from dm_core.state.store import StateStore
@@ -390,7 +403,7 @@ def _load_tables(spark, task, store, per_source, target_ep, settings, per_table:
                 if store_away(e):   # waited for and loaded again (_load)
                     return TableResult(st.name, error=f"{st.name}: {e}", store_outage=True)
                 log.exception("%s failed", st.name)
-                return TableResult(st.name, error=f"{st.name}: {e}")
+                return TableResult(st.name, error=f"{st.name}: {e}", server_away=reconnect.away_for_good(e))
 
     # one pool per source: loaders.pool-size is how many of its tables load at once (DM: per worker)
     pools = [ThreadPoolExecutor(max_workers=min(pool, max(1, len(jobs))), thread_name_prefix=f"load-{sid}")

@@ -51,6 +51,11 @@ def airflow_view(api, name: str, generation: int | None) -> dict:
                                        f"(unpause it, or `dmctl start-task` does)")
             else:
                 view["waiting"].append(f"{dag} run {q['dag_run_id']} is queued: waiting for the Airflow scheduler")
+    full = [r for r in view["active"].get("full", []) if r["state"] == "running"]
+    if full:   # a step that gave up on a server waits for Airflow's retry (plugins/shardflow_airflow/retry.py)
+        dag = lc.dag_id(name, "full")
+        view["full_retry"] = [ti for ti in api.task_instances(dag, full[-1]["dag_run_id"])
+                              if ti.get("state") == "up_for_retry"]
     inc = [r for r in view["active"].get("incremental", []) if r["state"] == "running"]
     if inc:
         dag = lc.dag_id(name, "incremental")
@@ -124,6 +129,12 @@ def describe(name: str, info: dict, st: dict, view: dict | None, loaded_rows: in
         return _sensor(name, st, view)
     if "precheck" in active:
         return "waiting", f"the precheck runs ({lc.dag_id(name, 'precheck')} run {active['precheck'][-1]['dag_run_id']})"
+    if "full" in active and view.get("full_retry"):
+        ti = view["full_retry"][0]
+        return "waiting", (f"the full phase's {ti.get('task_id')} stopped because a server stayed away longer than "
+                           f"it waits (its task log in {lc.dag_id(name, 'full')} names it); Airflow runs it again "
+                           f"with backoff (try {ti.get('try_number')}, 1 s doubling to 5 min): {loaded_rows} rows of "
+                           f"this source loaded so far, kept; `dmctl stop-task {name}` ends the tries")
     if "full" in active:
         return "waiting", (f"the full phase runs ({lc.dag_id(name, 'full')} run {active['full'][-1]['dag_run_id']}): "
                            f"{loaded_rows} rows of this source loaded so far; sync starts after it")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from dm_core import faults
 from dm_core.db import connect, master_position
-from dm_core.full import chunk_writer
+from dm_core.full import chunk_writer, reconnect
 from dm_core.full.chunking import Chunk, plan_chunks
 from dm_core.full.plan_store import PlanStore, epoch_of
 
@@ -44,6 +44,7 @@ class TableResult:
     rows: int = 0                                      # rows landed by this run
     error: str | None = None
     store_outage: bool = False                         # the error was the state store's absence
+    server_away: bool = False                          # ... a server that stayed away (reconnect.away_for_good)
 
 
 class ChunkFailed(Exception):
@@ -123,6 +124,7 @@ def load_table(task, st, up_ep, target_ep, store, land, *, chunk_rows: int, para
 
         res.error = "; ".join(str(e) for e in failed)
         res.store_outage = any(store_away(e) for e in failed)
+        res.server_away = all(reconnect.away_for_good(e) for e in failed)
     return res
 
 

@@ -14,7 +14,10 @@ Spark's wrapping of it into the driver's exception text. Everything else -- a va
 target refuses, a missing table -- fails the chunk at once, naming the cause.
 
 How long: a chunk waits 1, 2, 4 ... 30 s between tries, for at most ``SHARDFLOW_FULL_RECONNECT_S``
-seconds (default 600) from its first loss; then it fails, naming the last error.
+seconds (default 600) from its first loss; then it fails, naming the last error. A job that
+failed only so (``away_for_good``) exits with ``SERVERS_AWAY_EXIT``, and Airflow runs it again
+with backoff (plugins/shardflow_airflow/retry.py), as DM's task checker resumes its load unit:
+a server down for longer than the patience costs no `dmctl start-task`.
 """
 
 from __future__ import annotations
@@ -69,6 +72,40 @@ def server_away(e: BaseException) -> bool:
         return getattr(e, "errno", None) in LOST_CODES
     code = (getattr(e, "args", ()) or (None,))[0]
     return type(e).__name__ == "OperationalError" and isinstance(code, int) and code in LOST_CODES
+
+
+# The full-load job's exit code when it stopped only because a server stayed away longer than its
+# patience (BSD's EX_TEMPFAIL: "try again later"); any other failure exits 1.
+SERVERS_AWAY_EXIT = 75
+
+
+def away_for_good(e: BaseException | None) -> bool:
+    """Whether a step or job failed because a server stayed away: ``e``, or an exception it was
+    raised from, is a server gone (``server_away``) or an executor's lost connection (its
+    ``LOST_MARK`` or the JDBC driver's words). A refused login or a value refused is not.
+
+    >>> import pymysql
+    >>> try:
+    ...     try:
+    ...         raise pymysql.err.OperationalError(2003, "Can't connect")
+    ...     except Exception as inner:
+    ...         raise RuntimeError("chunk 3 failed") from inner
+    ... except RuntimeError as outer:
+    ...     away_for_good(outer)
+    True
+    >>> away_for_good(RuntimeError(f"t chunk 1: {LOST_MARK} OperationalError: (2013, 'Lost connection')"))
+    True
+    >>> away_for_good(pymysql.err.OperationalError(1045, "Access denied")), away_for_good(ValueError("x"))
+    (False, False)
+    """
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        text = str(e)
+        if server_away(e) or LOST_MARK in text or any(w in text for w in _JAVA_LOST):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 # the JDBC driver's words for the same, in the JVM's exception text (the JDBC path reads in Java)

@@ -29,7 +29,7 @@ import logging
 import sys
 from pathlib import Path
 
-from shardflow_airflow import runtime
+from shardflow_airflow import retry, runtime
 
 log = logging.getLogger("shardflow.dags")
 
@@ -90,15 +90,16 @@ def build_dags(task_file: Path) -> dict:
 
     if task.task_mode != "incremental":
         with DAG(ids["full"], description=f"full dump/load of DM task {task.name} on Spark", **common) as d:
-            prep = FullPrepareOperator(task_id="prepare", task_file=path)
+            # a step that gave up on a server that stayed away runs again with DM's checker backoff (retry.py)
+            prep = FullPrepareOperator(task_id="prepare", task_file=path, **retry.full_phase())
             load = SparkJobOperator(
                 task_id="spark_load", job="full_load", fence_task=task.name, application_args=["--task", task.name],
                 conn_id="spark_default",
                 spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
                 name=f"shardflow-full-{task.name}",
-                conf=runtime.submit_conf(sys.executable),
+                conf=runtime.submit_conf(sys.executable), **retry.full_phase(),
             )
-            fin = FullFinishOperator(task_id="finish", task_file=path)
+            fin = FullFinishOperator(task_id="finish", task_file=path, **retry.full_phase())
             prep >> load >> fin
             if task.task_mode == "all":
                 fin >> _chain_trigger(TriggerDagRunOperator, path, "full", ids["incremental"], chain)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -9,7 +10,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from shardflow_airflow import runtime
+from shardflow_airflow import retry, runtime
 
 
 def _end_if_not_current(store, task_name: str, context) -> None:
@@ -67,6 +68,20 @@ class PrecheckOperator(BaseOperator):
         return report.to_dict()
 
 
+@contextlib.contextmanager
+def _retried_when_servers_away(step: str):
+    """A step that gave up waiting for a server (dm_core/full/phase.py) fails with
+    ``retry.ServersAway``, which the full DAG's retry policy runs again; any other error as is."""
+    from dm_core.full.reconnect import away_for_good
+
+    try:
+        yield
+    except Exception as e:
+        if away_for_good(e):
+            raise retry.servers_away(step, e) from e
+        raise
+
+
 class FullPrepareOperator(BaseOperator):
     """Record each source's low watermark and create the merged target tables.
 
@@ -85,7 +100,8 @@ class FullPrepareOperator(BaseOperator):
         task = runtime.load_task(self.task_file)
         with runtime.open_store() as store:
             _end_if_not_current(store, task.name, context)
-            summary = prepare(task, store)
+            with _retried_when_servers_away(f"the full phase of {task.name} prepares"):
+                summary = prepare(task, store)
         self.log.info("full phase of %s prepared: %s", task.name, json.dumps(summary, indent=2))
         return summary
 
@@ -106,7 +122,7 @@ class FullFinishOperator(BaseOperator):
         from dm_core.full.phase import finish
 
         task = runtime.load_task(self.task_file)
-        with runtime.open_store() as store:
+        with runtime.open_store() as store, _retried_when_servers_away(f"the full phase of {task.name} finishes"):
             out = finish(task, store)
         self.log.info("full phase of %s finished: %s", task.name, json.dumps(out, indent=2))
         return out

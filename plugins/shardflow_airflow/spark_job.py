@@ -7,7 +7,9 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from shardflow_airflow import runtime
+from airflow.sdk.exceptions import AirflowException
+
+from shardflow_airflow import retry, runtime
 
 
 class SparkJobOperator(SparkSubmitOperator):
@@ -31,8 +33,11 @@ class SparkJobOperator(SparkSubmitOperator):
         self._stopping = False
 
     def execute(self, context) -> None:
+        """The job's exit code ``SERVERS_AWAY_EXIT`` (it stopped only because a server stayed
+        away) raises ``retry.ServersAway``, which the full DAG's retry policy runs again."""
+        from dm_core.full.reconnect import SERVERS_AWAY_EXIT
         from dm_core.jobhost.client import HostLost
-        from dm_core.jobhost.dispatch import run_on_host
+        from dm_core.jobhost.dispatch import JobFailed, run_on_host
 
         if self._hook is None:
             self._hook = self._get_hook()
@@ -49,10 +54,20 @@ class SparkJobOperator(SparkSubmitOperator):
                 raise RuntimeError(f"the task was stopped: its {self.job} on the job host was cancelled; "
                                    "the work it recorded is kept, and a rerun goes on from there") from None
             raise
+        except JobFailed as e:
+            if e.rc == SERVERS_AWAY_EXIT and not self._stopping:
+                raise retry.servers_away(f"{self.job} on the job host", None) from None
+            raise
         finally:
             self._host_conn = None
         if not ran:
-            super().execute(context)
+            try:
+                super().execute(context)
+            except AirflowException:
+                sp = getattr(self._hook, "_submit_sp", None)   # the hook keeps spark-submit's process
+                if sp is not None and sp.returncode == SERVERS_AWAY_EXIT and not self._stopping:
+                    raise retry.servers_away(f"{self.job} (spark-submit)", None) from None
+                raise
 
     def _on_host(self, conn: socket.socket) -> None:
         self._host_conn = conn

@@ -25,6 +25,8 @@ PARSE = textwrap.dedent("""\
                       "tasks": {d: sorted(t.task_id for t in bag.dags[d].tasks) for d in bag.dags},
                       "docs": {d: bag.dags[d].doc_md for d in bag.dags},
                       "schedules": {d: getattr(bag.dags[d].timetable, "expression", None) for d in bag.dags},
+                      "retry_policies": {d: sorted(t.task_id for t in bag.dags[d].tasks if t.retry_policy)
+                                         for d in bag.dags},
                       "starts": {d: str(bag.dags[d].start_date) for d in bag.dags},
                       "params": {d: {k: bag.dags[d].params.get_param(k).schema for k in bag.dags[d].params}
                                  for d in bag.dags}}, default=str))
@@ -76,6 +78,8 @@ def test_valid_and_broken_task_files(tmp_path):
     # the precheck DAG's next phase is chosen at run time: full, or incremental on a restart
     assert out["tasks"]["dm_demo_precheck"] == ["continue_chain", "precheck", "trigger_next_phase"]
     assert out["tasks"]["dm_demo_full"] == ["continue_chain", "finish", "prepare", "spark_load", "trigger_dm_demo_incremental"]
+    # a full-phase step that gave up on a server that stayed away is run again (retry.py)
+    assert out["retry_policies"]["dm_demo_full"] == ["finish", "prepare", "spark_load"]
     err = out["errors"]["shardflow_task_errors.py"]
     assert "broken.yaml" in err and "mysql-instances[0].route-rules" in err and "no-such-route" in err
 

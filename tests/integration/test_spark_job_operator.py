@@ -80,3 +80,42 @@ def test_a_job_host_running_older_code_is_not_used(airflow_env, monkeypatch, cap
     assert re.search(r"full_load runs with spark-submit: the job host \(pid \d+\) runs other code than this worker's: "
                      rf"it started before shardflow changed here \(its code {here}, here e0e0e0e0e0e0e0e0\); restart it",
                      caplog.text), caplog.text
+
+
+def test_a_downstream_away_longer_than_the_load_waits_is_run_again_by_airflow_and_nothing_else_is(
+        stack, uniq, airflow_env, tmp_path):
+    """The full DAG's load (through the job host) with its downstream down for longer than the
+    load waits (SHARDFLOW_FULL_RECONNECT_S, 1 s here): the task fails with ServersAway, which the
+    DAG's retry policy runs again; run again once the downstream is back, it loads every row once.
+    A load that fails for any other reason fails the task for good, as before."""
+    from airflow.sdk.definitions.retry_policy import RetryAction
+
+    from shardflow_airflow.retry import ServersAway, full_phase
+
+    from .mariadb_fixture import free_port, private_port, start_mariadb
+
+    host = spark_host.shared_host(submit_cmd("", app="job_host.py"), spark_env())
+    airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(host.socket.parent))
+    airflow_env.setenv("SHARDFLOW_FULL_RECONNECT_S", "1")
+    policy = full_phase()["retry_policy"]
+    downd = start_mariadb(tmp_path, free_port(private_port(i) for i in range(0, 10)), 77, log_bin=False,
+                          extra_args=["--local-infile=1"])
+    try:
+        with one_table_task({"up1": stack["up1"], "down": downd.endpoint()}, f"opa{uniq}", 80) as (task, store, tdb):
+            downd.proc.kill()
+            downd.proc.wait()
+            with pytest.raises(ServersAway) as away:
+                _operator(task.name).execute({})
+            assert "a server stayed away" in str(away.value) and "stop-task" in str(away.value), away.value
+            assert policy.evaluate(away.value, 1, 1000).action == RetryAction.RETRY
+            downd.start()
+            _operator(task.name).execute({})     # Airflow's next try
+            diffs = compare_task(task, store)
+            assert diffs and all(d.equal for d in diffs), render(diffs)
+            assert execute(downd.endpoint(), f"SELECT COUNT(*) FROM {tdb}.t")[0][0] == 80
+        with pytest.raises(Exception) as other:   # the job refuses a task it does not know: exit 1
+            _operator(f"unknown{uniq}").execute({})
+        assert not isinstance(other.value, ServersAway), other.value
+        assert policy.evaluate(other.value, 1, 1000).action == RetryAction.FAIL
+    finally:
+        downd.stop()

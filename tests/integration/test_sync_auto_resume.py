@@ -71,7 +71,7 @@ def _rows(ep, db: str) -> list:
 def test_a_downstream_down_longer_than_the_retries_is_resumed_by_the_sources_checker(stack, uniq, tmp_path,
                                                                                     check_enable):
     up = stack["up1"]
-    downd = start_mariadb(tmp_path, free_port(private_port(i) for i in range(8, 12)), 76, log_bin=False)
+    downd = start_mariadb(tmp_path, free_port(private_port(i) for i in range(0, 10)), 76, log_bin=False)
     down = downd.endpoint()
     db, tdb, name, sid = f"ar{uniq}", f"tar{uniq}", f"ar{uniq}", f"ar-{uniq}"
     run(up, f"CREATE DATABASE {qi(db)}", f"CREATE TABLE {qt(db, 't')} (id int PRIMARY KEY, v varchar(20))")

@@ -7,7 +7,7 @@ import pytest
 
 from dm_core.errors import ErrorCode
 from dm_core.faults import FaultInjected
-from dm_core.full.reconnect import Patience, lost, server_away
+from dm_core.full.reconnect import LOST_MARK, Patience, away_for_good, lost, server_away
 
 
 def _unreachable(code, errno):
@@ -34,6 +34,36 @@ def _unreachable(code, errno):
 def test_what_counts_as_a_server_away(error, away, chunk_lost):
     assert server_away(error) is away
     assert lost(error) is chunk_lost
+    # a step or job that failed on it is run again by Airflow (plugins/shardflow_airflow/retry.py)
+    assert away_for_good(error) is away
+    try:
+        try:
+            raise error
+        except Exception as inner:
+            raise RuntimeError("chunk 3 of 8 failed") from inner
+    except RuntimeError as outer:
+        assert away_for_good(outer) is away
+
+
+@pytest.mark.parametrize("text, away", [
+    (f"s.t chunk 2 of 4 (WHERE id < 9): {LOST_MARK} OperationalError: (2013, 'Lost connection')", True),
+    ("s.t chunk 2: java.sql.SQLNonTransientConnectionException: Socket fail to connect", True),
+    ("s.t chunk 2: (1366, \"Incorrect decimal value: 'x' for column `d` at row 1\")", False),
+])
+def test_a_chunk_that_failed_on_an_executors_lost_connection_is_away(text, away):
+    assert away_for_good(RuntimeError(text)) is away
+
+
+def test_a_full_phase_step_that_gave_up_on_a_server_raises_what_airflow_retries():
+    from shardflow_airflow.operators import _retried_when_servers_away
+    from shardflow_airflow.retry import ServersAway
+
+    with pytest.raises(ServersAway, match=r"the full phase of t prepares: a server stayed away .*cannot connect to source"):
+        with _retried_when_servers_away("the full phase of t prepares"):
+            raise _unreachable(ErrorCode.DOWNSTREAM_UNREACHABLE, 2003)
+    with pytest.raises(pymysql.err.OperationalError):   # a refused login fails the task, as before
+        with _retried_when_servers_away("the full phase of t prepares"):
+            raise pymysql.err.OperationalError(1045, "Access denied")
 
 
 def test_the_wait_doubles_up_to_30_s_and_ends_with_its_budget(caplog):

@@ -129,6 +129,9 @@ def view(phases=None, active=None, waiting=(), sensors=None):
     (info(), src(), view(waiting=["dm_t_incremental run r3 waits behind run r2"]), "waiting", ["behind run r2"]),
     (info(), src(), view(active={"precheck": [RUN]}), "waiting", ["precheck"]),
     (info(), src(), view(active={"full": [RUN]}), "waiting", ["full phase", "12 rows"]),
+    (info(), src(), {**view(active={"full": [RUN]}), "full_retry": [
+        {"task_id": "spark_load", "state": "up_for_retry", "try_number": 3}]}, "waiting",
+     ["spark_load stopped because a server stayed away", "try 3", "12 rows", "stop-task t"]),
     (info(), src(), view(phases={"incremental": "success"}), "not running", ["no run", "start-task"]),
     (info(), src(), {**view(phases={"precheck": "failed"}), "failed": ["precheck"]}, "not running",
      ["precheck phase failed", "dm_t_precheck"]),
@@ -175,6 +178,8 @@ class _RunsOnly:
         return {"dag_id": dag_id, "is_paused": dag_id in self._paused}
 
     def task_instances(self, dag_id, run_id):
+        if dag_id.endswith("_full"):
+            return [{"task_id": "prepare", "state": "success"}, {"task_id": "spark_load", "state": "up_for_retry"}]
         return [{"task_id": "sync_s1", "state": "running"}]
 
 
@@ -196,6 +201,9 @@ def test_airflow_view_names_what_waits_behind_what_and_only_this_starts_failures
     assert describe("t", info(generation=5), src(), v)[0] == "waiting"
     v = airflow_view(_RunsOnly({"dm_t_precheck": [_run("p", "failed", 5)]}), "t", 5)
     assert v["failed"] == ["precheck"]
+    v = airflow_view(_RunsOnly({"dm_t_full": [_run("f", "running", 5)]}), "t", 5)   # a step waits for its retry
+    assert [ti["task_id"] for ti in v["full_retry"]] == ["spark_load"]
+    assert describe("t", info(generation=5), src(), v)[1].startswith("the full phase's spark_load stopped")
     v = airflow_view(_RunsOnly({"dm_t_precheck": [_run("p", "queued", 5)]}, paused={"dm_t_precheck"}), "t", 5)
     assert "the DAG is paused in Airflow" in v["waiting"][0]
 

@@ -1,0 +1,53 @@
+"""Which failures of the full DAG's tasks Airflow runs again: a server that stayed away.
+
+Each step of the full phase already waits for a server that goes away (the load per chunk,
+prepare and finish per step: ``SHARDFLOW_FULL_RECONNECT_S``, 600 s). A server away for longer --
+a TiDB upgrade, an upstream failed over by hand -- ended the full DAG, which then waited for
+`dmctl start-task`. DM's task checker instead resumes a load unit paused on such an error,
+with a backoff from 1 s doubling to 5 min, for as long as it takes. Here Airflow does the same
+through the task's retry policy: a step that failed only because a server stayed away raises
+``ServersAway`` and is run again after 1, 2, 4 ... 300 s (each run is a rerun: recorded low
+watermarks and loaded chunks are kept), and every other failure fails the task at once, as
+before, for `dmctl start-task` once its cause is fixed. `dmctl stop-task` and `pause-task`
+end a run waiting for its retry as they end a running one.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from airflow.sdk.exceptions import AirflowException
+
+# Airflow's retries count is finite; with the backoff capped at 5 min and each try waiting up to
+# SHARDFLOW_FULL_RECONNECT_S for the server itself, this many tries outlast any upgrade.
+TRIES = 1000
+
+
+class ServersAway(AirflowException):
+    """A full-phase step failed only because an upstream or the downstream stayed away: run it
+    again later (the retry policy of ``full_phase``)."""
+
+
+def full_phase() -> dict:
+    """Operator arguments of the full DAG's prepare, load and finish: retried with DM's checker
+    backoff when a server stayed away, failed at once on anything else."""
+    from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
+
+    return dict(
+        retries=TRIES, retry_delay=datetime.timedelta(seconds=1), retry_exponential_backoff=2.0,
+        max_retry_delay=datetime.timedelta(minutes=5),
+        retry_policy=ExceptionRetryPolicy(
+            rules=[RetryRule(exception=ServersAway, action=RetryAction.RETRY,
+                             reason="a server stayed away: the step runs again once the backoff has passed")],
+            default=RetryAction.FAIL),
+    )
+
+
+def servers_away(step: str, e: BaseException | None) -> ServersAway:
+    """The error a step raises for Airflow's retry; ``e``: what it failed on (None: a job's exit code)."""
+    from dm_core.state.outage import one_line
+
+    last = f" (the last error: {one_line(e)})" if e is not None else ""
+    return ServersAway(f"{step}: a server stayed away longer than the step waits for it{last}. Airflow runs the "
+                       f"step again with backoff (1 s doubling to 5 min), from what was recorded; `dmctl stop-task` "
+                       f"or `pause-task` ends the tries")
