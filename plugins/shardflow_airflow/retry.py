@@ -47,7 +47,8 @@ def servers_away(step: str, e: BaseException | None) -> ServersAway:
     """The error a step raises for Airflow's retry; ``e``: what it failed on (None: a job's exit code)."""
     from dm_core.state.outage import one_line
 
-    last = f" (the last error: {one_line(e)})" if e is not None else ""
-    return ServersAway(f"{step}: a server stayed away longer than the step waits for it{last}. Airflow runs the "
+    why = (f"a server stayed away longer than the step waits for it (the last error: {one_line(e)})" if e is not None
+           else "a server it needs is away (the job's log above names it and how long it waited)")
+    return ServersAway(f"{step}: {why}. Airflow runs the "
                        f"step again with backoff (1 s doubling to 5 min), from what was recorded; `dmctl stop-task` "
                        f"or `pause-task` ends the tries")
