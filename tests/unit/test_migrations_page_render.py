@@ -11,7 +11,10 @@ TASK = {
          "rows_per_second": 812.5, "applied_rows": 12000, "error": None, "error_statement": None},
         {"source": "mysql-02", "stage": "paused", "checkpoint": "(mysql-bin.000001, 99)", "lag_seconds": 31.0,
          "rows_per_second": 0.0, "applied_rows": 5, "error": "<script>alert(1)</script> DDL failed",
-         "error_statement": "ALTER TABLE t ADD x int"}],
+         "error_statement": "ALTER TABLE t ADD x int"},
+        {"source": "mysql-03", "stage": "paused", "checkpoint": "(mysql-bin.000002, 7)", "lag_seconds": 240.0,
+         "rows_per_second": 0.0, "applied_rows": 9, "error": "[code=50012:sync] source mysql-03 failed 9 times",
+         "error_statement": None, "auto_resume_at": "2026-11-30 18:30:05 UTC"}],
     "windows": {"mysql-01": [{"rows": 100, "seconds": 2.0, "lag_seconds": 1.0},
                              {"rows": 300, "seconds": 2.0, "lag_seconds": 0.2}]},
     "locks": [{"lock_id": "shop-`db`.`t`", "target": "`db`.`t`", "status": "waiting", "ddls": ["ALTER TABLE t ADD x int"],
@@ -32,6 +35,9 @@ def test_page_shows_sources_lock_validation_and_escapes_server_text():
                  "id=42", "Validate now", 'data-dag="dm_shop_validate"', "ALTER TABLE t ADD x int"):
         assert text in html, text
     assert '<td class="waiting"><b>mysql-02</b></td>' in html
+    assert "it resumes by itself at 2026-11-30 18:30:05 UTC" in html   # the 50012 pause of mysql-03 only
+    assert html.count("resumes by itself") == 1
+    assert "paused: [code=50012:sync] source mysql-03" in html
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert html.count("<polyline") == 2
 
