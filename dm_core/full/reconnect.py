@@ -102,10 +102,16 @@ def away_for_good(e: BaseException | None) -> bool:
     while e is not None and id(e) not in seen:
         seen.add(id(e))
         text = str(e)
+        if any(w in text for w in _REFUSED):   # an executor marks any unreachable error, a refused login too
+            return False
         if server_away(e) or LOST_MARK in text or any(w in text for w in _JAVA_LOST):
             return True
         e = e.__cause__ or e.__context__
     return False
+
+
+# a server that answered and refused the login: waiting does not cure it
+_REFUSED = ("Access denied for user", "(1045,")
 
 
 # the JDBC driver's words for the same, in the JVM's exception text (the JDBC path reads in Java)

@@ -49,6 +49,9 @@ def test_what_counts_as_a_server_away(error, away, chunk_lost):
     (f"s.t chunk 2 of 4 (WHERE id < 9): {LOST_MARK} OperationalError: (2013, 'Lost connection')", True),
     ("s.t chunk 2: java.sql.SQLNonTransientConnectionException: Socket fail to connect", True),
     ("s.t chunk 2: (1366, \"Incorrect decimal value: 'x' for column `d` at row 1\")", False),
+    # an executor marks a refused login as it marks a server down: the job still fails for good
+    (f"s.t chunk 2: {LOST_MARK} Transient: [code=30002:database] cannot connect to target u@h:4000: "
+     "(1045, \"Access denied for user 'u'@'h' (using password: YES)\")", False),
 ])
 def test_a_chunk_that_failed_on_an_executors_lost_connection_is_away(text, away):
     assert away_for_good(RuntimeError(text)) is away
