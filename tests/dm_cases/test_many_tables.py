@@ -12,7 +12,10 @@ source files (conf/, vendored unchanged) and our own statements:
 - one more row into `t1` and `t2`: equal again (the replay's clock was set back).
 
 DM also checks its own metrics and log lines, a small TiDB transaction limit and a killed
-downstream; those are DM internals or covered by tests/integration/test_sync_errors.py.
+downstream that its task checker resumes the task over again and again (this file's
+`checker: {check-enable: true, backoff-max: 1s}`); those are DM internals, or covered by
+tests/integration/test_sync_auto_resume.py (a killed downstream, the source resumed by its
+checker until it is back).
 """
 
 import time
