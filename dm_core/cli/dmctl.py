@@ -7,6 +7,7 @@ phases run in Airflow, reached through its REST API (SHARDFLOW_AIRFLOW_URL).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
 import os
@@ -201,6 +202,9 @@ def _fmt_state(s: dict) -> dict:
         "rows_per_second": round(s["rows_per_second"], 1) if s["rows_per_second"] is not None else None,
         "error": s["error"], "error_statement": s["error_stmt"], "error_position": s["error_pos"],
         "start_time": s.get("start_time"),   # start-task --start-time not yet applied (or too late)
+        # a pause the source's checker resumes (dm_core/sync/auto_resume.py): when, for scripts
+        **({"auto_resume_at": s["auto_resume_at"].isoformat()} if s.get("stage") == "paused"
+           and isinstance(s.get("auto_resume_at"), datetime.datetime) else {}),
     }
 
 

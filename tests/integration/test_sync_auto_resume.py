@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from dm_core.cli.dmctl import _fmt_state
 from dm_core.cli.status_view import describe
 from dm_core.config.source import parse_source
 from dm_core.config.task import parse_task
@@ -127,6 +128,7 @@ def test_a_downstream_down_longer_than_the_retries_is_resumed_by_the_sources_che
             st = store.source_state(name, sid)
             assert st["stage"] == "paused" and st["auto_resume_at"] is not None
             assert "resumes by itself at" in status() and "pause-task" in status(), status()
+            assert _fmt_state(st)["auto_resume_at"] == st["auto_resume_at"].isoformat()   # query-status's JSON
 
             downd.start()
         said = _until(sess, lambda out, _: out.state == "caught_up", "caught up after the downstream is back")
