@@ -71,6 +71,7 @@ class Decision:
     at: float | None = None
     why: str = ""
     attempt: int = 0     # the auto-resume this would be, counted over the session's life
+    planned: bool = False   # ``at`` was chosen by this look: the first at this pause, to be said once
 
 
 class AutoResume:
@@ -111,13 +112,12 @@ class AutoResume:
             return Decision(False, why="its source file sets `checker.check-enable: false`")
         if code not in RESUMABLE:
             return Decision(False, why="the error is not one that goes away by itself")
-        if self._due is None:
+        planned = self._due is None
+        if planned:
             earliest = max(self._last_resume + self.backoff(), now)
             ticks = -(-(earliest - self._epoch) // s.check_interval)   # the first tick at or after it
             self._due = self._epoch + max(ticks, 0) * s.check_interval
-        if now >= self._due:
-            return Decision(True, self._due, attempt=self.resumes + 1)
-        return Decision(False, self._due, attempt=self.resumes + 1)
+        return Decision(now >= self._due, self._due, attempt=self.resumes + 1, planned=planned)
 
     def resumed(self, now: float) -> None:
         """The source was resumed: the next pause waits one backoff step longer (DM's

@@ -115,7 +115,6 @@ class SyncSession:
         self._acc_rows, self._acc_seconds, self._acc_lag = 0, 0.0, None
         self.failures = 0     # transient errors in a row
         self._checker = None  # AutoResume, made when first needed (it reads the source's settings)
-        self._planned: float | None = None   # the auto-resume said and recorded for the pause in sight
 
     def step(self) -> StepOutcome:
         try:
@@ -203,7 +202,6 @@ class SyncSession:
         paused = gate_st and gate_st.get("stage") == "paused" and gate_st.get("error")
         if not paused:
             self._checker.running(now)
-            self._planned = None
             return []
         name, sid, code = self.task.name, self.source_id, gate_st.get("error_code")
         d = self._checker.paused(code, now)
@@ -211,14 +209,12 @@ class SyncSession:
             if not self.store.auto_resume(name, sid, code):
                 return []   # resumed, paused or stopped by someone else meanwhile: the gate sees it next
             self._checker.resumed(now)
-            self._planned = None
             return [(logging.WARNING, f"source {sid}: auto-resume #{d.attempt} of its pause on "
                                       f"{str(gate_st['error']).splitlines()[0]}; it syncs on from its checkpoint, "
                                       f"and pauses again if the error stays (the source's checker; the next "
                                       f"auto-resume waits up to {self._checker.backoff(jitter=False):.0f}s)")]
-        if d.at is None or d.at == self._planned:
+        if d.at is None or not d.planned:   # said once per pause
             return []
-        self._planned = d.at
         wait = max(0.0, d.at - now)
         self.store.update_source_state(name, sid, auto_resume_at=datetime.fromtimestamp(self._wall() + wait, timezone.utc))
         return [(logging.WARNING, f"source {sid} resumes by itself in {max(1, math.ceil(wait))}s (auto-resume #{d.attempt}, the "
