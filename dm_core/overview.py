@@ -21,9 +21,9 @@ are read, and the task file is parsed for names only.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 
 from dm_core.slot_wait import slot_wait
+from dm_core.sync.auto_resume import said_at
 from dm_core.state.lifecycle import dag_id, sensor_task_id
 
 SYNCED_LAG_SECONDS = 10.0   # a syncing source this close to its upstream counts as synced
@@ -115,12 +115,9 @@ def _source(s: dict, sensors: dict, now) -> dict:
             "lag_seconds": s.get("lag_seconds"), "rows_per_second": s.get("rows_per_second"),
             "applied_rows": s.get("applied_rows"), "error": s.get("error"), "error_statement": s.get("error_stmt"),
             # a pause the source's checker resumes (dm_core/sync/auto_resume.py): when
-            "auto_resume_at": _utc(s.get("auto_resume_at")) if s.get("stage") == "paused" else None,
+            "auto_resume_at": said_at(s.get("auto_resume_at")) if s.get("stage") == "paused" else None,
             "updated_at": s.get("updated_at")}
 
-
-def _utc(t) -> str | None:
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(t, datetime) else t
 
 
 def by_urgency(sources: list[dict]) -> list[dict]:

@@ -93,10 +93,12 @@ def describe(name: str, info: dict, st: dict, view: dict | None, loaded_rows: in
                  if st.get("stage") == "paused" and st.get("error") else "")
         return lc.STOPPED, f"{gate.reason}; {kept}; {again}{erred}"
     if st.get("stage") == "paused" and st.get("error"):
+        from dm_core.sync.auto_resume import said_at
+
         first = str(st["error"]).splitlines()[0]
         if st.get("auto_resume_at") and gate.state == lc.RUNNING:   # dm_core/sync/auto_resume.py
             return lc.PAUSED, (f"paused on an error after its checkpoint {cp or 'none yet'}: {first}; it resumes by "
-                               f"itself at {_utc(st['auto_resume_at'])} (the source's checker, while its sensor "
+                               f"itself at {said_at(st['auto_resume_at'])} (the source's checker, while its sensor "
                                f"runs), or at once with `dmctl resume-task {name} -s {sid}`; `dmctl pause-task "
                                f"{name} -s {sid}` keeps it paused")
         if st.get("error_pos"):
@@ -145,12 +147,6 @@ def describe(name: str, info: dict, st: dict, view: dict | None, loaded_rows: in
     last = ", ".join(f"{p} {s}" for p, s in view["phases"].items()) or "none"
     return "not running", (f"no run of the task's DAGs is active in Airflow (latest runs: {last}): "
                            f"`dmctl start-task FILE` starts it again")
-
-
-def _utc(t) -> str:
-    if isinstance(t, datetime.datetime):
-        return t.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return str(t)
 
 
 def _sensor(name: str, st: dict, view: dict) -> tuple[str, str]:

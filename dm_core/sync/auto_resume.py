@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Callable
 
 from dm_core.errors import ErrorCode
@@ -127,3 +128,8 @@ class AutoResume:
         self._due = None
         if self.backoff(jitter=False) < self.settings.backoff_max:
             self._cwnd += 1
+
+
+def said_at(t) -> str | None:
+    """How query-status and the Migrations page say a planned resume (``source_state.auto_resume_at``)."""
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(t, datetime) else t
