@@ -22,6 +22,7 @@ from dm_core.sync.syncer import Syncer
 
 from .helpers import drop_schemas, one_source_task, register
 from .helpers import run_sql as run
+from .test_full_support import execute
 
 pytestmark = pytest.mark.integration
 
@@ -30,13 +31,7 @@ BEFORE_DDL = "id, HEX(name), e, s, big, HEX(b)"
 
 
 def exact(ep, schema, columns=AFTER_DDL) -> list[tuple]:
-    conn = connect(ep)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT {columns} FROM {qt(schema, 't')} ORDER BY id")
-            return list(cur.fetchall())
-    finally:
-        conn.close()
+    return execute(ep, f"SELECT {columns} FROM {qt(schema, 't')} ORDER BY id")
 
 
 def dmctl(*args) -> tuple[int, str]:

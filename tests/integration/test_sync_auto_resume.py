@@ -19,7 +19,7 @@ from dm_core.cli.dmctl import _fmt_state
 from dm_core.cli.status_view import describe
 from dm_core.config.source import parse_source
 from dm_core.config.task import parse_task
-from dm_core.db import connect, qi, qt
+from dm_core.db import qi, qt
 from dm_core.full.phase import finish, prepare
 from dm_core.reset import reset_task
 from dm_core.state import StateStore
@@ -28,6 +28,7 @@ from dm_core.sync.session import Clocks, Pacing, SyncSession
 from .helpers import drop_schemas, one_source_task
 from .helpers import run_sql as run
 from .mariadb_fixture import free_port, private_port, start_mariadb
+from .test_full_support import execute
 
 pytestmark = pytest.mark.integration
 FAST = 10.0
@@ -59,13 +60,7 @@ def _steps_for(sess, seconds: float) -> list[str]:
 
 
 def _rows(ep, db: str) -> list:
-    conn = connect(ep)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT id, v FROM {qt(db, 't')} ORDER BY id")
-            return list(cur.fetchall())
-    finally:
-        conn.close()
+    return execute(ep, f"SELECT id, v FROM {qt(db, 't')} ORDER BY id")
 
 
 @pytest.mark.parametrize("check_enable", [True, False])

@@ -8,18 +8,13 @@ import pytest
 from dm_core.db import connect, qi, qt
 
 from .helpers import run_sql as run, steps
+from .test_full_support import execute
 
 pytestmark = pytest.mark.integration
 
 
 def rows(ep, schema, table, columns="id, name") -> list[tuple]:
-    conn = connect(ep)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT {columns} FROM {qt(schema, table)} ORDER BY 1")
-            return list(cur.fetchall())
-    finally:
-        conn.close()
+    return execute(ep, f"SELECT {columns} FROM {qt(schema, table)} ORDER BY 1")
 
 
 def dmctl_binlog(*args) -> int:
