@@ -67,6 +67,8 @@ _FIELDS = {
     "keyless_exact_file", "keyless_exact_pos", "keyless_exact_server", "keyless_handoff",
     "upstream_file", "upstream_pos", "remaining_seconds", "worker", "auto_resume_at",
 }
+# what resuming a source paused on an error clears (resume-task, the source's checker)
+_RESUMED = "stage = 'sync', error = NULL, error_code = NULL, auto_resume_at = NULL"
 _ADDED = {"applied_rows", "applied_events", "applied_inserts", "applied_updates", "applied_deletes", "applied_ddls",
           "lag_hist", "txn_hist", "ddl_hist"}
 
@@ -284,9 +286,8 @@ class StateStore:
                             "ON CONFLICT (task, source_id) DO UPDATE SET requested = EXCLUDED.requested, "
                             "updated_at = now()", (name, sid, requested))
                 if clear_error:
-                    cur.execute(f"UPDATE {SCHEMA}.source_state SET stage = 'sync', error = NULL, error_code = NULL, "
-                                "auto_resume_at = NULL WHERE task = %s AND source_id = %s AND stage = 'paused'",
-                                (name, sid))
+                    cur.execute(f"UPDATE {SCHEMA}.source_state SET {_RESUMED} WHERE task = %s AND source_id = %s "
+                                "AND stage = 'paused'", (name, sid))
             cur.execute(f"SELECT source_id, requested FROM {SCHEMA}.source_state WHERE task = %s", (name,))
             req = {sid: "running" for sid in all_sources}
             req.update({sid: r for sid, r in cur.fetchall() if sid in req})
@@ -379,8 +380,8 @@ class StateStore:
         would, only while it is still paused on ``code`` and neither it nor its task was paused or
         stopped meanwhile. Whether it was."""
         with self.tx() as cur:
-            cur.execute(f"UPDATE {SCHEMA}.source_state s SET stage = 'sync', error = NULL, error_code = NULL, "
-                        "auto_resume_at = NULL, updated_at = now() WHERE s.task = %s AND s.source_id = %s "
+            cur.execute(f"UPDATE {SCHEMA}.source_state s SET {_RESUMED}, updated_at = now() WHERE s.task = %s "
+                        "AND s.source_id = %s "
                         "AND s.stage = 'paused' AND s.error_code = %s AND s.requested = 'running' AND EXISTS "
                         f"(SELECT 1 FROM {SCHEMA}.task t WHERE t.name = s.task AND t.status = 'running')",
                         (task, source_id, code))
