@@ -12,7 +12,9 @@ The result (dm_core/validate/result.py) goes to the state store as the run ``--r
 marked ``running`` at the start, rewritten with the tables done so far every
 ``meta-flush-interval``, and final at the end; the DAG's next task publishes it (XCom, task
 log, Variable). Exit code 1 only when the validation itself failed; differences are a result,
-not a failure here.
+not a failure here. Exit code 75 (``SERVERS_AWAY_EXIT``) when it failed only because a server
+stayed away, or the state store did while it recorded the result: the operator has Airflow run
+it again with backoff.
 
 Arguments name the task; passwords never appear on the command line: sources and the target
 come from the state store (SHARDFLOW_STATE_DSN in the environment).
@@ -47,6 +49,8 @@ def _parse_arguments(argv=None):
 def _run(args) -> int:
     from dm_core import faults
     from dm_core.config.task import parse_task
+    from dm_core.errors import ErrorCode, ShardflowError
+    from dm_core.full.reconnect import SERVERS_AWAY_EXIT
     from dm_core.jobhost import runner
     from dm_core.state.outage import riding_out
     from dm_core.state.store import StateStore
@@ -91,9 +95,19 @@ def _run(args) -> int:
     except Exception:  # noqa: BLE001 - stored in the result (validate_task set res.error)
         log.exception("validation of %s failed", task.name)
     res.finished_at = res.finished_at or dt.datetime.now(dt.timezone.utc).isoformat()
-    record(res.status, res, True)
+    try:
+        record(res.status, res, True)
+    except ShardflowError as e:
+        if e.code != ErrorCode.STATE_STORE_UNREACHABLE:
+            raise
+        log.warning("validation of %s could not record its result: %s; a later try compares again", task.name, e)
+        return SERVERS_AWAY_EXIT
     log.info("validation of %s (run %s):\n%s", task.name, args.run_id, render(res))
     store.close()
+    if res.servers_away:   # the operator has Airflow run it again with backoff (shardflow_airflow/retry.py)
+        log.warning("validation of %s stopped because a server it needs is away; a later try compares again",
+                    task.name)
+        return SERVERS_AWAY_EXIT
     return 1 if res.error else 0
 
 

@@ -40,6 +40,7 @@ class TableRepair:
     written: int = 0         # rows written from upstream
     seconds: float = 0.0
     error: str | None = None
+    server_away: bool = False   # the error only says a server stayed away: a later run can do it
 
     def line(self) -> str:
         head = f"{self.target}: {self.keys} key(s): {self.deleted} row(s) deleted, {self.written} written " \

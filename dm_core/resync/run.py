@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.full.reconnect import away_for_good
 from dm_core.resync import hold
 from dm_core.resync.repair import TableRepair, repair_keys
 from dm_core.state.outage import riding_out
@@ -30,10 +31,17 @@ class ResyncResult:
     tables: list[TableRepair] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
+    server_away: bool = False   # ``error`` only says a server stayed away
 
     @property
     def ok(self) -> bool:
         return self.error is None and not any(t.error for t in self.tables)
+
+    @property
+    def servers_away(self) -> bool:
+        """It failed, and only because servers stayed away: the same run later can succeed."""
+        failed = [t.server_away for t in self.tables if t.error] + ([self.server_away] if self.error else [])
+        return bool(failed) and all(failed)
 
     def summary(self) -> str:
         keys = sum(t.keys for t in self.tables)
@@ -106,9 +114,9 @@ def run_resync(task, store, run_id: str, keys: dict[str, list[dict]], *, why: st
                 except ShardflowError as e:
                     if e.code in (ErrorCode.RESYNC_LOST_HOLD, ErrorCode.STATE_STORE_UNREACHABLE):
                         raise   # nothing more may be written
-                    r = TableRepair(name, error=str(e))
+                    r = TableRepair(name, error=str(e), server_away=away_for_good(e))
                 except Exception as e:  # noqa: BLE001 - one table's failure is its result; the others go on
-                    r = TableRepair(name, error=f"{type(e).__name__}: {e}")
+                    r = TableRepair(name, error=f"{type(e).__name__}: {e}", server_away=away_for_good(e))
                 res.tables.append(r)
                 log(r.line())
         finally:
@@ -116,7 +124,7 @@ def run_resync(task, store, run_id: str, keys: dict[str, list[dict]], *, why: st
             log("sync released: sources resume from their checkpoints, in safe mode up to the position after "
                 "the last read")
     except Exception as e:  # noqa: BLE001 - reported in the result, which the caller fails on
-        res.error = f"{type(e).__name__}: {e}"
+        res.error, res.server_away = f"{type(e).__name__}: {e}", away_for_good(e)
     finally:
         for c in [*ups.values(), down]:
             c.close()

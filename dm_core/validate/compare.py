@@ -41,6 +41,7 @@ from dm_core.db import connect, is_mariadb
 from dm_core.sources import source_endpoint, target_endpoint
 from dm_core.validate.verdict import RecheckContext, conclude
 from dm_core.errors import Cancelled
+from dm_core.full.reconnect import away_for_good
 from dm_core.validate.checksum import DOWN, ZERO, Servers, Sums, chunk_sums
 from dm_core.validate.chunks import plan_chunks
 from dm_core.validate import drill
@@ -162,7 +163,7 @@ def validate_task(task, store, *, settings=None, result: ValidationResult | None
         res.tables.sort(key=lambda t: t.target)
         log.info("validation of %s: %s", task.name, clock)
     except Exception as e:
-        res.error = f"{type(e).__name__}: {e}"
+        res.error, res.server_away = f"{type(e).__name__}: {e}", away_for_good(e)
         raise
     finally:
         res.finished_at = dt.datetime.now(dt.timezone.utc).isoformat()
@@ -319,7 +320,8 @@ def _finish(servers, jobs: list[TableJob], task, store, settings):
                 raise
             except Exception as e:  # noqa: BLE001 - one table's failure is its result; the others go on
                 log.exception("validating %s failed", j.plan.name)
-                yield TableResult(j.plan.name, [s.origin for s in j.plan.shards], error=f"{type(e).__name__}: {e}")
+                yield TableResult(j.plan.name, [s.origin for s in j.plan.shards], error=f"{type(e).__name__}: {e}",
+                                  server_away=away_for_good(e))
 
 
 def _result(j: TableJob) -> TableResult:

@@ -48,6 +48,7 @@ class TableResult:
     seconds: float = 0.0
     error: str | None = None
     fallback: str | None = None  # why this table's rows were read and compared in Python (None: server checksums)
+    server_away: bool = False    # ``error`` only says a server stayed away: a later run can compare it
 
     @property
     def equal(self) -> bool:
@@ -84,6 +85,13 @@ class ValidationResult:
     checkpoints: dict = field(default_factory=dict)   # source → checkpoint when the run started
     tables: list[TableResult] = field(default_factory=list)
     error: str | None = None
+    server_away: bool = False    # ``error`` only says a server stayed away
+
+    @property
+    def servers_away(self) -> bool:
+        """It failed, and only because servers stayed away: the same run later can succeed."""
+        failed = [t.server_away for t in self.tables if t.error] + ([self.server_away] if self.error else [])
+        return bool(failed) and all(failed)
 
     @property
     def status(self) -> str:

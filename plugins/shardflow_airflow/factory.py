@@ -91,15 +91,15 @@ def build_dags(task_file: Path) -> dict:
     if task.task_mode != "incremental":
         with DAG(ids["full"], description=f"full dump/load of DM task {task.name} on Spark", **common) as d:
             # a step that gave up on a server that stayed away runs again with DM's checker backoff (retry.py)
-            prep = FullPrepareOperator(task_id="prepare", task_file=path, **retry.full_phase())
+            prep = FullPrepareOperator(task_id="prepare", task_file=path, **retry.when_servers_away())
             load = SparkJobOperator(
                 task_id="spark_load", job="full_load", fence_task=task.name, application_args=["--task", task.name],
                 conn_id="spark_default",
                 spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
                 name=f"shardflow-full-{task.name}",
-                conf=runtime.submit_conf(sys.executable), **retry.full_phase(),
+                conf=runtime.submit_conf(sys.executable), **retry.when_servers_away(),
             )
-            fin = FullFinishOperator(task_id="finish", task_file=path, **retry.full_phase())
+            fin = FullFinishOperator(task_id="finish", task_file=path, **retry.when_servers_away())
             prep >> load >> fin
             if task.task_mode == "all":
                 fin >> _chain_trigger(TriggerDagRunOperator, path, "full", ids["incremental"], chain)
@@ -164,7 +164,7 @@ def _validate_dag(task, dag_id: str, common: dict, resync_id: str):
             conn_id="spark_default", spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
             name=f"shardflow-validate-{task.name}",
             conf=runtime.submit_conf(sys.executable),
-            retries=2, retry_delay=datetime.timedelta(seconds=30),   # a rerun overwrites the run's result
+            **retry.when_servers_away(),   # a rerun overwrites the run's result
         )
         publish = ValidationPublishOperator(task_id="publish", task_name=task.name, run_id="{{ run_id }}", retries=0)
         _full_phase_finished(task.name) >> spark >> publish
@@ -248,8 +248,11 @@ def _resync_dag(task, path: str, dag_id: str, common: dict, validate_id: str):
                               "{{ (ti.xcom_pull(task_ids='choose', key='choice') or {}).get('compare', []) | join(',') }}"],
             conn_id="spark_default", spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
             name=f"shardflow-resync-compare-{task.name}", conf=runtime.submit_conf(sys.executable),
+            **retry.when_servers_away(),
         )
-        repair = ResyncRepairOperator(task_id="repair", task_file=path, trigger_rule="none_failed_min_one_success")
+        # a repair rewrites whole rows from the upstream: run again, it rewrites them again
+        repair = ResyncRepairOperator(task_id="repair", task_file=path, trigger_rule="none_failed_min_one_success",
+                                      **retry.when_servers_away())
         again = TriggerDagRunOperator(task_id="validate_again", trigger_dag_id=validate_id, wait_for_completion=False,
                                       conf={"after_repair": True})
         choose >> [compare, repair]

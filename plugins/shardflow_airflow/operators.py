@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -68,20 +67,6 @@ class PrecheckOperator(BaseOperator):
         return report.to_dict()
 
 
-@contextlib.contextmanager
-def _retried_when_servers_away(step: str):
-    """A step that gave up waiting for a server (dm_core/full/phase.py) fails with
-    ``retry.ServersAway``, which the full DAG's retry policy runs again; any other error as is."""
-    from dm_core.full.reconnect import away_for_good
-
-    try:
-        yield
-    except Exception as e:
-        if away_for_good(e):
-            raise retry.servers_away(step, e) from e
-        raise
-
-
 class FullPrepareOperator(BaseOperator):
     """Record each source's low watermark and create the merged target tables.
 
@@ -100,7 +85,7 @@ class FullPrepareOperator(BaseOperator):
         task = runtime.load_task(self.task_file)
         with runtime.open_store() as store:
             _end_if_not_current(store, task.name, context)
-            with _retried_when_servers_away(f"the full phase of {task.name} prepares"):
+            with retry.retried_when_servers_away(f"the full phase of {task.name} prepares"):
                 summary = prepare(task, store)
         self.log.info("full phase of %s prepared: %s", task.name, json.dumps(summary, indent=2))
         return summary
@@ -122,7 +107,7 @@ class FullFinishOperator(BaseOperator):
         from dm_core.full.phase import finish
 
         task = runtime.load_task(self.task_file)
-        with runtime.open_store() as store, _retried_when_servers_away(f"the full phase of {task.name} finishes"):
+        with runtime.open_store() as store, retry.retried_when_servers_away(f"the full phase of {task.name} finishes"):
             out = finish(task, store)
         self.log.info("full phase of %s finished: %s", task.name, json.dumps(out, indent=2))
         return out

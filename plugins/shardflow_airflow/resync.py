@@ -13,7 +13,7 @@ from airflow.providers.standard.operators.branch import BaseBranchOperator
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from shardflow_airflow import runtime
+from shardflow_airflow import retry, runtime
 
 CHOICE = "choice"    # XCom key of what choose decided
 
@@ -105,7 +105,8 @@ class ResyncRepairOperator(BaseOperator):
                         "block, or run the full phase again for that table")
                 for t, k in more.items():
                     keys.setdefault(t, []).extend(k)
-            res = run_resync(task, store, run_id, keys, why=choice.get("why", ""), log=self.log.info)
+            with retry.retried_when_servers_away(f"the re-sync of {task.name}"):
+                res = run_resync(task, store, run_id, keys, why=choice.get("why", ""), log=self.log.info)
         self.log.info("re-sync of task %s (run %s):\n%s", task.name, run_id, res.render())
         out = res.to_dict()
         try:
@@ -114,6 +115,8 @@ class ResyncRepairOperator(BaseOperator):
             Variable.set(f"shardflow_{task.name}_resync", json.dumps(out, default=str))
         except Exception as e:  # the mirror is a convenience; the log and XCom carry the result
             self.log.warning("could not update the re-sync Variable: %s", e)
+        if res.servers_away:   # retried with backoff (retry.py): the rows it wrote are written again
+            raise retry.servers_away(f"the re-sync of {task.name}", res.error or next(t.error for t in res.tables if t.error))
         if not res.ok:
             raise AirflowFailException(res.summary())
         return out

@@ -1,4 +1,4 @@
-"""Which failures of the full DAG's tasks Airflow runs again: a server that stayed away.
+"""Which failures of shardflow's Airflow steps are run again: a server that stayed away.
 
 Each step of the full phase already waits for a server that goes away (the load per chunk,
 prepare and finish per step: ``SHARDFLOW_FULL_RECONNECT_S``, 600 s). A server away for longer --
@@ -10,10 +10,15 @@ through the task's retry policy: a step that failed only because a server stayed
 watermarks and loaded chunks are kept), and every other failure fails the task at once, as
 before, for `dmctl start-task` once its cause is fixed. `dmctl stop-task` and `pause-task`
 end a run waiting for its retry as they end a running one.
+
+The validation's job and the re-sync's comparison and repair take the same policy: a scheduled
+validation that met a downstream being upgraded checks again once it is back, instead of
+failing the run after two tries 30 s apart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 
 from airflow.sdk.exceptions import AirflowException
@@ -24,12 +29,13 @@ TRIES = 1000
 
 
 class ServersAway(AirflowException):
-    """A full-phase step failed only because an upstream or the downstream stayed away: run it
-    again later (the retry policy of ``full_phase``)."""
+    """A step failed only because an upstream or the downstream stayed away: run it
+    again later (the retry policy of ``when_servers_away``)."""
 
 
-def full_phase() -> dict:
-    """Operator arguments of the full DAG's prepare, load and finish: retried with DM's checker
+def when_servers_away() -> dict:
+    """Operator arguments of a step that is safe to run again (the full DAG's prepare, load and
+    finish, the validation, the re-sync's comparison and repair): retried with DM's checker
     backoff when a server stayed away, failed at once on anything else."""
     from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
@@ -43,7 +49,7 @@ def full_phase() -> dict:
     )
 
 
-def servers_away(step: str, e: BaseException | None) -> ServersAway:
+def servers_away(step: str, e: BaseException | str | None) -> ServersAway:
     """The error a step raises for Airflow's retry; ``e``: what it failed on (None: a job's exit code)."""
     from dm_core.state.outage import one_line
 
@@ -52,3 +58,17 @@ def servers_away(step: str, e: BaseException | None) -> ServersAway:
     return ServersAway(f"{step}: {why}. Airflow runs the "
                        f"step again with backoff (1 s doubling to 5 min), from what was recorded; `dmctl stop-task` "
                        f"or `pause-task` ends the tries")
+
+
+@contextlib.contextmanager
+def retried_when_servers_away(step: str):
+    """Inside: an error that means a server stayed away (dm_core/full/reconnect.py) leaves as
+    ``ServersAway``, which ``when_servers_away``'s policy runs again; any other error as is."""
+    from dm_core.full.reconnect import away_for_good
+
+    try:
+        yield
+    except Exception as e:
+        if away_for_good(e):
+            raise servers_away(step, e) from e
+        raise

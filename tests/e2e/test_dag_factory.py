@@ -80,6 +80,8 @@ def test_valid_and_broken_task_files(tmp_path):
     assert out["tasks"]["dm_demo_full"] == ["continue_chain", "finish", "prepare", "spark_load", "trigger_dm_demo_incremental"]
     # a full-phase step that gave up on a server that stayed away is run again (retry.py)
     assert out["retry_policies"]["dm_demo_full"] == ["finish", "prepare", "spark_load"]
+    assert out["retry_policies"]["dm_demo_validate"] == ["spark_validate"]
+    assert out["retry_policies"]["dm_demo_resync"] == ["repair", "spark_compare"]
     err = out["errors"]["shardflow_task_errors.py"]
     assert "broken.yaml" in err and "mysql-instances[0].route-rules" in err and "no-such-route" in err
 

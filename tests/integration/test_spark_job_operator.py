@@ -90,14 +90,14 @@ def test_a_downstream_away_longer_than_the_load_waits_is_run_again_by_airflow_an
     A load that fails for any other reason fails the task for good, as before."""
     from airflow.sdk.definitions.retry_policy import RetryAction
 
-    from shardflow_airflow.retry import ServersAway, full_phase
+    from shardflow_airflow.retry import ServersAway, when_servers_away
 
     from .mariadb_fixture import free_port, private_port, start_mariadb
 
     host = spark_host.shared_host(submit_cmd("", app="job_host.py"), spark_env())
     airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(host.socket.parent))
     airflow_env.setenv("SHARDFLOW_FULL_RECONNECT_S", "1")
-    policy = full_phase()["retry_policy"]
+    policy = when_servers_away()["retry_policy"]
     downd = start_mariadb(tmp_path, free_port(private_port(i) for i in range(0, 10)), 77, log_bin=False,
                           extra_args=["--local-infile=1"])
     try:
@@ -119,3 +119,83 @@ def test_a_downstream_away_longer_than_the_load_waits_is_run_again_by_airflow_an
         assert policy.evaluate(other.value, 1, 1000).action == RetryAction.FAIL
     finally:
         downd.stop()
+
+
+class _Choice:
+    """The repair's view of what ``choose`` pushed (Airflow's TaskInstance.xcom_pull): only the
+    XCom, since the repair runs here outside a DAG run."""
+
+    def __init__(self, choice: dict):
+        self.choice = choice
+
+    def xcom_pull(self, task_ids: str, key: str):
+        return self.choice
+
+
+def test_a_validation_and_a_resync_that_met_a_downstream_away_are_run_again_by_airflow(
+        stack, uniq, airflow_env, tmp_path):
+    """The validation's job (through the job host) and the re-sync's repair with their
+    downstream down: each fails with ServersAway, which their DAGs' retry policy runs again, and
+    run again once the downstream is back, the validation finds the tables equal and the repair
+    writes the row it was asked to."""
+    from airflow.sdk.definitions.retry_policy import RetryAction
+
+    from shardflow_airflow.resync import ResyncRepairOperator
+    from shardflow_airflow.retry import ServersAway, when_servers_away
+    from shardflow_airflow.spark_job import SparkJobOperator
+    from shardflow_airflow import runtime
+
+    from .mariadb_fixture import free_port, private_port, start_mariadb
+
+    host = spark_host.shared_host(submit_cmd("", app="job_host.py"), spark_env())
+    airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(host.socket.parent))
+    policy = when_servers_away()["retry_policy"]
+    downd = start_mariadb(tmp_path, free_port(private_port(i) for i in range(0, 10)), 78, log_bin=False,
+                          extra_args=["--local-infile=1"])
+    try:
+        with one_table_task({"up1": stack["up1"], "down": downd.endpoint()}, f"opv{uniq}", 80) as (task, store, tdb):
+            _operator(task.name).execute({})
+            validate = SparkJobOperator(task_id="spark_validate", job="validate",
+                                        application_args=["--task", task.name, "--run-id", "v1", "--mode", "full"],
+                                        conn_id="spark_default", spark_binary=runtime.spark_submit_binary(),
+                                        jars=runtime.jdbc_jar(), conf=runtime.submit_conf(sys.executable))
+            path = tmp_path / "task.yaml"
+            path.write_text(store.get_task(task.name)[0])
+            repair = ResyncRepairOperator(task_id="repair", task_file=str(path))
+            context = {"ti": _Choice({"validation_run": "named", "compare": []}), "run_id": "r1"}
+            _named_row_7(task, store, tdb)
+            downd.proc.kill()
+            downd.proc.wait()
+
+            with pytest.raises(ServersAway) as away:
+                validate.execute({})
+            assert "validate on the job host" in str(away.value), away.value
+            assert policy.evaluate(away.value, 1, 1000).action == RetryAction.RETRY
+            stored = store.validation(task.name, "v1")
+            assert stored["status"] == "error" and stored["server_away"], stored
+
+            with pytest.raises(ServersAway) as away:
+                repair.execute(context)
+            assert f"the re-sync of {task.name}" in str(away.value) and "stop-task" in str(away.value), away.value
+            assert policy.evaluate(away.value, 1, 1000).action == RetryAction.RETRY
+
+            downd.start()
+            validate.execute({})   # Airflow's next try
+            stored = store.validation(task.name, "v1")
+            assert stored["status"] == "equal" and stored["finished_at"], stored
+            execute(downd.endpoint(), f"DELETE FROM {tdb}.t WHERE id = 7")
+            out = repair.execute(context)   # Airflow's next try
+            assert out["ok"] and sum(t["written"] for t in out["tables"]) == 1, out
+            assert execute(downd.endpoint(), f"SELECT v FROM {tdb}.t WHERE id = 7") == [("v7",)]
+    finally:
+        downd.stop()
+
+
+def _named_row_7(task, store, tdb) -> None:
+    """A finished validation run ``named`` that found row id 7 missing downstream: what the
+    repair rewrites with what=last_validation."""
+    from dm_core.validate.result import RowDiff, TableResult, ValidationResult
+
+    found = ValidationResult(task.name, "named", finished_at="now", tables=[
+        TableResult(f"{tdb}.t", differences=[RowDiff(kind="missing", key={"id": "7"})])])
+    store.put_validation(task.name, "named", found.status, found.to_dict(), finished=True)

@@ -58,15 +58,42 @@ def test_a_chunk_that_failed_on_an_executors_lost_connection_is_away(text, away)
 
 
 def test_a_full_phase_step_that_gave_up_on_a_server_raises_what_airflow_retries():
-    from shardflow_airflow.operators import _retried_when_servers_away
-    from shardflow_airflow.retry import ServersAway
+    from shardflow_airflow.retry import ServersAway, retried_when_servers_away
 
     with pytest.raises(ServersAway, match=r"the full phase of t prepares: a server stayed away .*cannot connect to source"):
-        with _retried_when_servers_away("the full phase of t prepares"):
+        with retried_when_servers_away("the full phase of t prepares"):
             raise _unreachable(ErrorCode.DOWNSTREAM_UNREACHABLE, 2003)
     with pytest.raises(pymysql.err.OperationalError):   # a refused login fails the task, as before
-        with _retried_when_servers_away("the full phase of t prepares"):
+        with retried_when_servers_away("the full phase of t prepares"):
             raise pymysql.err.OperationalError(1045, "Access denied")
+
+
+def _validation(*tables, error=None, away=False):
+    from dm_core.validate.result import TableResult, ValidationResult
+
+    return ValidationResult("t", tables=[TableResult(f"d.t{i}", error=e, server_away=a) for i, (e, a) in enumerate(tables)],
+                            error=error, server_away=away)
+
+
+def _resync(*tables, error=None, away=False):
+    from dm_core.resync.repair import TableRepair
+    from dm_core.resync.run import ResyncResult
+
+    return ResyncResult("t", "r", tables=[TableRepair(f"d.t{i}", error=e, server_away=a) for i, (e, a) in enumerate(tables)],
+                        error=error, server_away=away)
+
+
+# a validation or re-sync is run again (exit 75 / ServersAway) only when every error it met was a server away
+@pytest.mark.parametrize("make", [_validation, _resync])
+@pytest.mark.parametrize("tables, error, away, again", [
+    ([(None, False), (None, False)], None, False, False),              # it did its work
+    ([("lost", True), (None, False)], None, False, True),              # one table met a server away
+    ([("lost", True), ("refused value", False)], None, False, False),  # and another failed for good
+    ([], "cannot connect to target", True, True),                      # nothing started: the downstream is down
+    ([("lost", True)], "a bug", False, False),
+])
+def test_a_run_is_tried_again_only_when_every_error_was_a_server_away(make, tables, error, away, again):
+    assert make(*tables, error=error, away=away).servers_away is again
 
 
 def test_the_wait_doubles_up_to_30_s_and_ends_with_its_budget(caplog):
