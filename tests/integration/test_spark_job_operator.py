@@ -134,8 +134,8 @@ class _Choice:
 
 def test_a_validation_and_a_resync_that_met_a_downstream_away_are_run_again_by_airflow(
         stack, uniq, airflow_env, tmp_path):
-    """The validation's job (through the job host) and the re-sync's repair with their
-    downstream down: each fails with ServersAway, which their DAGs' retry policy runs again, and
+    """The validation's job (through the job host, then spark-submit) and the re-sync's repair
+    with their downstream down: each fails with ServersAway, which their DAGs' retry policy runs again, and
     run again once the downstream is back, the validation finds the tables equal and the repair
     writes the row it was asked to."""
     from airflow.sdk.definitions.retry_policy import RetryAction
@@ -171,6 +171,12 @@ def test_a_validation_and_a_resync_that_met_a_downstream_away_are_run_again_by_a
                 validate.execute({})
             assert "validate on the job host" in str(away.value), away.value
             assert policy.evaluate(away.value, 1, 1000).action == RetryAction.RETRY
+            # with no job host, spark-submit's exit code says it (read from the provider's hook)
+            airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(tmp_path / "none"))
+            with pytest.raises(ServersAway) as away:
+                validate.execute({})
+            assert "validate (spark-submit)" in str(away.value), away.value
+            airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(host.socket.parent))
             stored = store.validation(task.name, "v1")
             assert stored["status"] == "error" and stored["server_away"], stored
 
