@@ -163,7 +163,7 @@ def _validate_dag(task, dag_id: str, common: dict, resync_id: str):
             application_args=["--task", task.name, "--run-id", "{{ run_id }}", "--mode", "{{ params.mode }}"],
             conn_id="spark_default", spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
             name=f"shardflow-validate-{task.name}",
-            conf=runtime.submit_conf(sys.executable),
+            conf=runtime.submit_conf(sys.executable), ends=retry.validation_ends(task.name),
             **retry.when_servers_away(),   # a rerun overwrites the run's result
         )
         publish = ValidationPublishOperator(task_id="publish", task_name=task.name, run_id="{{ run_id }}", retries=0)
@@ -248,7 +248,7 @@ def _resync_dag(task, path: str, dag_id: str, common: dict, validate_id: str):
                               "{{ (ti.xcom_pull(task_ids='choose', key='choice') or {}).get('compare', []) | join(',') }}"],
             conn_id="spark_default", spark_binary=runtime.spark_submit_binary(), jars=runtime.jdbc_jar(),
             name=f"shardflow-resync-compare-{task.name}", conf=runtime.submit_conf(sys.executable),
-            **retry.when_servers_away(),
+            ends=retry.resync_ends(task.name), **retry.when_servers_away(),
         )
         # a repair rewrites whole rows from the upstream: run again, it rewrites them again
         repair = ResyncRepairOperator(task_id="repair", task_file=path, trigger_rule="none_failed_min_one_success",

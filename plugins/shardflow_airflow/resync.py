@@ -105,7 +105,7 @@ class ResyncRepairOperator(BaseOperator):
                         "block, or run the full phase again for that table")
                 for t, k in more.items():
                     keys.setdefault(t, []).extend(k)
-            with retry.retried_when_servers_away(f"the re-sync of {task.name}"):
+            with retry.retried_when_servers_away(f"the re-sync of {task.name}", retry.resync_ends(task.name)):
                 res = run_resync(task, store, run_id, keys, why=choice.get("why", ""), log=self.log.info)
         self.log.info("re-sync of task %s (run %s):\n%s", task.name, run_id, res.render())
         out = res.to_dict()
@@ -116,7 +116,8 @@ class ResyncRepairOperator(BaseOperator):
         except Exception as e:  # the mirror is a convenience; the log and XCom carry the result
             self.log.warning("could not update the re-sync Variable: %s", e)
         if res.servers_away:   # retried with backoff (retry.py): the rows it wrote are written again
-            raise retry.servers_away(f"the re-sync of {task.name}", res.error or next(t.error for t in res.tables if t.error))
+            raise retry.servers_away(f"the re-sync of {task.name}", res.error or next(t.error for t in res.tables if t.error),
+                                     retry.resync_ends(task.name))
         if not res.ok:
             raise AirflowFailException(res.summary())
         return out

@@ -49,19 +49,30 @@ def when_servers_away() -> dict:
     )
 
 
-def servers_away(step: str, e: BaseException | str | None) -> ServersAway:
-    """The error a step raises for Airflow's retry; ``e``: what it failed on (None: a job's exit code)."""
+FULL_PHASE_ENDS = "`dmctl stop-task` or `pause-task` ends the tries"
+
+
+def servers_away(step: str, e: BaseException | str | None, ends: str = FULL_PHASE_ENDS) -> ServersAway:
+    """The error a step raises for Airflow's retry; ``e``: what it failed on (None: a job's exit
+    code); ``ends``: the commands that end the tries of this step."""
     from dm_core.state.outage import one_line
 
     why = (f"a server stayed away longer than the step waits for it (the last error: {one_line(e)})" if e is not None
            else "a server it needs is away (the job's log above names it and how long it waited)")
     return ServersAway(f"{step}: {why}. Airflow runs the "
-                       f"step again with backoff (1 s doubling to 5 min), from what was recorded; `dmctl stop-task` "
-                       f"or `pause-task` ends the tries")
+                       f"step again with backoff (1 s doubling to 5 min), from what was recorded; {ends}")
+
+
+def validation_ends(task: str) -> str:
+    return f"`dmctl validation stop {task}` or `dmctl stop-task {task}` ends the tries"
+
+
+def resync_ends(task: str) -> str:
+    return f"`dmctl stop-task {task}` ends the tries (the sync's hold is released before each)"
 
 
 @contextlib.contextmanager
-def retried_when_servers_away(step: str):
+def retried_when_servers_away(step: str, ends: str = FULL_PHASE_ENDS):
     """Inside: an error that means a server stayed away (dm_core/full/reconnect.py) leaves as
     ``ServersAway``, which ``when_servers_away``'s policy runs again; any other error as is."""
     from dm_core.full.reconnect import away_for_good
@@ -70,5 +81,5 @@ def retried_when_servers_away(step: str):
         yield
     except Exception as e:
         if away_for_good(e):
-            raise servers_away(step, e) from e
+            raise servers_away(step, e, ends) from e
         raise

@@ -21,14 +21,16 @@ class SparkJobOperator(SparkSubmitOperator):
     :param fence_task: the task whose full-load fence the job takes (dm_core/full/fence.py):
         the operator waits until no other job holds it before it takes a job host's slot or
         starts spark-submit, so a job that would only wait holds neither
+    :param ends: the commands that end its tries when a server stayed away (retry.py)
     Every other parameter is SparkSubmitOperator's (``application_args`` is templated).
     """
 
-    def __init__(self, *, job: str, fence_task: str | None = None, **kwargs: Any):
+    def __init__(self, *, job: str, fence_task: str | None = None, ends: str = retry.FULL_PHASE_ENDS, **kwargs: Any):
         kwargs.setdefault("application", str(runtime.PROJECT_ROOT / "spark_jobs" / f"{job}.py"))
         super().__init__(**kwargs)
         self.job = job
         self.fence_task = fence_task
+        self.ends = ends
         self._host_conn: socket.socket | None = None   # the job host's connection while a job runs there
         self._stopping = False
 
@@ -56,7 +58,7 @@ class SparkJobOperator(SparkSubmitOperator):
             raise
         except JobFailed as e:
             if e.rc == SERVERS_AWAY_EXIT and not self._stopping:
-                raise retry.servers_away(f"{self.job} on the job host", None) from None
+                raise retry.servers_away(f"{self.job} on the job host", None, self.ends) from None
             raise
         finally:
             self._host_conn = None
@@ -66,7 +68,7 @@ class SparkJobOperator(SparkSubmitOperator):
             except AirflowException:
                 sp = getattr(self._hook, "_submit_sp", None)   # the hook keeps spark-submit's process
                 if sp is not None and sp.returncode == SERVERS_AWAY_EXIT and not self._stopping:
-                    raise retry.servers_away(f"{self.job} (spark-submit)", None) from None
+                    raise retry.servers_away(f"{self.job} (spark-submit)", None, self.ends) from None
                 raise
 
     def _on_host(self, conn: socket.socket) -> None:
