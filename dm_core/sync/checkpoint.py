@@ -38,6 +38,7 @@ class SourcePositions:
         self.task, self.source_id, self.store = task, source_id, store
         self.exit_point: Position | None = None   # as last written by this window
         self.server: str | None = None            # the upstream server this window reads (db.server_identity)
+        self.switched_at: Position | None = None  # the new server's binlog end when this start found it switched
 
     # ---- where a window starts --------------------------------------------------------
     def start(self, st: dict, now: Position, up, server: str | None = None) -> Position:
@@ -53,10 +54,12 @@ class SourcePositions:
         another server the start is found by the checkpoint's GTID state, as DM does whenever
         `enable-gtid` is on, and without GTIDs the source pauses (UPSTREAM_SWITCHED)."""
         self.server = None   # until the start is known to be on this server, checkpoints name none
+        self.switched_at = None
         start = self._recorded_start(st, now)
         was = st.get("binlog_server")
         if server and was and was != server and st["binlog_file"]:
             start = self._switched(up, start, was, server)
+            self.switched_at = now
         else:
             start = self._resolve_gtid(up, start)
         self.server = server
@@ -201,7 +204,23 @@ class SourcePositions:
 
     # ---- the safe-mode exit point -----------------------------------------------------
     def load_exit_point(self, st: dict) -> Position | None:
-        """The higher of the recorded exit point and the full phase's high watermark."""
+        """The higher of the recorded exit point and the full phase's high watermark; after a
+        switch to another server, that server's binlog end at the switch (written here, and into
+        ``st``, the window's view of the state).
+
+        Why the switch moves it: the start found by GTID is the new server's first transaction
+        not in the checkpoint's state, and the server may have logged transactions in that state
+        after it (another GTID domain it ordered differently, its own writes between the
+        master's). Those are replayed and must go in safe mode, yet the recorded exit point is a
+        position on the old server, which orders nothing on this one."""
+        if self.switched_at is not None:
+            at = self.switched_at
+            self.store.update_source_state(self.task.name, self.source_id, safe_exit_file=at.file, safe_exit_pos=at.pos)
+            st.update(safe_exit_file=at.file, safe_exit_pos=at.pos)
+            self.exit_point, self.switched_at = at, None
+            log.info("source %s: safe mode on up to %s, this server's binlog end when the source switched to it: "
+                     "what it logged before may already be downstream", self.source_id, at)
+            return at
         cands = [Position(st[f], int(st[p])) for f, p in (("safe_exit_file", "safe_exit_pos"), ("high_file", "high_pos"))
                  if st[f]]
         self.exit_point = max(cands, key=Position.key) if cands else None

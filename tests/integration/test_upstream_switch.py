@@ -9,6 +9,7 @@ the master's checkpoint read on the replica would start at the wrong event. With
 and says why (UPSTREAM_SWITCHED, 50018) instead of reading from a meaningless position.
 """
 
+import logging
 import os
 import signal
 
@@ -76,5 +77,40 @@ def test_source_moved_to_the_replica_resumes_at_the_same_transaction(stack, uniq
                     cur.execute(f"SELECT COUNT(*) FROM {qt(schema, 'tb')}")
                     assert cur.fetchone()[0] == 100   # nothing read from a meaningless position
                 down.close()
+        finally:
+            os.kill(master.proc.pid, signal.SIGCONT)
+
+
+def test_transactions_the_replica_logged_after_one_of_its_own_are_replayed_in_safe_mode(stack, uniq, tmp_path, caplog):
+    """After the switch, the replica's binlog holds a transaction of its own (another GTID
+    domain, not in the checkpoint's state) before transactions the source had already applied
+    from the master: reading on from the first transaction not in the state replays those,
+    and must do it in safe mode, whatever the two servers' file numbers. The replica's files are
+    numbered past the master's here, so the master's exit point says nothing on the replica."""
+    schema = f"ur{uniq}"
+    with master_and_replica(tmp_path, stack, f"ur{uniq}", schema, source="master", master_id=13,
+                            replica_id=14) as (master, replica, task, store, sid):
+        master.sql(f"CREATE DATABASE {qi(schema)}", f"CREATE TABLE {qt(schema, 'tb')} (id int PRIMARY KEY, a int)")
+        insert_rows(master, schema, range(1, 51))
+        replicated(replica, schema, 50)
+        replica.sql("STOP SLAVE", *["FLUSH BINARY LOGS"] * 3,
+                    "SET SESSION gtid_domain_id = 7",   # the replica's own write, ordered before the master's next
+                    f"INSERT INTO {qt(schema, 'tb')} VALUES (500, 500)")
+        insert_rows(master, schema, range(51, 61))
+        replica.sql("START SLAVE")
+        replicated(replica, schema, 61)
+        r = _sync(task, store, sid)   # the source reads the master's 60 rows
+        assert r.caught_up and not r.paused, r
+
+        os.kill(master.proc.pid, signal.SIGSTOP)
+        try:
+            register_source(store, sid, replica, True)
+            insert_rows(replica, schema, range(61, 71))
+            with caplog.at_level(logging.INFO, logger="shardflow.sync"):
+                r = _sync(task, store, sid)
+            assert r.caught_up and not r.paused, (r, store.source_state(task.name, sid)["error"])
+            assert r.safe_mode and "safe mode on up to" in caplog.text, caplog.text
+            assert "rejected" not in caplog.text, caplog.text   # not a duplicate key met and worked around
+            _equal(task, store, 71)   # the replica's rows: the master's 70 and its own
         finally:
             os.kill(master.proc.pid, signal.SIGCONT)
