@@ -133,10 +133,13 @@ def summary_line(r: ValidationResult) -> str:
     diff = sum(t.differing_rows() for t in r.tables)
     pend = sum(len(t.pending) for t in r.tables)
     head = f"task {r.task}: {r.status.upper()}"
+    # the DAG's job is run again by Airflow's retry policy (plugins/shardflow_airflow/retry.py)
+    again = ("; a server stayed away: Airflow runs this validation again with backoff, comparing every table "
+             "once it is back" if r.engine == "spark" and r.servers_away else "")
     if r.error:
-        return f"{head}: {r.error}"
+        return f"{head}: {r.error}{again}"
     return (f"{head}: {len(r.tables)} table(s), {rows} upstream rows compared, {diff} differing row(s)"
-            + (f", {pend} pending" if pend else ""))
+            + (f", {pend} pending" if pend else "") + again)
 
 
 def render(r: ValidationResult) -> str:

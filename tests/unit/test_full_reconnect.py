@@ -96,6 +96,15 @@ def test_a_run_is_tried_again_only_when_every_error_was_a_server_away(make, tabl
     assert make(*tables, error=error, away=away).servers_away is again
 
 
+@pytest.mark.parametrize("engine, said", [("spark", True), ("in-process", False)])
+def test_a_validation_that_met_a_server_away_says_whether_it_runs_again(engine, said):
+    from dm_core.validate.result import summary_line
+
+    r = _validation(("OperationalError: (2013, 'Lost connection')", True), error=None)
+    r.engine = engine   # the DAG's job is retried by Airflow; `dmctl validate` in process is not
+    assert ("Airflow runs this validation again with backoff" in summary_line(r)) is said, summary_line(r)
+
+
 def test_the_wait_doubles_up_to_30_s_and_ends_with_its_budget(caplog):
     now = [0.0]
     slept: list[float] = []
