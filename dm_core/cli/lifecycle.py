@@ -220,6 +220,21 @@ def resume_phases(api, store, task, states: list[dict]) -> str | None:
     return f"{dag} run {run.get('dag_run_id')}"
 
 
+def retry_now(api, name: str) -> list[str]:
+    """A resume while a full-phase step waits for its retry after a server stayed away
+    (plugins/shardflow_airflow/retry.py, up to 5 min of backoff): the step runs now, as DM's
+    resume-task resumes a unit its checker would resume later. Returns the steps so started."""
+    dag = lc.dag_id(name, "full")
+    started = []
+    for run in api.active_runs(dag):
+        waiting = [ti["task_id"] for ti in api.task_instances(dag, run["dag_run_id"])
+                   if ti.get("state") == "up_for_retry"]
+        if waiting:
+            api.clear_tasks(dag, run["dag_run_id"], waiting)
+            started += [f"{dag} {t}" for t in waiting]
+    return started
+
+
 def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
     """``api_factory``: Airflow's API. A pause asks it only while the task's full phase has not
     finished; a resume asks it whether a phase runs. Airflow out of reach is said (while the
@@ -262,9 +277,14 @@ def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
                 phase_note = ("; the full phase, while it runs, loads every source in one Spark job: it goes "
                               "on, and these sources pause when their sync starts")
             elif api_factory is not None and not pause and status == lc.RUNNING:
-                again = resume_phases(api_factory(), store, task, list(states.values()))
+                api = api_factory()
+                again = resume_phases(api, store, task, list(states.values()))
                 phase_note = (f"; the {'full phase goes on from the chunks loaded' if full else 'sync starts'} "
                               f"({again})" if again else "")
+                now = retry_now(api, task.name) if full and not again else []
+                if now:
+                    phase_note = (f"; {', '.join(now)} waited for its retry after a server stayed away: it runs now "
+                                  f"instead of after the backoff")
         except ShardflowError as e:
             # the pause or resume itself is recorded, and the sync obeys it; only the full phase's run
             # (if one runs) could not be ended or started again. After the full phase nothing is missed:

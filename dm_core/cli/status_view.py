@@ -136,7 +136,8 @@ def describe(name: str, info: dict, st: dict, view: dict | None, loaded_rows: in
         return "waiting", (f"the full phase's {ti.get('task_id')} stopped because a server stayed away longer than "
                            f"it waits (its task log in {lc.dag_id(name, 'full')} names it); Airflow runs it again "
                            f"with backoff (try {ti.get('try_number')}, 1 s doubling to 5 min): {loaded_rows} rows of "
-                           f"this source loaded so far, kept; `dmctl stop-task {name}` ends the tries")
+                           f"this source loaded so far, kept; `dmctl resume-task {name}` runs it now, "
+                           f"`dmctl stop-task {name}` ends the tries")
     if "full" in active:
         return "waiting", (f"the full phase runs ({lc.dag_id(name, 'full')} run {active['full'][-1]['dag_run_id']}): "
                            f"{loaded_rows} rows of this source loaded so far; sync starts after it")

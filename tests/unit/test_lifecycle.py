@@ -131,7 +131,8 @@ def view(phases=None, active=None, waiting=(), sensors=None):
     (info(), src(), view(active={"full": [RUN]}), "waiting", ["full phase", "12 rows"]),
     (info(), src(), {**view(active={"full": [RUN]}), "full_retry": [
         {"task_id": "spark_load", "state": "up_for_retry", "try_number": 3}]}, "waiting",
-     ["spark_load stopped because a server stayed away", "try 3", "12 rows", "stop-task t"]),
+     ["spark_load stopped because a server stayed away", "try 3", "12 rows", "resume-task t` runs it now",
+      "stop-task t"]),
     (info(), src(), view(phases={"incremental": "success"}), "not running", ["no run", "start-task"]),
     (info(), src(), {**view(phases={"precheck": "failed"}), "failed": ["precheck"]}, "not running",
      ["precheck phase failed", "dm_t_precheck"]),
@@ -206,6 +207,27 @@ def test_airflow_view_names_what_waits_behind_what_and_only_this_starts_failures
     assert describe("t", info(generation=5), src(), v)[1].startswith("the full phase's spark_load stopped")
     v = airflow_view(_RunsOnly({"dm_t_precheck": [_run("p", "queued", 5)]}, paused={"dm_t_precheck"}), "t", 5)
     assert "the DAG is paused in Airflow" in v["waiting"][0]
+
+
+def test_resume_runs_a_full_phase_step_waiting_for_its_retry_now_and_nothing_else():
+    from dm_core.cli.lifecycle import retry_now
+
+    class Api(_RunsOnly):
+        def __init__(self, runs):
+            super().__init__(runs)
+            self.cleared = []
+
+        def active_runs(self, dag_id):
+            return [r for r in self.runs(dag_id, 10) if r["state"] in ("queued", "running")]
+
+        def clear_tasks(self, dag_id, run_id, task_ids):
+            self.cleared.append((dag_id, run_id, task_ids))
+
+    api = Api({"dm_t_full": [_run("f", "running", 5)], "dm_t_incremental": [_run("i", "running", 5)]})
+    assert retry_now(api, "t") == ["dm_t_full spark_load"]
+    assert api.cleared == [("dm_t_full", "f", ["spark_load"])]   # not prepare (done), nor the sensors
+    api = Api({"dm_t_full": [_run("f", "success", 5)]})
+    assert retry_now(api, "t") == [] and api.cleared == []        # a full phase that ended waits for nothing
 
 
 def test_a_dead_airflow_component_is_named_with_the_restart():
