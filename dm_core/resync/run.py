@@ -81,8 +81,15 @@ def run_resync(task, store, run_id: str, keys: dict[str, list[dict]], *, why: st
         res.why = why or "nothing to rewrite"
         return res
     sources = [i.source_id for i in task.mysql_instances]
-    ups = {sid: connect(source_endpoint(store, sid)) for sid in sources}
-    down = connect(target_endpoint(task), downstream=True)
+    ups: dict = {}
+    try:   # a server that cannot be reached leaves none of the others' connections open
+        for sid in sources:
+            ups[sid] = connect(source_endpoint(store, sid))
+        down = connect(target_endpoint(task), downstream=True)
+    except BaseException:
+        for c in ups.values():
+            c.close()
+        raise
     try:
         plans = {p.name: p for p in plan_task(task, ups, down) if p.name in keys}
         for name in keys:

@@ -141,7 +141,8 @@ def validate_task(task, store, *, settings=None, result: ValidationResult | None
     conns: dict = {}
     clock = _Stages()
     try:
-        conns = {name: connect(ep, downstream=name == DOWN) for name, ep in eps.items()}
+        for name, ep in eps.items():   # one by one: those opened before a refusal are closed below
+            conns[name] = connect(ep, downstream=name == DOWN)
         up_conns = {n: c for n, c in conns.items() if n != DOWN}
         jobs = _plan(task, up_conns, conns[DOWN], mode, sc.tables, chunk_rows, sc.buckets)
         shapes = Counter(j.shape or f"rows read ({j.fallback})" for j in jobs)

@@ -166,26 +166,30 @@ def test_a_validation_and_a_resync_that_met_a_downstream_away_are_run_again_by_a
             _named_row_7(task, store, tdb)
             downd.proc.kill()
             downd.proc.wait()
+            try:
+                before = _connections(stack["up1"])
 
-            with pytest.raises(ServersAway) as away:
-                validate.execute({})
-            assert "validate on the job host" in str(away.value), away.value
-            assert policy.evaluate(away.value, 1, 1000).action == RetryAction.RETRY
-            # with no job host, spark-submit's exit code says it (read from the provider's hook)
-            airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(tmp_path / "none"))
-            with pytest.raises(ServersAway) as away:
-                validate.execute({})
-            assert "validate (spark-submit)" in str(away.value), away.value
-            airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(host.socket.parent))
-            stored = store.validation(task.name, "v1")
-            assert stored["status"] == "error" and stored["server_away"], stored
+                with pytest.raises(ServersAway) as away:
+                    validate.execute({})
+                assert "validate on the job host" in str(away.value), away.value
+                assert policy.evaluate(away.value, 1, 1000).action == RetryAction.RETRY
+                # with no job host, spark-submit's exit code says it (read from the provider's hook)
+                airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(tmp_path / "none"))
+                with pytest.raises(ServersAway) as away:
+                    validate.execute({})
+                assert "validate (spark-submit)" in str(away.value), away.value
+                airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(host.socket.parent))
+                stored = store.validation(task.name, "v1")
+                assert stored["status"] == "error" and stored["server_away"], stored
 
-            with pytest.raises(ServersAway) as away:
-                repair.execute(context)
-            assert f"the re-sync of {task.name}" in str(away.value) and "stop-task" in str(away.value), away.value
-            assert policy.evaluate(away.value, 1, 1000).action == RetryAction.RETRY
-
-            downd.start()
+                with pytest.raises(ServersAway) as away:
+                    repair.execute(context)
+                assert f"the re-sync of {task.name}" in str(away.value) and "stop-task" in str(away.value), away.value
+                assert policy.evaluate(away.value, 1, 1000).action == RetryAction.RETRY
+                # the upstream's connections the failed runs opened are closed, not left to the garbage collector
+                assert _connections(stack["up1"]) <= before, (before, _connections(stack["up1"]))
+            finally:   # the task's clean-up needs its downstream
+                downd.start()
             validate.execute({})   # Airflow's next try
             stored = store.validation(task.name, "v1")
             assert stored["status"] == "equal" and stored["finished_at"], stored
@@ -195,6 +199,11 @@ def test_a_validation_and_a_resync_that_met_a_downstream_away_are_run_again_by_a
             assert execute(downd.endpoint(), f"SELECT v FROM {tdb}.t WHERE id = 7") == [("v7",)]
     finally:
         downd.stop()
+
+
+def _connections(ep) -> set:
+    """Ids of the shardflow user's connections on server ``ep`` (not the asking one)."""
+    return {r[0] for r in execute(ep, "SHOW PROCESSLIST") if r[1] == ep.user and r[4] != "Query"}
 
 
 def _named_row_7(task, store, tdb) -> None:
