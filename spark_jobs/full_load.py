@@ -319,7 +319,7 @@ def _load_held(args, session: _Starting, started: float, store, hold) -> int:
     outage = next((r.error for r in results if r.store_outage), None)
     if outage is not None:   # waited for, then loaded again (_load): not the load's failure
         return 1, outage
-    if failed and all(r.server_away for r in results if r.error):
+    if reconnect.only_servers_away(*results):
         log.error("full load of %s stopped: a server stayed away longer than the load waits for it "
                   "(SHARDFLOW_FULL_RECONNECT_S) in %d table(s):\n  %s\nAirflow runs the load again with backoff, "
                   "from the chunks recorded; `dmctl stop-task %s` or `pause-task` ends the tries", task.name,

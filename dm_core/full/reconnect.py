@@ -110,6 +110,14 @@ def away_for_good(e: BaseException | None) -> bool:
     return False
 
 
+def only_servers_away(*parts) -> bool:
+    """Whether some of ``parts`` (a run, its tables: each with ``error`` and ``server_away``)
+    failed, and every one that failed did so only because a server stayed away: the same run
+    later can succeed (the job exits ``SERVERS_AWAY_EXIT``, the step raises ``ServersAway``)."""
+    failed = [p.server_away for p in parts if p.error]
+    return bool(failed) and all(failed)
+
+
 # a server that answered and refused the login: waiting does not cure it
 _REFUSED = ("Access denied for user", "(1045,")
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from dm_core.errors import ErrorCode, ShardflowError
-from dm_core.full.reconnect import away_for_good
+from dm_core.full.reconnect import away_for_good, only_servers_away
 from dm_core.resync import hold
 from dm_core.resync.repair import TableRepair, repair_keys
 from dm_core.state.outage import riding_out
@@ -40,8 +40,7 @@ class ResyncResult:
     @property
     def servers_away(self) -> bool:
         """It failed, and only because servers stayed away: the same run later can succeed."""
-        failed = [t.server_away for t in self.tables if t.error] + ([self.server_away] if self.error else [])
-        return bool(failed) and all(failed)
+        return only_servers_away(self, *self.tables)
 
     def summary(self) -> str:
         keys = sum(t.keys for t in self.tables)

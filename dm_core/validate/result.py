@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from dm_core.full.reconnect import only_servers_away
+
 SHOWN = 20           # differing rows named per table and kind in text output
 
 
@@ -90,8 +92,7 @@ class ValidationResult:
     @property
     def servers_away(self) -> bool:
         """It failed, and only because servers stayed away: the same run later can succeed."""
-        failed = [t.server_away for t in self.tables if t.error] + ([self.server_away] if self.error else [])
-        return bool(failed) and all(failed)
+        return only_servers_away(self, *self.tables)
 
     @property
     def status(self) -> str:
