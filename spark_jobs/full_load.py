@@ -322,8 +322,8 @@ def _load_held(args, session: _Starting, started: float, store, hold) -> int:
     if reconnect.only_servers_away(*results):
         log.error("full load of %s stopped: a server stayed away longer than the load waits for it "
                   "(SHARDFLOW_FULL_RECONNECT_S) in %d table(s):\n  %s\nAirflow runs the load again with backoff, "
-                  "from the chunks recorded; `dmctl stop-task %s` or `pause-task` ends the tries", task.name,
-                  len(failed), "\n  ".join(failed), task.name)
+                  "from the chunks recorded; `dmctl resume-task %s` runs it now, `dmctl stop-task %s` or `pause-task` "
+                  "ends the tries", task.name, len(failed), "\n  ".join(failed), task.name, task.name)
         return reconnect.SERVERS_AWAY_EXIT, None
     if failed:
         from dm_core.errors import ErrorCode

@@ -220,18 +220,24 @@ def resume_phases(api, store, task, states: list[dict]) -> str | None:
     return f"{dag} run {run.get('dag_run_id')}"
 
 
-def retry_now(api, name: str) -> list[str]:
-    """A resume while a full-phase step waits for its retry after a server stayed away
+# The DAGs whose steps wait for a retry while a server stays away (retry.when_servers_away()):
+# the full phase's, the scheduled validation's and the re-sync's.
+RETRIED_PHASES = ("full", "validate", "resync")
+
+
+def retry_now(api, name: str, phases=RETRIED_PHASES) -> list[str]:
+    """A resume while a step waits for its retry after a server stayed away
     (plugins/shardflow_airflow/retry.py, up to 5 min of backoff): the step runs now, as DM's
     resume-task resumes a unit its checker would resume later. Returns the steps so started."""
-    dag = lc.dag_id(name, "full")
     started = []
-    for run in api.active_runs(dag):
-        waiting = [ti["task_id"] for ti in api.task_instances(dag, run["dag_run_id"])
-                   if ti.get("state") == "up_for_retry"]
-        if waiting:
-            api.clear_tasks(dag, run["dag_run_id"], waiting)
-            started += [f"{dag} {t}" for t in waiting]
+    for phase in phases:
+        dag = lc.dag_id(name, phase)
+        for run in api.active_runs(dag):
+            waiting = [ti["task_id"] for ti in api.task_instances(dag, run["dag_run_id"])
+                       if ti.get("state") == "up_for_retry"]
+            if waiting:
+                api.clear_tasks(dag, run["dag_run_id"], waiting)
+                started += [f"{dag} {t}" for t in waiting]
     return started
 
 
@@ -281,10 +287,11 @@ def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
                 again = resume_phases(api, store, task, list(states.values()))
                 phase_note = (f"; the {'full phase goes on from the chunks loaded' if full else 'sync starts'} "
                               f"({again})" if again else "")
-                now = retry_now(api, task.name) if full and not again else []
+                # a full phase started again above has no step waiting; validation and re-sync may
+                now = retry_now(api, task.name, RETRIED_PHASES if full and not again else RETRIED_PHASES[1:])
                 if now:
-                    phase_note = (f"; {', '.join(now)} waited for its retry after a server stayed away: it runs now "
-                                  f"instead of after the backoff")
+                    phase_note += (f"; {', '.join(now)} waited for its retry after a server stayed away: "
+                                   f"{'it runs' if len(now) == 1 else 'they run'} now instead of after the backoff")
         except ShardflowError as e:
             # the pause or resume itself is recorded, and the sync obeys it; only the full phase's run
             # (if one runs) could not be ended or started again. After the full phase nothing is missed:

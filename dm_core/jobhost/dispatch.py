@@ -5,6 +5,7 @@ operator (plugins/shardflow_airflow/spark_job.py), the bench and the tests call.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 from dm_core import packaging
@@ -17,6 +18,28 @@ class JobFailed(RuntimeError):
     def __init__(self, job: str, rc: int):
         super().__init__(f"{job} on the job host ended with exit code {rc}: its log is above")
         self.rc = rc
+
+
+def submit_killed(job: str, pid: int, signum: int) -> str:
+    """What a task log says of a spark-submit ended by a signal shardflow did not send
+    (SparkJobOperator.on_kill sends one for stop-task and pause-task). The driver it launched
+    ends with it (spark_jobs/launcher_watch.py), and what the driver wrote then had nowhere to go.
+
+    >>> print(submit_killed("full_load", 4242, 9))
+    full_load (spark-submit, pid 4242) was killed by SIGKILL, not by shardflow (...)...OOM killer...
+    >>> print(submit_killed("validate", 4242, 15))
+    validate (spark-submit, pid 4242) was killed by SIGTERM, not by shardflow (...); the job's driver ended with it. What...
+    """
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    oom = (" The kernel's OOM killer sends SIGKILL when the machine runs out of memory: `dmesg | grep -i "
+           "'killed process'` says whether it did and what else held the memory." if signum == signal.SIGKILL
+           else "")
+    return (f"{job} (spark-submit, pid {pid}) was killed by {name}, not by shardflow (stop-task and pause-task stop "
+            f"it through Airflow, and say so above); the job's driver ended with it.{oom} What the job recorded "
+            f"is kept: clearing this task in Airflow (or `dmctl start-task`) runs it again from there.")
 
 
 def run_on_host(job: str, argv: list[str], *, master: str, conf: dict, log, environ=None,

@@ -136,7 +136,7 @@ def summary_line(r: ValidationResult) -> str:
     head = f"task {r.task}: {r.status.upper()}"
     # the DAG's job is run again by Airflow's retry policy (plugins/shardflow_airflow/retry.py)
     again = ("; a server stayed away: Airflow runs this validation again with backoff, comparing every table "
-             "once it is back" if r.engine == "spark" and r.servers_away else "")
+             "once it is back (`dmctl resume-task` runs it now)" if r.engine == "spark" and r.servers_away else "")
     if r.error:
         return f"{head}: {r.error}{again}"
     return (f"{head}: {len(r.tables)} table(s), {rows} upstream rows compared, {diff} differing row(s)"

@@ -49,7 +49,7 @@ def when_servers_away() -> dict:
     )
 
 
-FULL_PHASE_ENDS = "`dmctl stop-task` or `pause-task` ends the tries"
+FULL_PHASE_ENDS = "`dmctl resume-task` runs it now; `dmctl stop-task` or `pause-task` ends the tries"
 
 
 def servers_away(step: str, e: BaseException | str | None, ends: str = FULL_PHASE_ENDS) -> ServersAway:
@@ -64,11 +64,12 @@ def servers_away(step: str, e: BaseException | str | None, ends: str = FULL_PHAS
 
 
 def validation_ends(task: str) -> str:
-    return f"`dmctl validation stop {task}` or `dmctl stop-task {task}` ends the tries"
+    return f"`dmctl resume-task {task}` runs it now; `dmctl validation stop {task}` or `dmctl stop-task {task}` ends the tries"
 
 
 def resync_ends(task: str) -> str:
-    return f"`dmctl stop-task {task}` ends the tries (the sync's hold is released before each)"
+    return (f"`dmctl resume-task {task}` runs it now; `dmctl stop-task {task}` ends the tries (the sync's hold is "
+            f"released before each)")
 
 
 @contextlib.contextmanager

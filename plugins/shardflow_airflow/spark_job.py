@@ -39,7 +39,7 @@ class SparkJobOperator(SparkSubmitOperator):
         away) raises ``retry.ServersAway``, which the full DAG's retry policy runs again."""
         from dm_core.full.reconnect import SERVERS_AWAY_EXIT
         from dm_core.jobhost.client import HostLost
-        from dm_core.jobhost.dispatch import JobFailed, run_on_host
+        from dm_core.jobhost.dispatch import JobFailed, run_on_host, submit_killed
 
         if self._hook is None:
             self._hook = self._get_hook()
@@ -67,8 +67,11 @@ class SparkJobOperator(SparkSubmitOperator):
                 super().execute(context)
             except AirflowException:
                 sp = getattr(self._hook, "_submit_sp", None)   # the hook keeps spark-submit's process
-                if sp is not None and sp.returncode == SERVERS_AWAY_EXIT and not self._stopping:
+                rc = sp.returncode if sp is not None and not self._stopping else None
+                if rc == SERVERS_AWAY_EXIT:
                     raise retry.servers_away(f"{self.job} (spark-submit)", None, self.ends) from None
+                if rc is not None and rc < 0:   # the job's own last words went with the JVM's pipes
+                    raise AirflowException(submit_killed(self.job, sp.pid, -rc)) from None
                 raise
 
     def _on_host(self, conn: socket.socket) -> None:

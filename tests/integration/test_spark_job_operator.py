@@ -214,3 +214,47 @@ def _named_row_7(task, store, tdb) -> None:
     found = ValidationResult(task.name, "named", finished_at="now", tables=[
         TableResult(f"{tdb}.t", differences=[RowDiff(kind="missing", key={"id": "7"})])])
     store.put_validation(task.name, "named", found.status, found.to_dict(), finished=True)
+
+
+def test_a_spark_submit_killed_by_someone_else_fails_naming_the_signal_and_is_not_retried(
+        stack, uniq, airflow_env, tmp_path):
+    """spark-submit ended by a signal the operator did not send (the kernel's OOM killer, a kill by
+    hand): the driver ends with it, its own last words nowhere, so the task log must say what
+    happened, what is kept and how to run it again. It is not a server away: no retry."""
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    from airflow.sdk.definitions.retry_policy import RetryAction
+
+    from shardflow_airflow.retry import when_servers_away
+
+    airflow_env.setenv("SHARDFLOW_JOB_HOST_DIR", str(tmp_path / "none"))
+    with one_table_task(stack, f"opk{uniq}", 80) as (task, store, tdb):
+        op, failed = _operator(task.name), []
+
+        def run():
+            try:
+                op.execute({})
+            except BaseException as e:  # noqa: BLE001 - what the task would fail with
+                failed.append(e)
+
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        deadline = time.monotonic() + 60
+        while getattr(op._hook, "_submit_sp", None) is None and runner.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        sp = getattr(op._hook, "_submit_sp", None)
+        assert sp is not None, f"spark-submit never started: {failed}"
+        sp.send_signal(signal.SIGKILL)
+        runner.join(120)
+        assert not runner.is_alive() and failed, "the operator did not end with its spark-submit"
+        said = str(failed[0])
+        assert f"full_load (spark-submit, pid {sp.pid}) was killed by SIGKILL, not by shardflow" in said, said
+        assert "OOM killer" in said and "clearing this task in Airflow" in said, said
+        assert when_servers_away()["retry_policy"].evaluate(failed[0], 1, 1000).action == RetryAction.FAIL
+        # its driver (if the JVM had started it) ends by itself and holds no connection into the clean-up
+        while subprocess.run(["pgrep", "-f", f"full_load.py --task {task.name}"],
+                             capture_output=True).returncode == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)

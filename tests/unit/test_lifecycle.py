@@ -209,7 +209,7 @@ def test_airflow_view_names_what_waits_behind_what_and_only_this_starts_failures
     assert "the DAG is paused in Airflow" in v["waiting"][0]
 
 
-def test_resume_runs_a_full_phase_step_waiting_for_its_retry_now_and_nothing_else():
+def test_resume_runs_a_step_waiting_for_its_retry_now_and_nothing_else():
     from dm_core.cli.lifecycle import retry_now
 
     class Api(_RunsOnly):
@@ -223,11 +223,23 @@ def test_resume_runs_a_full_phase_step_waiting_for_its_retry_now_and_nothing_els
         def clear_tasks(self, dag_id, run_id, task_ids):
             self.cleared.append((dag_id, run_id, task_ids))
 
+        def task_instances(self, dag_id, run_id):
+            if dag_id.endswith("_validate"):
+                return [{"task_id": "spark_validate", "state": "up_for_retry"}, {"task_id": "publish", "state": None}]
+            if dag_id.endswith("_resync"):
+                return [{"task_id": "spark_compare", "state": "success"}, {"task_id": "repair", "state": "up_for_retry"}]
+            return super().task_instances(dag_id, run_id)
+
     api = Api({"dm_t_full": [_run("f", "running", 5)], "dm_t_incremental": [_run("i", "running", 5)]})
     assert retry_now(api, "t") == ["dm_t_full spark_load"]
     assert api.cleared == [("dm_t_full", "f", ["spark_load"])]   # not prepare (done), nor the sensors
     api = Api({"dm_t_full": [_run("f", "success", 5)]})
     assert retry_now(api, "t") == [] and api.cleared == []        # a full phase that ended waits for nothing
+    # a validation's and a re-sync's step waiting for its retry; a validation run that ended is left alone
+    api = Api({"dm_t_validate": [_run("v2", "running", 5), _run("v1", "failed", 5)],
+               "dm_t_resync": [_run("r", "running", 5)], "dm_t_full": [_run("f", "running", 5)]})
+    assert retry_now(api, "t", ("validate", "resync")) == ["dm_t_validate spark_validate", "dm_t_resync repair"]
+    assert api.cleared == [("dm_t_validate", "v2", ["spark_validate"]), ("dm_t_resync", "r", ["repair"])]
 
 
 def test_a_dead_airflow_component_is_named_with_the_restart():
