@@ -84,6 +84,54 @@ def position_of_gtid(ep: Endpoint, gtid: str, *, server_id: int) -> Position:
     return Position(f, int(p), gtid)
 
 
+def not_logged(ep: Endpoint, wanted: str) -> str | None:
+    """What of GTID state ``wanted`` the server at ``ep`` has not written to its binlog, in
+    words (None: all of it). ``position_of_gtid`` cannot find a start after a state the server
+    has not reached (MariaDB refuses the dump: "not in the master's binlog"), and a replica
+    promoted while it still applies its relay log is such a server until it catches up."""
+    from dm_core.db import as_str, is_mariadb
+
+    conn = connect(ep)
+    try:
+        mariadb = is_mariadb(conn)
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.gtid_binlog_pos" if mariadb else "SELECT @@GLOBAL.gtid_executed")
+            have = as_str(cur.fetchone()[0] or "")
+    finally:
+        conn.close()
+    return missing(have, wanted, mariadb=mariadb)
+
+
+def missing(have: str, wanted: str, *, mariadb: bool) -> str | None:
+    """``not_logged`` on the server's state ``have``. MariaDB: per domain, the server's sequence
+    number must reach the wanted one (whichever server logged it: a domain's numbers only grow);
+    MySQL: the set must hold the wanted set.
+
+    >>> missing("0-16-52,7-16-1", "0-15-62,7-16-1", mariadb=True)
+    '0-15-62 (its binlog is at 0-16-52 in domain 0)'
+    >>> missing("0-16-70", "0-15-62", mariadb=True) is None
+    True
+    >>> missing("", "1-15-3", mariadb=True)
+    '1-15-3 (its binlog has nothing of domain 1)'
+    >>> a = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    >>> missing(f"{a}:1-52", f"{a}:1-62", mariadb=False)
+    '3e11fa47-71ca-11e1-9e33-c80aa9429562:53-62'
+    """
+    if not mariadb:
+        return mysql_gtid.subtract(wanted, have) or None
+    top: dict[int, str] = {}
+    for d, g in _split(have):
+        if d not in top or int(g.rsplit("-", 1)[1]) > int(top[d].rsplit("-", 1)[1]):
+            top[d] = g
+    out = []
+    for d, g in _split(wanted):
+        if d not in top:
+            out.append(f"{g} (its binlog has nothing of domain {d})")
+        elif int(top[d].rsplit("-", 1)[1]) < int(g.rsplit("-", 1)[1]):
+            out.append(f"{g} (its binlog is at {top[d]} in domain {d})")
+    return ", ".join(out) or None
+
+
 def binlog_files(ep: Endpoint) -> set[str]:
     conn = connect(ep)
     try:

@@ -100,6 +100,32 @@ def format_set(sets: dict[str, list[list[int]]]) -> str:
     return ",".join(_segment(u, sets[u]) for u in sorted(sets) if sets[u])
 
 
+def subtract(wanted: str | None, have: str | None) -> str:
+    """The GTIDs of set ``wanted`` that set ``have`` lacks, as set text ('' when none).
+
+    >>> a = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    >>> subtract(f"{a}:1-62:70", f"{a}:1-52:60-61")
+    '3e11fa47-71ca-11e1-9e33-c80aa9429562:53-59:62:70'
+    >>> subtract(f"{a}:1-5", f"{a}:1-9")
+    ''
+    """
+    got = parse(have)
+    out: dict[str, list[list[int]]] = {}
+    for uuid, ivs in parse(wanted).items():
+        for lo, hi in ivs:
+            for hlo, hhi in got.get(uuid, []):
+                if hhi < lo or hlo > hi:
+                    continue
+                if hlo > lo:
+                    out.setdefault(uuid, []).append([lo, hlo - 1])
+                lo = hhi + 1
+                if lo > hi:
+                    break
+            if lo <= hi:
+                out.setdefault(uuid, []).append([lo, hi])
+    return format_set(out)
+
+
 def normalize(text: str | None) -> str | None:
     """A GTID set text as a checkpoint keeps it (None stays None: unknown is not empty).
 

@@ -117,8 +117,14 @@ class SourcePositions:
                 f"{start} was written on ({was}), and "
                 + ("the source has enable-gtid off, so no GTID state finds the checkpoint's place there" if not enabled
                    else "the checkpoint has no GTID state to find its place there"))
-        from dm_core.binlog.gtid import position_of_gtid
+        from dm_core.binlog.gtid import not_logged, position_of_gtid
 
+        behind = not_logged(up, start.gtid)
+        if behind is not None:
+            raise ErrorCode.UPSTREAM_BEHIND.error(
+                f"source {self.source_id}: {up} is another server ({now}) than the checkpoint's ({was}) and has not "
+                f"logged all of the checkpoint's GTID state {start.gtid} yet: {behind}; the source starts after it "
+                f"once the server has")
         found = position_of_gtid(up, start.gtid, server_id=replica_server_id(self.task.name, self.source_id))
         log.warning("source %s: %s is another server (%s) than the checkpoint's (%s); resuming after GTID %s at %s",
                     self.source_id, up, now, was, start.gtid, found)

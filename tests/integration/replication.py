@@ -51,6 +51,28 @@ def replicated(replica, schema: str, rows: int, timeout: float = 60) -> None:
     raise AssertionError(f"the replica does not hold {rows} rows after {timeout}s: {replica.sql('SHOW SLAVE STATUS')}")
 
 
+def received(replica, gtid: str, timeout: float = 60) -> None:
+    """Until the replica's IO thread has received the master's transactions up to ``gtid``
+    (with its SQL thread stopped, they wait in its relay log)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = {k.lower(): v for k, v in zip(*_status(replica))}
+        if gtid in str(status.get("gtid_io_pos", "")).split(","):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the replica has not received {gtid} after {timeout}s: {_status(replica)}")
+
+
+def _status(replica):
+    conn = replica.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW SLAVE STATUS")
+            return [d[0] for d in cur.description], cur.fetchone() or ()
+    finally:
+        conn.close()
+
+
 def register_source(store, sid: str, db, gtid: bool) -> None:
     """Source ``sid`` points at private server ``db`` (registered again: the address moved)."""
     ep = db.endpoint()

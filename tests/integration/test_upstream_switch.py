@@ -21,7 +21,7 @@ from dm_core.sync.session import Clocks, SyncSession
 from dm_core.sync.syncer import Syncer
 from dm_core.validate.compare import compare_task, render
 
-from .replication import insert_rows, master_and_replica, register_source, replicated
+from .replication import insert_rows, master_and_replica, one, received, register_source, replicated
 
 pytestmark = pytest.mark.integration
 
@@ -112,5 +112,48 @@ def test_transactions_the_replica_logged_after_one_of_its_own_are_replayed_in_sa
             assert r.safe_mode and "safe mode on up to" in caplog.text, caplog.text
             assert "rejected" not in caplog.text, caplog.text   # not a duplicate key met and worked around
             _equal(task, store, 71)   # the replica's rows: the master's 70 and its own
+        finally:
+            os.kill(master.proc.pid, signal.SIGCONT)
+
+
+def test_a_replica_promoted_while_it_still_applies_its_relay_log_is_waited_for(stack, uniq, tmp_path):
+    """The source switches to a replica whose SQL thread had not applied what it received: the
+    checkpoint's GTID state holds transactions the replica logs only as it catches up. The
+    source must say so and retry (not pause for good telling the user to run the full phase
+    again), then start after those transactions once the replica has logged them: none is
+    applied twice, none lost."""
+    schema = f"ul{uniq}"
+    with master_and_replica(tmp_path, stack, f"ul{uniq}", schema, source="master", master_id=15,
+                            replica_id=16) as (master, replica, task, store, sid):
+        master.sql(f"CREATE DATABASE {qi(schema)}", f"CREATE TABLE {qt(schema, 'tb')} (id int PRIMARY KEY, a int)")
+        insert_rows(master, schema, range(1, 51))
+        replicated(replica, schema, 50)
+        replica.sql("STOP SLAVE SQL_THREAD")
+        insert_rows(master, schema, range(51, 61))
+        received(replica, one(master, "SELECT @@gtid_binlog_pos")[0])
+        r = _sync(task, store, sid)   # the source reads the master's 60 rows
+        assert r.caught_up and not r.paused, r
+        gtid = store.source_state(task.name, sid)["binlog_gtid"]
+
+        os.kill(master.proc.pid, signal.SIGSTOP)
+        try:
+            register_source(store, sid, replica, True)
+            session = SyncSession(task, sid, store, clocks=Clocks(sleep=lambda s: None))   # as the sync sensor runs it
+            out = session.step()
+            st = store.source_state(task.name, sid)
+            assert out.state == "retrying" and st["error_code"] == ErrorCode.UPSTREAM_BEHIND.number, (out.state, st)
+            assert "server_id=16" in st["error"] and f"has not logged all of the checkpoint's GTID state {gtid}" in \
+                st["error"] and "(its binlog is at 0-15-52 in domain 0)" in st["error"], st["error"]
+
+            replica.sql("START SLAVE SQL_THREAD")
+            replicated(replica, schema, 60)
+            insert_rows(replica, schema, range(61, 71))
+            for _ in range(5):
+                out = session.step()
+                if store.source_state(task.name, sid)["binlog_server"] == "server_id=16" and out.state == "caught_up":
+                    break
+            st = store.source_state(task.name, sid)
+            assert st["binlog_server"] == "server_id=16" and st["stage"] != "paused", st
+            _equal(task, store, 70)   # the replica's 10 rows after the master's 60, each once
         finally:
             os.kill(master.proc.pid, signal.SIGCONT)
