@@ -119,15 +119,18 @@ def missing(have: str, wanted: str, *, mariadb: bool) -> str | None:
     """
     if not mariadb:
         return mysql_gtid.subtract(wanted, have) or None
+    def seq(g: str) -> int:
+        return int(g.rsplit("-", 1)[1])
+
     top: dict[int, str] = {}
     for d, g in _split(have):
-        if d not in top or int(g.rsplit("-", 1)[1]) > int(top[d].rsplit("-", 1)[1]):
+        if d not in top or seq(g) > seq(top[d]):
             top[d] = g
     out = []
     for d, g in _split(wanted):
         if d not in top:
             out.append(f"{g} (its binlog has nothing of domain {d})")
-        elif int(top[d].rsplit("-", 1)[1]) < int(g.rsplit("-", 1)[1]):
+        elif seq(top[d]) < seq(g):
             out.append(f"{g} (its binlog is at {top[d]} in domain {d})")
     return ", ".join(out) or None
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from dm_core.errors import ErrorCode, ShardflowError
+from dm_core.cli.status_view import waiting_for_retry
 from dm_core.state import lifecycle as lc
 
 _RUN_ENDS_AS = {"precheck": "failed", "full": "failed", "incremental": "success"}
@@ -233,8 +234,7 @@ def retry_now(api, name: str, phases=RETRIED_PHASES) -> list[str]:
     for phase in phases:
         dag = lc.dag_id(name, phase)
         for run in api.active_runs(dag):
-            waiting = [ti["task_id"] for ti in api.task_instances(dag, run["dag_run_id"])
-                       if ti.get("state") == "up_for_retry"]
+            waiting = [ti["task_id"] for ti in waiting_for_retry(api, dag, run["dag_run_id"])]
             if waiting:
                 api.clear_tasks(dag, run["dag_run_id"], waiting)
                 started += [f"{dag} {t}" for t in waiting]

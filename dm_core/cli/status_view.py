@@ -18,6 +18,11 @@ from dm_core.state import lifecycle as lc
 _ACTIVE = ("queued", "running")
 
 
+def waiting_for_retry(api, dag: str, run_id: str) -> list[dict]:
+    """The task instances of a run that wait for Airflow's retry (``up_for_retry``)."""
+    return [ti for ti in api.task_instances(dag, run_id) if ti.get("state") == "up_for_retry"]
+
+
 def airflow_view(api, name: str, generation: int | None) -> dict:
     """The task's DAG runs as they stand: latest state per phase, active runs, what waits
     behind what, and the task instances of the running incremental run."""
@@ -54,8 +59,7 @@ def airflow_view(api, name: str, generation: int | None) -> dict:
     full = [r for r in view["active"].get("full", []) if r["state"] == "running"]
     if full:   # a step that gave up on a server waits for Airflow's retry (plugins/shardflow_airflow/retry.py)
         dag = lc.dag_id(name, "full")
-        view["full_retry"] = [ti for ti in api.task_instances(dag, full[-1]["dag_run_id"])
-                              if ti.get("state") == "up_for_retry"]
+        view["full_retry"] = waiting_for_retry(api, dag, full[-1]["dag_run_id"])
     inc = [r for r in view["active"].get("incremental", []) if r["state"] == "running"]
     if inc:
         dag = lc.dag_id(name, "incremental")

@@ -12,6 +12,7 @@ and says why (UPSTREAM_SWITCHED, 50018) instead of reading from a meaningless po
 import logging
 import os
 import signal
+from contextlib import contextmanager
 
 import pytest
 
@@ -39,6 +40,23 @@ def _equal(task, store, rows: int) -> None:
     assert sum(d.upstream_rows for d in diffs) == rows
 
 
+def _replicated_table(master, replica, schema: str, rows: int) -> None:
+    """``schema``.tb on the master holding rows 1..``rows``, and the replica holding them too."""
+    master.sql(f"CREATE DATABASE {qi(schema)}", f"CREATE TABLE {qt(schema, 'tb')} (id int PRIMARY KEY, a int)")
+    insert_rows(master, schema, range(1, rows + 1))
+    replicated(replica, schema, rows)
+
+
+@contextmanager
+def _master_gone(master):
+    """Inside, the master answers nothing (SIGSTOP), as a failed server; after, it goes on."""
+    os.kill(master.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(master.proc.pid, signal.SIGCONT)
+
+
 @pytest.mark.parametrize("gtid", [True, False], ids=["enable-gtid", "positions-only"])
 def test_source_moved_to_the_replica_resumes_at_the_same_transaction(stack, uniq, tmp_path, gtid):
     schema = f"us{uniq}"
@@ -56,8 +74,7 @@ def test_source_moved_to_the_replica_resumes_at_the_same_transaction(stack, uniq
         assert before["binlog_server"] == "server_id=11"
         assert before["binlog_file"] == master_position(connect(replica.endpoint()))[0]  # the same file name
 
-        os.kill(master.proc.pid, signal.SIGSTOP)   # the master is gone; the address now reaches the replica
-        try:
+        with _master_gone(master):   # the address now reaches the replica
             register_source(store, sid, replica, gtid)
             insert_rows(replica, schema, range(101, 151))
             if gtid:
@@ -77,8 +94,6 @@ def test_source_moved_to_the_replica_resumes_at_the_same_transaction(stack, uniq
                     cur.execute(f"SELECT COUNT(*) FROM {qt(schema, 'tb')}")
                     assert cur.fetchone()[0] == 100   # nothing read from a meaningless position
                 down.close()
-        finally:
-            os.kill(master.proc.pid, signal.SIGCONT)
 
 
 def test_transactions_the_replica_logged_after_one_of_its_own_are_replayed_in_safe_mode(stack, uniq, tmp_path, caplog):
@@ -90,9 +105,7 @@ def test_transactions_the_replica_logged_after_one_of_its_own_are_replayed_in_sa
     schema = f"ur{uniq}"
     with master_and_replica(tmp_path, stack, f"ur{uniq}", schema, source="master", master_id=13,
                             replica_id=14) as (master, replica, task, store, sid):
-        master.sql(f"CREATE DATABASE {qi(schema)}", f"CREATE TABLE {qt(schema, 'tb')} (id int PRIMARY KEY, a int)")
-        insert_rows(master, schema, range(1, 51))
-        replicated(replica, schema, 50)
+        _replicated_table(master, replica, schema, 50)
         replica.sql("STOP SLAVE", *["FLUSH BINARY LOGS"] * 3,
                     "SET SESSION gtid_domain_id = 7",   # the replica's own write, ordered before the master's next
                     f"INSERT INTO {qt(schema, 'tb')} VALUES (500, 500)")
@@ -102,8 +115,7 @@ def test_transactions_the_replica_logged_after_one_of_its_own_are_replayed_in_sa
         r = _sync(task, store, sid)   # the source reads the master's 60 rows
         assert r.caught_up and not r.paused, r
 
-        os.kill(master.proc.pid, signal.SIGSTOP)
-        try:
+        with _master_gone(master):
             register_source(store, sid, replica, True)
             insert_rows(replica, schema, range(61, 71))
             with caplog.at_level(logging.INFO, logger="shardflow.sync"):
@@ -112,8 +124,6 @@ def test_transactions_the_replica_logged_after_one_of_its_own_are_replayed_in_sa
             assert r.safe_mode and "safe mode on up to" in caplog.text, caplog.text
             assert "rejected" not in caplog.text, caplog.text   # not a duplicate key met and worked around
             _equal(task, store, 71)   # the replica's rows: the master's 70 and its own
-        finally:
-            os.kill(master.proc.pid, signal.SIGCONT)
 
 
 def test_a_replica_promoted_while_it_still_applies_its_relay_log_is_waited_for(stack, uniq, tmp_path):
@@ -125,9 +135,7 @@ def test_a_replica_promoted_while_it_still_applies_its_relay_log_is_waited_for(s
     schema = f"ul{uniq}"
     with master_and_replica(tmp_path, stack, f"ul{uniq}", schema, source="master", master_id=15,
                             replica_id=16) as (master, replica, task, store, sid):
-        master.sql(f"CREATE DATABASE {qi(schema)}", f"CREATE TABLE {qt(schema, 'tb')} (id int PRIMARY KEY, a int)")
-        insert_rows(master, schema, range(1, 51))
-        replicated(replica, schema, 50)
+        _replicated_table(master, replica, schema, 50)
         replica.sql("STOP SLAVE SQL_THREAD")
         insert_rows(master, schema, range(51, 61))
         received(replica, one(master, "SELECT @@gtid_binlog_pos")[0])
@@ -135,8 +143,7 @@ def test_a_replica_promoted_while_it_still_applies_its_relay_log_is_waited_for(s
         assert r.caught_up and not r.paused, r
         gtid = store.source_state(task.name, sid)["binlog_gtid"]
 
-        os.kill(master.proc.pid, signal.SIGSTOP)
-        try:
+        with _master_gone(master):
             register_source(store, sid, replica, True)
             session = SyncSession(task, sid, store, clocks=Clocks(sleep=lambda s: None))   # as the sync sensor runs it
             out = session.step()
@@ -155,5 +162,3 @@ def test_a_replica_promoted_while_it_still_applies_its_relay_log_is_waited_for(s
             st = store.source_state(task.name, sid)
             assert st["binlog_server"] == "server_id=16" and st["stage"] != "paused", st
             _equal(task, store, 70)   # the replica's 10 rows after the master's 60, each once
-        finally:
-            os.kill(master.proc.pid, signal.SIGCONT)
