@@ -50,7 +50,7 @@ test-fleet:     ## (not in make test, ~6 min) 16 upstreams + Celery Airflow, 2 w
 lint:           ## pyflakes' rules (ruff) over the product and the tests: zero findings
 	$(VENV)/bin/ruff check .
 
-test:           ## lint, then the whole suite on 2 workers (unit, integration, DM cases, e2e, doctests): scripts/test.sh
+test:           ## lint, then the whole suite on 3 workers (unit, integration, DM cases, e2e, doctests): scripts/test.sh
 	scripts/test.sh
 
 test-unit:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: the linter, then the whole suite (unit, integration, DM cases, e2e, doctests) on
-# SHARDFLOW_TEST_WORKERS pytest-xdist workers (default 2), each on a local stack of its own.
+# SHARDFLOW_TEST_WORKERS pytest-xdist workers (default 3: docs/testing.md says why), each on a local stack of its own.
 # Worker 0 uses the stack `make stack-up` started; worker N uses the stack of
 # SHARDFLOW_STACK_WORKER=N (ports N*100 higher), which this script starts if it is down and
 # stops again at the end. tests/suite_plan.py says how the tests are spread and prints the
@@ -14,7 +14,7 @@ export SPARK_HOME=${SPARK_HOME:-$ROOT/.venv/lib/python3.11/site-packages/pyspark
 echo "[test] ruff (pyflakes' rules)"
 ruff check .
 
-N=${SHARDFLOW_TEST_WORKERS:-2}
+N=${SHARDFLOW_TEST_WORKERS:-3}
 scripts/stack.sh status >/dev/null || { echo "[test] the local stack is down: run make stack-up first"; exit 1; }
 started=()
 cleanup() {
