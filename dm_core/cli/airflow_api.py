@@ -110,6 +110,15 @@ class AirflowAPI:
     def dag(self, dag_id: str) -> dict | None:
         return self._call("GET", f"/api/v2/dags/{dag_id}")
 
+    def parse_again(self, dag_id: str) -> bool:
+        """Ask the dag-processor to read the file that defines ``dag_id`` again now (Airflow's
+        parseDagFile), rather than on its next pass; False when that DAG is not loaded."""
+        dag = self.dag(dag_id)
+        if not dag or not dag.get("file_token"):
+            return False
+        self._call("PUT", f"/api/v2/parseDagFile/{dag['file_token']}")
+        return True
+
     def import_errors(self) -> list[dict]:
         out = self._call("GET", "/api/v2/importErrors?limit=100") or {}
         return out.get("import_errors", [])

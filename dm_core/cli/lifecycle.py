@@ -18,6 +18,8 @@ from dm_core.errors import ErrorCode, ShardflowError
 from dm_core.cli.status_view import waiting_for_retry
 from dm_core.state import lifecycle as lc
 
+# a DAG of dags/shardflow_dags.py that every Airflow running shardflow has (parse_again)
+OPERATE_DAG = "shardflow_operate_task"
 _RUN_ENDS_AS = {"precheck": "failed", "full": "failed", "incremental": "success"}
 
 
@@ -379,6 +381,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
     wanted = [ids["precheck"]] + ([ids["full"]] if task.task_mode != "incremental" else []) \
         + ([ids["incremental"]] if task.task_mode in ("all", "incremental") else []) \
         + ([ids["shard_ddl_unlock"]] if task.shard_mode else []) + [ids["validate"], ids["resync"]]
+    parse_again(api)
     missing = _wait_dags(api, wanted, a.wait_dags)
     if missing:
         errs = [e for e in api.import_errors() if task.name in e.get("stack_trace", "")]
@@ -415,6 +418,16 @@ def _start_sources(api, store, task, sources: list[str], active: list[str], star
           + (f"they start at the binlog position of {start_time}" if start_time is not None
              else "they resume from their checkpoints"))
     return 0
+
+
+def parse_again(api) -> None:
+    """The task's DAGs (new, or changed with its file) as soon as the dag-processor can build them:
+    dags/shardflow_dags.py, which also defines OPERATE_DAG, is read again now. Best effort: an
+    Airflow that refuses leaves them to its next pass (min_file_process_interval)."""
+    try:
+        api.parse_again(OPERATE_DAG)
+    except Exception:  # noqa: BLE001 - the wait below says what is missing, if anything
+        pass
 
 
 def _wait_dags(api, wanted: list[str], timeout: float) -> list[str]:

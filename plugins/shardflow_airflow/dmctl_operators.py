@@ -133,8 +133,13 @@ class AddTaskOperator(BaseOperator):
                 args = ["start-task", str(path)] + (["--remove-meta"] if p.get("remove_meta") else []) + at
                 return out + run_dmctl(self.log, *args)
             dest = install_task_file(runtime.tasks_dir(), name, path)
-            self.log.info("task %s: checked and saved as %s; its DAGs appear once the dag-processor reads it. "
-                          "Start it with shardflow_operate_task (action start)", name, dest)
+            from dm_core.cli.airflow_api import AirflowAPI
+            from dm_core.cli.lifecycle import parse_again
+
+            with contextlib.suppress(Exception):   # best effort: else the dag-processor's next pass
+                parse_again(AirflowAPI())
+            self.log.info("task %s: checked and saved as %s; its DAGs appear once the dag-processor reads it "
+                          "(asked to now). Start it with shardflow_operate_task (action start)", name, dest)
             return out
 
 

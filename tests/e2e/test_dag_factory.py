@@ -28,6 +28,7 @@ PARSE = textwrap.dedent("""\
                       "retry_policies": {d: sorted(t.task_id for t in bag.dags[d].tasks if t.retry_policy)
                                          for d in bag.dags},
                       "starts": {d: str(bag.dags[d].start_date) for d in bag.dags},
+                      "files": {d: os.path.basename(bag.dags[d].fileloc) for d in bag.dags},
                       "params": {d: {k: bag.dags[d].params.get_param(k).schema for k in bag.dags[d].params}
                                  for d in bag.dags}}, default=str))
 """)
@@ -60,6 +61,9 @@ def test_valid_and_broken_task_files(tmp_path):
     assert out["dags"] == ["dm_demo_full", "dm_demo_incremental", "dm_demo_precheck", "dm_demo_resync",
                            "dm_demo_shard_ddl_unlock", "dm_demo_validate", "shardflow_add_task", "shardflow_handle_error", "shardflow_operate_task",
                            "shardflow_register_source"]
+    # one file defines them all: dmctl start-task has it read again through shardflow_operate_task's
+    # file token (lifecycle.parse_again), which would miss the task's DAGs in another file
+    assert set(out["files"].values()) == {"shardflow_dags.py"}, out["files"]
     # the operations DAGs' forms offer the tasks that load (a broken file's is not among them)
     operate = out["params"]["shardflow_operate_task"]
     assert operate["task"]["examples"] == ["demo"] and operate["action"]["enum"] == ["start", "pause", "resume", "stop"]
