@@ -21,9 +21,11 @@ as it was:
 3. Otherwise, once the task was started before, the file must fit what that start left:
    the shard DDL state its sources keep (dm_core/shardddl/state_fit.py,
    SHARD_DDL_STATE_CHANGED) and the progress they recorded (dm_core/state/progress_fit.py,
-   CONFIG_INVALID). The file compared against is the one of the last start: dmctl compares
-   the file it is given, the precheck DAG the file Airflow reads (which dmctl wrote, unless it
-   was changed under it since).
+   CONFIG_INVALID), and once the full phase has finished, the upstream tables holding rows
+   that its block-allow list now adds (``refuse_tables_the_full_phase_left_out``, read from
+   the upstreams: CONFIG_INVALID). The file compared against is the one of the last start:
+   dmctl compares the file it is given, the precheck DAG the file Airflow reads (which dmctl
+   wrote, unless it was changed under it since).
 4. The resume point (``lifecycle.resume_point``) of the recorded states, and the binlog times
    the sources start at (``--start-time`` now, or one an earlier start recorded).
 
@@ -57,10 +59,12 @@ class StartDecision:
 
 
 def decide_start(task, text: str, store, *, remove_meta: bool = False, start_time: str | None = None,
-                 same_downstream: bool = False) -> StartDecision:
+                 same_downstream: bool = False, new_tables_from_now: bool = False) -> StartDecision:
     """The start of ``task`` (parsed from ``text``, the file's YAML) against what ``store``
     recorded, by the protocol of this module. ``same_downstream``: the user's word that a moved
-    ``target-database`` address reaches the same server. Raises CONFIG_INVALID or
+    ``target-database`` address reaches the same server; ``new_tables_from_now``: the user's word
+    that tables the block-allow list adds after the full phase may lack their earlier rows
+    (``refuse_tables_the_full_phase_left_out``). Raises CONFIG_INVALID or
     SHARD_DDL_STATE_CHANGED, each naming what does not fit and the way out."""
     at = check_start_time(task, start_time) if start_time is not None else None
     if start_time is not None and not remove_meta:
@@ -73,6 +77,9 @@ def decide_start(task, text: str, store, *, remove_meta: bool = False, start_tim
         refuse_shard_state_changes(store, task)
         refuse_progress_changes(store, task, info["started_text"], text, same_downstream=same_downstream)
     states = store.all_source_states(task.name)
+    if (info is not None and not new_tables_from_now and info["started_text"] != text
+            and lc.resume_point(task, states) == "incremental"):
+        refuse_tables_the_full_phase_left_out(store, task, info["started_text"])
     kept = {s["source_id"]: s["start_time"] for s in states if s.get("start_time")}
     return StartDecision(lc.resume_point(task, states), dict.fromkeys(ids, start_time) if start_time else kept, at)
 
@@ -147,6 +154,63 @@ def refuse_progress_changes(store, task, old_text: str, new_text: str, *, same_d
                        "`dmctl start-task --remove-meta FILE`: a new full phase under the new file (drop what the "
                        "old one loaded downstream first). A new address of the same downstream is recognised "
                        "when the old one still answers; else say so with `--same-downstream`.")
+
+
+def refuse_tables_the_full_phase_left_out(store, task, old_text: str) -> None:
+    """A file that now allows upstream tables holding rows which the file the task ran with left
+    out, once the full phase has finished: refused, naming them (CONFIG_INVALID). Their rows from
+    before were never copied, and the sync would bring only their changes from now on, so the
+    downstream would silently lack them (DM does just that). A table that became allowed while
+    empty, or a source new to the file, is not refused. An upstream that does not answer leaves
+    its tables unchecked, said on stderr: the start goes on, and the sync waits for the server."""
+    from dm_core.config.task import parse_task
+    from dm_core.db import connect, qt
+    from dm_core.full.discover import SYSTEM_SCHEMAS
+    from dm_core.sources import source_endpoint
+
+    if task.task_mode != "all":   # incremental: the user loaded the rows; full: nothing syncs after
+        return
+    try:
+        old = parse_task(old_text, "<the task's last start>")
+    except Exception:  # noqa: BLE001 - a file an older shardflow took: nothing to compare with
+        return
+    old_ids = {i.source_id for i in old.mysql_instances}
+    found = []
+    for inst in task.mysql_instances:
+        sid = inst.source_id
+        if sid not in old_ids:
+            continue
+        before, now = old.rules_for(sid).block_allow, task.rules_for(sid).block_allow
+        try:
+            conn = connect(source_endpoint(store, sid), connect_timeout=10, read_timeout=60)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            print(f"task {task.name}: source {sid} did not answer, so the tables its changed block-allow list adds "
+                  f"were not checked ({str(e).splitlines()[0] if str(e) else type(e).__name__})", file=sys.stderr)
+            continue
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT table_schema, table_name FROM information_schema.tables "
+                            "WHERE table_type = 'BASE TABLE' ORDER BY table_schema, table_name")
+                added = [(sc, t) for sc, t in cur.fetchall() if sc.lower() not in SYSTEM_SCHEMAS
+                         and now.allow_table(sc, t) and not before.allow_table(sc, t)]
+                for sc, t in added:
+                    cur.execute(f"SELECT 1 FROM {qt(sc, t)} LIMIT 1")
+                    if cur.fetchone():
+                        target = ".".join(task.rules_for(sid).router.route(sc, t))
+                        found.append(f"source {sid}: {sc}.{t} (into {target}) has rows")
+        finally:
+            conn.close()
+    if found:
+        raise ErrorCode.CONFIG_INVALID.error(
+            f"task {task.name}: the task file now allows tables the full phase did not copy (the file the task ran "
+            "with left them out): their rows from before would never reach the downstream, only their changes "
+            "from now on; nothing started:\n  " + "\n  ".join(found),
+            workaround=f"Start with `--new-tables-from-now` to sync them from now on, then copy their earlier "
+                       f"rows with a re-sync while the task runs (DAG dm_{task.name}_resync, what: tables, the targets "
+                       "above). Or keep the block-allow list the task ran with and move these tables with a task of "
+                       "their own (task-mode all, a block-allow list naming only them). Or start over with "
+                       "`dmctl start-task --remove-meta FILE`: a new full phase of every table (drop what the old one "
+                       "loaded downstream first).")
 
 
 def _same_downstream(task, old_text: str) -> bool:

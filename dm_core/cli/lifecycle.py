@@ -332,7 +332,8 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         for sid in all_ids:
             source_endpoint(store, sid)  # every source must be registered
         start = decide_start(task, text, store, remove_meta=a.remove_meta, start_time=start_time,
-                             same_downstream=getattr(a, "same_downstream", False))
+                             same_downstream=getattr(a, "same_downstream", False),
+                             new_tables_from_now=getattr(a, "new_tables_from_now", False))
         info = store.task_info(task.name)
         if info is not None and info["status"] != lc.STOPPED:
             if only and text != info["started_text"]:
