@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections import Counter
 from itertools import groupby
 
@@ -62,10 +63,52 @@ def find_culprit(apply, jobs: list, spans: list[tuple], foreign=None) -> Shardfl
         except ShardflowError as e:
             if e.code is not ErrorCode.DML_REJECTED:
                 raise
-            e.position = starts.get(end, end)
-            e.statement = _rejected_row(apply, txn) or describe(txn[0])
+            job = _rejected_row(apply, txn) or txn[0]
+            e = _on_a_generated_column(e, job)
+            e.position, e.statement = starts.get(end, end), describe(job)
             return e
     return None
+
+
+# the downstream's "value does not fit" errors, whose message names the column
+_CLIPPED = {1264: "Out of range value", 1265: "Data truncated", 1366: "Incorrect value", 1406: "Data too long"}
+_COLUMN = re.compile(r"for column '((?:[^']|'')+)'")
+
+
+def _on_a_generated_column(e: ShardflowError, job) -> ShardflowError:
+    """``e``, saying why when the column it names is generated downstream. The downstream
+    computes such a column itself, in strict mode; the upstream may hold a value the expression's
+    result was clipped to (INSERT IGNORE, or a non-strict sql_mode), which the binlog carries and
+    no statement can write. The row cannot land as the upstream has it: said, with the ways out.
+
+    >>> from dm_core.target import TargetTable
+    >>> from dm_core.sync.job import RowJob
+    >>> t = TargetTable("db", "t", ("id", "c"), ("id",), True, generated=frozenset({"g"}))
+    >>> err = ErrorCode.DML_REJECTED.error("downstream error 1264 (permanent): Out of range value for column 'g' at row 1")
+    >>> err.errno = 1264
+    >>> got = _on_a_generated_column(err, RowJob("insert", t, None, {"id": 1, "c": 2}, False))
+    >>> "`g` is a generated column" in got.message and "ALTER TABLE `db`.`t` MODIFY `g`" in got.workaround
+    True
+    >>> got.errno
+    1264
+    """
+    m = _COLUMN.search(e.message) if e.errno in _CLIPPED else None
+    generated = {c.lower(): c for c in getattr(job.target, "generated", ())}
+    col = generated.get(m.group(1).replace("''", "'").lower()) if m else None
+    if col is None:
+        return e
+    t = f"{qt(job.target.schema, job.target.table)}"
+    out = ErrorCode.DML_REJECTED.error(
+        f"{e.message} (`{col}` is a generated column downstream: the downstream computes it from the row's "
+        f"other columns and the result does not fit its type; the upstream holds the value that result was "
+        f"clipped to, which INSERT IGNORE or a non-strict sql_mode allows there and strict mode refuses here)",
+        workaround=f"The row cannot land as the upstream holds it. To take it with `{col}` computed in full, widen "
+                   f"the column downstream (ALTER TABLE {t} MODIFY {qi(col)} with a type that holds the expression's "
+                   f"result: the downstream's value then differs from the upstream's clipped one), then `dmctl "
+                   f"resume-task TASK -s SOURCE`; or `dmctl binlog skip TASK -s SOURCE` to leave the transaction "
+                   f"out, or `dmctl binlog replace TASK -s SOURCE \"SQL\"` to run other SQL in its place.")
+    out.errno = e.errno
+    return out
 
 
 class ForeignRows:
@@ -126,14 +169,15 @@ def _keys(job) -> set:
     return {k for k in (job.key_before(), job.key_after()) if k is not None}
 
 
-def _rejected_row(apply, txn: list) -> str | None:
+def _rejected_row(apply, txn: list):
+    """The job of ``txn`` the downstream rejects when applied alone, or None."""
     for job in txn:
         try:
             apply([job])
         except ShardflowError as e:
             if e.code is not ErrorCode.DML_REJECTED:
                 raise
-            return describe(job)
+            return job
     return None
 
 

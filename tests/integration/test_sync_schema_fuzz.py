@@ -635,7 +635,9 @@ if os.environ.get("FUZZ_SEEDS"):  # a longer hunt: FUZZ_SEEDS=100-140
 # seeds that found the bugs below (the workload generator as of this file's first version)
 FOUND = [302,   # bug A: a MODIFY of a key column's charset lost in a crash replay (fixed: ddl/dry_run.py)
          pytest.param(323, marks=pytest.mark.xfail(strict=True, reason="bug B (seed 323: INSERT IGNORE clipped a "
-                                                                      "PERSISTENT generated column; paused on 1264)"))]
+                                                                      "PERSISTENT generated column; paused on 1264, "
+                                                                      "which cannot land as the upstream holds it: "
+                                                                      "test_insert_ignore_clipping_..._saying_why)"))]
 
 
 @pytest.mark.parametrize("seed", SEEDS + ([] if os.environ.get("FUZZ_SEEDS") else FOUND))
@@ -765,11 +767,26 @@ def test_ddl_during_the_full_phase_replayed_in_the_catch_up(fuzz, ddl):
     replay(f, "INSERT INTO t (id, a) VALUES (1, 1)" if "s2" in ddl else "INSERT INTO t (id, a, s) VALUES (1, 1, 'a')")
 
 
-@pytest.mark.xfail(strict=True, reason="bug B: a row whose STORED generated column the upstream clipped "
-                                       "(INSERT IGNORE) is rejected by the downstream in strict mode: error 1264 pauses")
-def test_insert_ignore_clipping_a_stored_generated_column(fuzz):
+def test_insert_ignore_clipping_a_stored_generated_column_pauses_saying_why(fuzz):
+    """Bug B: the upstream's INSERT IGNORE stored the clipped result of g's expression; the
+    downstream computes g in strict mode and refuses the row (1264). The row cannot land as the
+    upstream has it, so the source pauses on it, and the report says that g is generated and why
+    it differs, rather than only "Out of range"."""
     f = fuzz(["CREATE TABLE t (id int PRIMARY KEY, c bigint unsigned, g bigint AS (c * 2 + 1) STORED)"])
-    replay(f, "INSERT IGNORE INTO t (id, c) VALUES (1, 4611686018427387904)")
+    with f.uconn.cursor() as cur:
+        cur.execute("INSERT INTO t (id, c) VALUES (1, 1)")
+        cur.execute("INSERT IGNORE INTO t (id, c) VALUES (2, 4611686018427387904)")
+    r = f.sync(windows=3)
+    assert r.paused and "Out of range value for column 'g'" in r.paused, r.paused
+    assert "`g` is a generated column downstream" in r.paused and "INSERT IGNORE" in r.paused, r.paused
+    assert "MODIFY `g`" in r.paused and "WHERE (`id`) = (2)" in r.paused, r.paused
+    down = connect(f.down)
+    try:
+        with down.cursor() as cur:   # the row before it landed: the source paused exactly at the culprit
+            cur.execute(f"SELECT id, g FROM {qt(f.tdb, 't')}")
+            assert cur.fetchall() == ((1, 3),)
+    finally:
+        down.close()
 
 
 @pytest.mark.parametrize("ddl,point", [
