@@ -243,6 +243,16 @@ def retry_now(api, name: str, phases=RETRIED_PHASES) -> list[str]:
     return started
 
 
+def ran_now(steps: list[str], then: str) -> str:
+    """How a command says the steps ``retry_now`` started, ``then`` finishing the sentence.
+
+    >>> ran_now(["dm_t_validate spark_validate"], " instead of after the backoff")
+    'dm_t_validate spark_validate waited for its retry after a server stayed away: it runs now instead of after the backoff'
+    """
+    return (f"{', '.join(steps)} waited for its retry after a server stayed away: "
+            f"{'it runs' if len(steps) == 1 else 'they run'} now{then}")
+
+
 def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
     """``api_factory``: Airflow's API. A pause asks it only while the task's full phase has not
     finished; a resume asks it whether a phase runs. Airflow out of reach is said (while the
@@ -292,8 +302,7 @@ def cmd_pause_resume(a, open_store, pause: bool, api_factory=None) -> int:
                 # a full phase started again above has no step waiting; validation and re-sync may
                 now = retry_now(api, task.name, RETRIED_PHASES if full and not again else RETRIED_PHASES[1:])
                 if now:
-                    phase_note += (f"; {', '.join(now)} waited for its retry after a server stayed away: "
-                                   f"{'it runs' if len(now) == 1 else 'they run'} now instead of after the backoff")
+                    phase_note += f"; {ran_now(now, ' instead of after the backoff')}"
         except ShardflowError as e:
             # the pause or resume itself is recorded, and the sync obeys it; only the full phase's run
             # (if one runs) could not be ended or started again. After the full phase nothing is missed:

@@ -81,13 +81,13 @@ def cmd_validation(a, store, task) -> int:
     if why:   # the run would validate nothing (its gate skips it): say so now rather than after it
         print(f"{why}\nno run started; the schedule of {dag_id} is resumed", file=sys.stderr)
         return 1
-    from dm_core.cli.lifecycle import retry_now
+    from dm_core.cli.lifecycle import ran_now, retry_now
 
     # a run waiting for its retry after a server stayed away would hold the new one back (one run
     # at a time) for up to its backoff's 5 min: it runs now
-    for step in retry_now(api, task.name, ("validate",)):
-        print(f"task {task.name}: {step} waited for its retry after a server stayed away: it runs now, and the run "
-              "this start adds follows it")
+    now = retry_now(api, task.name, ("validate",))
+    if now:
+        print(f"task {task.name}: {ran_now(now, ', and the run this start adds follows it')}")
     run = api.trigger(dag_id, {"mode": a.mode} if a.mode else {})
     run_id = run.get("dag_run_id")
     print(f"task {task.name}: validation started: run {run_id} of {dag_id}; "
