@@ -22,8 +22,8 @@ as it was:
    the shard DDL state its sources keep (dm_core/shardddl/state_fit.py,
    SHARD_DDL_STATE_CHANGED) and the progress they recorded (dm_core/state/progress_fit.py,
    CONFIG_INVALID), and once the full phase has finished, the upstream tables holding rows
-   that its block-allow list now adds (``refuse_tables_the_full_phase_left_out``, read from
-   the upstreams: CONFIG_INVALID). The file compared against is the one of the last start:
+   that its block-allow list now adds (``tables_the_full_phase_left_out``, read from
+   the upstreams: CONFIG_INVALID; the start creates the targets of those it takes). The file compared against is the one of the last start:
    dmctl compares the file it is given, the precheck DAG the file Airflow reads (which dmctl
    wrote, unless it was changed under it since).
 4. The resume point (``lifecycle.resume_point``) of the recorded states, and the binlog times
@@ -56,6 +56,9 @@ class StartDecision:
     resume: str                 # fresh | full | incremental (module docstring)
     start_times: dict[str, str] = field(default_factory=dict)   # source → binlog time it starts at
     at: object = None           # the parsed --start-time (binlog.by_time.StartTime), if one was given
+    # (source, schema, table) the changed block-allow list adds after the full phase, whose targets
+    # the start creates (full/phase.py ensure_added_targets) before the sync meets their rows
+    added: tuple = ()
 
 
 def decide_start(task, text: str, store, *, remove_meta: bool = False, start_time: str | None = None,
@@ -64,7 +67,7 @@ def decide_start(task, text: str, store, *, remove_meta: bool = False, start_tim
     recorded, by the protocol of this module. ``same_downstream``: the user's word that a moved
     ``target-database`` address reaches the same server; ``new_tables_from_now``: the user's word
     that tables the block-allow list adds after the full phase may lack their earlier rows
-    (``refuse_tables_the_full_phase_left_out``). Raises CONFIG_INVALID or
+    (``tables_the_full_phase_left_out``). Raises CONFIG_INVALID or
     SHARD_DDL_STATE_CHANGED, each naming what does not fit and the way out."""
     at = check_start_time(task, start_time) if start_time is not None else None
     if start_time is not None and not remove_meta:
@@ -77,11 +80,13 @@ def decide_start(task, text: str, store, *, remove_meta: bool = False, start_tim
         refuse_shard_state_changes(store, task)
         refuse_progress_changes(store, task, info["started_text"], text, same_downstream=same_downstream)
     states = store.all_source_states(task.name)
-    if (info is not None and not new_tables_from_now and info["started_text"] != text
-            and lc.resume_point(task, states) == "incremental"):
-        refuse_tables_the_full_phase_left_out(store, task, info["started_text"])
+    added = ()
+    if info is not None and info["started_text"] != text and lc.resume_point(task, states) == "incremental":
+        added = tuple(tables_the_full_phase_left_out(store, task, info["started_text"],
+                                                     take_rows=new_tables_from_now))
     kept = {s["source_id"]: s["start_time"] for s in states if s.get("start_time")}
-    return StartDecision(lc.resume_point(task, states), dict.fromkeys(ids, start_time) if start_time else kept, at)
+    return StartDecision(lc.resume_point(task, states), dict.fromkeys(ids, start_time) if start_time else kept, at,
+                         added)
 
 
 def check_start_time(task, text: str):
@@ -156,26 +161,29 @@ def refuse_progress_changes(store, task, old_text: str, new_text: str, *, same_d
                        "when the old one still answers; else say so with `--same-downstream`.")
 
 
-def refuse_tables_the_full_phase_left_out(store, task, old_text: str) -> None:
-    """A file that now allows upstream tables holding rows which the file the task ran with left
-    out, once the full phase has finished: refused, naming them (CONFIG_INVALID). Their rows from
-    before were never copied, and the sync would bring only their changes from now on, so the
-    downstream would silently lack them (DM does just that). A table that became allowed while
-    empty, or a source new to the file, is not refused. An upstream that does not answer leaves
-    its tables unchecked, said on stderr: the start goes on, and the sync waits for the server."""
+def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: bool = False) -> list:
+    """The upstream tables a file allows that the file the task ran with left out, once the full
+    phase has finished: (source, schema, table) of each, whose targets the start creates.
+
+    Refused (CONFIG_INVALID, naming them) when one holds rows, unless ``take_rows``: those rows
+    were never copied, and the sync would bring only the table's changes from now on, so the
+    downstream would silently lack them (DM does just that). A table let in while empty has
+    nothing to miss. A source new to the file is not looked at. An upstream that does not
+    answer leaves its tables unchecked, said on stderr: the start goes on, and the sync waits
+    for the server."""
     from dm_core.config.task import parse_task
     from dm_core.db import connect, qt
     from dm_core.full.discover import SYSTEM_SCHEMAS
     from dm_core.sources import source_endpoint
 
     if task.task_mode != "all":   # incremental: the user loaded the rows; full: nothing syncs after
-        return
+        return []
     try:
         old = parse_task(old_text, "<the task's last start>")
     except Exception:  # noqa: BLE001 - a file an older shardflow took: nothing to compare with
-        return
+        return []
     old_ids = {i.source_id for i in old.mysql_instances}
-    found = []
+    found, out = [], []
     for inst in task.mysql_instances:
         sid = inst.source_id
         if sid not in old_ids:
@@ -194,13 +202,14 @@ def refuse_tables_the_full_phase_left_out(store, task, old_text: str) -> None:
                 added = [(sc, t) for sc, t in cur.fetchall() if sc.lower() not in SYSTEM_SCHEMAS
                          and now.allow_table(sc, t) and not before.allow_table(sc, t)]
                 for sc, t in added:
+                    out.append((sid, sc, t))
                     cur.execute(f"SELECT 1 FROM {qt(sc, t)} LIMIT 1")
                     if cur.fetchone():
                         target = ".".join(task.rules_for(sid).router.route(sc, t))
                         found.append(f"source {sid}: {sc}.{t} (into {target}) has rows")
         finally:
             conn.close()
-    if found:
+    if found and not take_rows:
         raise ErrorCode.CONFIG_INVALID.error(
             f"task {task.name}: the task file now allows tables the full phase did not copy (the file the task ran "
             "with left them out): their rows from before would never reach the downstream, only their changes "
@@ -211,6 +220,7 @@ def refuse_tables_the_full_phase_left_out(store, task, old_text: str) -> None:
                        "their own (task-mode all, a block-allow list naming only them). Or start over with "
                        "`dmctl start-task --remove-meta FILE`: a new full phase of every table (drop what the old one "
                        "loaded downstream first).")
+    return out
 
 
 def _same_downstream(task, old_text: str) -> bool:

@@ -372,6 +372,12 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
             print(f"task {task.name}: not started: after {a.timeout:.0f}s these of an earlier start have not "
                   f"ended:\n  " + "\n  ".join(left), file=sys.stderr)
             return 1
+        if start.added:   # tables the changed file lets in after the full phase (dm_core/start.py)
+            from dm_core.full.phase import ensure_added_targets
+
+            made = ensure_added_targets(task, store, list(start.added))
+            print(f"task {task.name}: the file lets in {len(start.added)} table(s) the full phase did not copy; "
+                  f"their targets are there: {', '.join(made)}")
         dest = install_task_file(tasks_dir, task.name, Path(a.file))
         if a.remove_meta:
             from dm_core.reset import reset_task

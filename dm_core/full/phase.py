@@ -212,6 +212,37 @@ def _prepare(task, store) -> dict:
     return summary
 
 
+def ensure_added_targets(task, store, added: list[tuple[str, str, str]]) -> list[str]:
+    """The targets of tables a changed task file lets in after the full phase ((source, schema,
+    table), dm_core/start.py), created as ``prepare`` creates every other: from the upstream's
+    definition now, routed, with the partition-id columns; one that exists (a merged target) is
+    kept. The sync meets their rows with a target to write them to instead of pausing on a
+    missing one. Returns the targets created or found."""
+    wanted: dict[str, set] = {}
+    for sid, schema, table in added:
+        wanted.setdefault(sid, set()).add((schema, table))
+    if not wanted:
+        return []
+    target = target_endpoint(task, load=True)
+    conns, members = [], []
+    try:
+        for sid, names in wanted.items():
+            conn = connect(source_endpoint(store, sid))
+            conns.append(conn)
+            members += [(conn, t) for t in discover(conn, sid, task.rules_for(sid)) if (t.schema, t.table) in names]
+        down = connect(target, downstream=True)
+        try:
+            return ensure_targets(down, members, lambda st: partition_id_columns(task, st),
+                                  routes=lambda st: task.rules_for(st.source_id).router.route,
+                                  exact=task.shard_mode == "pessimistic",
+                                  connect_down=lambda: connect(target, downstream=True))
+        finally:
+            down.close()
+    finally:
+        for c in conns:
+            c.close()
+
+
 def seed_optimistic_locks(task, store, down, members) -> None:
     """Optimistic mode: each sharded target's lock learns every member table's schema as the
     snapshot has it, so shards that start with different shapes (columns only some have) are

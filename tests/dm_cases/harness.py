@@ -156,7 +156,8 @@ def start(files: DMFiles, store):
 def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = True, start_time: str | None = None):
     """What `dmctl start-task [--remove-meta] [--start-time T] FILE` has Airflow run, in this
     process: the start decided as dmctl and the precheck DAG decide it (dm_core.start.decide_start:
-    its refusals, then the resume point), the reset (--remove-meta), the precheck as the precheck
+    its refusals, then the resume point), the reset (--remove-meta), the targets of tables a changed
+    file lets in after the full phase, the precheck as the precheck
     DAG runs it (a task resuming from checkpoints skips the sharding items, as in DM), the start in
     the state store, then the phases the decision calls for: the full phase unless it finished
     before, then, in task-mode all and incremental, every source synced (until settled, with
@@ -172,6 +173,10 @@ def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = Tr
     start = decide_start(task, text, store, remove_meta=remove_meta, start_time=start_time)
     if remove_meta:
         reset_task(store, task.name, task)
+    if start.added:   # tables the changed file lets in after the full phase: their targets, as dmctl makes them
+        from dm_core.full.phase import ensure_added_targets
+
+        ensure_added_targets(task, store, list(start.added))
     ids = [i.source_id for i in task.mysql_instances]
     report = run_prechecks(task, {sid: source_endpoint(store, sid) for sid in ids}, target_endpoint(task),
                            resuming=start.resume, start_times=start.start_times)

@@ -18,7 +18,7 @@ import pytest
 from dm_core.config.task import parse_task
 from dm_core.db import qi, qt
 from dm_core.faults import EXIT_CODE
-from dm_core.full.phase import finish, prepare
+from dm_core.full.phase import ensure_added_targets, finish, prepare
 from dm_core.reset import reset_task
 from dm_core.state import StateStore
 from dm_core.state import lifecycle as lc
@@ -233,12 +233,22 @@ def test_a_file_adding_tables_with_rows_after_the_full_phase_is_refused_naming_t
                    capsys, f"source {sid}: {db}x.t (into {tdb}.t) has rows", "--new-tables-from-now",
                    f"dm_{name}_resync", "--remove-meta")
     assert f"{db}y." not in err, err   # empty: nothing of it was missed
-    # a table that was empty when it was let in has no rows the full phase missed
-    text = _text(name, sid, db, stack["down"], tdb, dbs=[db, f"{db}y"])
-    assert decide_start(parse_task(text, f"{name}.yaml"), text, store).resume == "incremental"
     # the user's word that the rows come another way (a re-sync)
     text = _text(name, sid, db, stack["down"], tdb, dbs=[db, f"{db}x", f"{db}y"])
-    assert decide_start(parse_task(text, f"{name}.yaml"), text, store, new_tables_from_now=True).resume == "incremental"
+    start = decide_start(parse_task(text, f"{name}.yaml"), text, store, new_tables_from_now=True)
+    assert start.resume == "incremental" and sorted(start.added) == [(sid, f"{db}x", "t"), (sid, f"{db}y", "e")]
+
+    # a table that was empty when it was let in has no rows the full phase missed: the start creates
+    # its target (as start-task does), and its rows then sync
+    text = _text(name, sid, db, stack["down"], tdb, dbs=[db, f"{db}y"])
+    task = parse_task(text, f"{name}.yaml")
+    start = decide_start(task, text, store)
+    assert start.resume == "incremental" and start.added == ((sid, f"{db}y", "e"),)
+    assert ensure_added_targets(task, store, list(start.added)) == [f"{tdb}.e"]
+    task = _restart_with(store, name, text)
+    run(stack["up1"], f"INSERT INTO {qt(db + 'y', 'e')} VALUES (1), (2)")
+    res = _sync(task, store, sid)
+    assert not res.paused and _count(stack["down"], tdb, "e") == 2, res.paused
 
 
 # ---- task-mode changes ---------------------------------------------------------------------------
