@@ -56,18 +56,33 @@ class StartDecision:
     resume: str                 # fresh | full | incremental (module docstring)
     start_times: dict[str, str] = field(default_factory=dict)   # source → binlog time it starts at
     at: object = None           # the parsed --start-time (binlog.by_time.StartTime), if one was given
-    # (source, schema, table) the changed block-allow list adds after the full phase, whose targets
-    # the start creates (full/phase.py ensure_added_targets) before the sync meets their rows
+    # the tables the changed block-allow list lets in after the full phase (``Added``), whose
+    # targets the start creates (full/phase.py ensure_added_targets) before the sync meets their rows
     added: tuple = ()
+
+    def to_resync(self) -> list[str]:
+        """The targets (``schema.table``) of the let-in tables that hold rows: what a re-sync copies."""
+        return sorted({a.target for a in self.added if a.has_rows})
+
+
+@dataclass(frozen=True)
+class Added:
+    """A table a changed task file lets in after the full phase (``tables_the_full_phase_left_out``)."""
+
+    source_id: str
+    schema: str
+    table: str
+    target: str         # schema.table downstream, routed
+    has_rows: bool
 
 
 def decide_start(task, text: str, store, *, remove_meta: bool = False, start_time: str | None = None,
-                 same_downstream: bool = False, new_tables_from_now: bool = False) -> StartDecision:
+                 same_downstream: bool = False, resync_new_tables: bool = False) -> StartDecision:
     """The start of ``task`` (parsed from ``text``, the file's YAML) against what ``store``
     recorded, by the protocol of this module. ``same_downstream``: the user's word that a moved
-    ``target-database`` address reaches the same server; ``new_tables_from_now``: the user's word
-    that tables the block-allow list adds after the full phase may lack their earlier rows
-    (``tables_the_full_phase_left_out``). Raises CONFIG_INVALID or
+    ``target-database`` address reaches the same server; ``resync_new_tables``: tables with rows
+    that the block-allow list lets in after the full phase are taken, their earlier rows to be
+    copied by a re-sync (``tables_the_full_phase_left_out``). Raises CONFIG_INVALID or
     SHARD_DDL_STATE_CHANGED, each naming what does not fit and the way out."""
     at = check_start_time(task, start_time) if start_time is not None else None
     if start_time is not None and not remove_meta:
@@ -83,7 +98,7 @@ def decide_start(task, text: str, store, *, remove_meta: bool = False, start_tim
     added = ()
     if info is not None and info["started_text"] != text and lc.resume_point(task, states) == "incremental":
         added = tuple(tables_the_full_phase_left_out(store, task, info["started_text"],
-                                                     take_rows=new_tables_from_now))
+                                                     take_rows=resync_new_tables))
     kept = {s["source_id"]: s["start_time"] for s in states if s.get("start_time")}
     return StartDecision(lc.resume_point(task, states), dict.fromkeys(ids, start_time) if start_time else kept, at,
                          added)
@@ -161,13 +176,15 @@ def refuse_progress_changes(store, task, old_text: str, new_text: str, *, same_d
                        "when the old one still answers; else say so with `--same-downstream`.")
 
 
-def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: bool = False) -> list:
+def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: bool = False) -> list[Added]:
     """The upstream tables a file allows that the file the task ran with left out, once the full
-    phase has finished: (source, schema, table) of each, whose targets the start creates.
+    phase has finished, whose targets the start creates.
 
-    Refused (CONFIG_INVALID, naming them) when one holds rows, unless ``take_rows``: those rows
-    were never copied, and the sync would bring only the table's changes from now on, so the
-    downstream would silently lack them (DM does just that). A table let in while empty has
+    Refused (CONFIG_INVALID, naming them) when one holds rows, unless ``take_rows`` (then a
+    re-sync copies them): rows written before the checkpoints were never copied, and the sync
+    brings only the changes after them, so the downstream would silently lack them (DM does
+    just that). Rows written after the checkpoints cannot be told apart here: they are refused
+    too, and a re-sync finds them already there. A table let in while empty has
     nothing to miss. A source new to the file is not looked at. An upstream that does not
     answer leaves its tables unchecked, said on stderr: the start goes on, and the sync waits
     for the server."""
@@ -202,21 +219,21 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
                 added = [(sc, t) for sc, t in cur.fetchall() if sc.lower() not in SYSTEM_SCHEMAS
                          and now.allow_table(sc, t) and not before.allow_table(sc, t)]
                 for sc, t in added:
-                    out.append((sid, sc, t))
                     cur.execute(f"SELECT 1 FROM {qt(sc, t)} LIMIT 1")
-                    if cur.fetchone():
-                        target = ".".join(task.rules_for(sid).router.route(sc, t))
-                        found.append(f"source {sid}: {sc}.{t} (into {target}) has rows")
+                    a = Added(sid, sc, t, ".".join(task.rules_for(sid).router.route(sc, t)), bool(cur.fetchone()))
+                    out.append(a)
+                    if a.has_rows:
+                        found.append(f"source {sid}: {sc}.{t} (into {a.target}) has rows")
         finally:
             conn.close()
     if found and not take_rows:
         raise ErrorCode.CONFIG_INVALID.error(
             f"task {task.name}: the task file now allows tables the full phase did not copy (the file the task ran "
-            "with left them out): their rows from before would never reach the downstream, only their changes "
-            "from now on; nothing started:\n  " + "\n  ".join(found),
-            workaround=f"Start with `--new-tables-from-now` to sync them from now on, then copy their earlier "
-                       f"rows with a re-sync while the task runs (DAG dm_{task.name}_resync, what: tables, the targets "
-                       "above). Or keep the block-allow list the task ran with and move these tables with a task of "
+            "with left them out): their rows written before the sync's checkpoints would never reach the "
+            "downstream, only the changes after them; nothing started:\n  " + "\n  ".join(found),
+            workaround=f"Start with `--resync-new-tables`: their targets are created, they sync, and a re-sync "
+                       f"(dm_{task.name}_resync, what: tables) copies their earlier rows while the task runs. Or keep "
+                       "the block-allow list the task ran with and move these tables with a task of "
                        "their own (task-mode all, a block-allow list naming only them). Or start over with "
                        "`dmctl start-task --remove-meta FILE`: a new full phase of every table (drop what the old one "
                        "loaded downstream first).")

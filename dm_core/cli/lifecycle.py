@@ -342,7 +342,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
             source_endpoint(store, sid)  # every source must be registered
         start = decide_start(task, text, store, remove_meta=a.remove_meta, start_time=start_time,
                              same_downstream=getattr(a, "same_downstream", False),
-                             new_tables_from_now=getattr(a, "new_tables_from_now", False))
+                             resync_new_tables=getattr(a, "resync_new_tables", False))
         info = store.task_info(task.name)
         if info is not None and info["status"] != lc.STOPPED:
             if only and text != info["started_text"]:
@@ -414,6 +414,12 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
             "incremental": "precheck → incremental from the checkpoints (the full phase had finished: no new dump)"}
     print(f"task {task.name}: started (#{generation}: {path[resume] if task.task_mode == 'all' else path['fresh']}); "
           f"run {run.get('dag_run_id')} of {ids['precheck']}")
+    if start.to_resync():   # --resync-new-tables: the rows the full phase never copied
+        # its hold stops every source between two windows, one that starts later before its first
+        # (dm_core/resync/hold.py): it may run before the sync does
+        rs = api.trigger(ids["resync"], {"what": "tables", "tables": start.to_resync()})
+        print(f"task {task.name}: run {rs.get('dag_run_id')} of {ids['resync']} copies the earlier rows of "
+              f"{', '.join(start.to_resync())}; its log and the Variable shardflow_{task.name}_resync say what it wrote")
     return 0
 
 

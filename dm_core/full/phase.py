@@ -212,15 +212,15 @@ def _prepare(task, store) -> dict:
     return summary
 
 
-def ensure_added_targets(task, store, added: list[tuple[str, str, str]]) -> list[str]:
-    """The targets of tables a changed task file lets in after the full phase ((source, schema,
-    table), dm_core/start.py), created as ``prepare`` creates every other: from the upstream's
+def ensure_added_targets(task, store, added: list) -> list[str]:
+    """The targets of tables a changed task file lets in after the full phase (``start.Added``),
+    created as ``prepare`` creates every other: from the upstream's
     definition now, routed, with the partition-id columns; one that exists (a merged target) is
     kept. The sync meets their rows with a target to write them to instead of pausing on a
     missing one. Returns the targets created or found."""
     wanted: dict[str, set] = {}
-    for sid, schema, table in added:
-        wanted.setdefault(sid, set()).add((schema, table))
+    for a in added:
+        wanted.setdefault(a.source_id, set()).add((a.schema, a.table))
     if not wanted:
         return []
     target = target_endpoint(task, load=True)

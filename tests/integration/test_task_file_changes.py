@@ -230,20 +230,23 @@ def test_a_file_adding_tables_with_rows_after_the_full_phase_is_refused_naming_t
         f"CREATE DATABASE {qi(db + 'y')}", f"CREATE TABLE {qt(db + 'y', 'e')} (id int NOT NULL PRIMARY KEY)"])
     made["up"] += [f"{db}x", f"{db}y"]
     err = _refused(store, name, _text(name, sid, db, stack["down"], tdb, dbs=[db, f"{db}x", f"{db}y"]), tmp_path,
-                   capsys, f"source {sid}: {db}x.t (into {tdb}.t) has rows", "--new-tables-from-now",
+                   capsys, f"source {sid}: {db}x.t (into {tdb}.t) has rows", "--resync-new-tables",
                    f"dm_{name}_resync", "--remove-meta")
     assert f"{db}y." not in err, err   # empty: nothing of it was missed
-    # the user's word that the rows come another way (a re-sync)
+    # taken for a re-sync to copy: of the tables let in, the one with rows
     text = _text(name, sid, db, stack["down"], tdb, dbs=[db, f"{db}x", f"{db}y"])
-    start = decide_start(parse_task(text, f"{name}.yaml"), text, store, new_tables_from_now=True)
-    assert start.resume == "incremental" and sorted(start.added) == [(sid, f"{db}x", "t"), (sid, f"{db}y", "e")]
+    start = decide_start(parse_task(text, f"{name}.yaml"), text, store, resync_new_tables=True)
+    assert start.resume == "incremental" and start.to_resync() == [f"{tdb}.t"]
+    assert sorted((a.schema, a.target, a.has_rows) for a in start.added) == [(f"{db}x", f"{tdb}.t", True),
+                                                                            (f"{db}y", f"{tdb}.e", False)]
 
     # a table that was empty when it was let in has no rows the full phase missed: the start creates
     # its target (as start-task does), and its rows then sync
     text = _text(name, sid, db, stack["down"], tdb, dbs=[db, f"{db}y"])
     task = parse_task(text, f"{name}.yaml")
     start = decide_start(task, text, store)
-    assert start.resume == "incremental" and start.added == ((sid, f"{db}y", "e"),)
+    assert start.resume == "incremental" and [(a.source_id, a.schema, a.table) for a in start.added] == \
+        [(sid, f"{db}y", "e")] and start.to_resync() == []
     assert ensure_added_targets(task, store, list(start.added)) == [f"{tdb}.e"]
     task = _restart_with(store, name, text)
     run(stack["up1"], f"INSERT INTO {qt(db + 'y', 'e')} VALUES (1), (2)")
