@@ -23,8 +23,8 @@ as it was:
    SHARD_DDL_STATE_CHANGED) and the progress they recorded (dm_core/state/progress_fit.py,
    CONFIG_INVALID), and once the full phase has finished, the upstream tables holding rows
    that its block-allow list now adds (``tables_the_full_phase_left_out``, read from
-   the upstreams: CONFIG_INVALID; the start creates the targets of those it takes). The file compared against is the one of the last start:
-   dmctl compares the file it is given, the precheck DAG the file Airflow reads (which dmctl
+   the upstreams: CONFIG_INVALID; the start creates the targets of those it takes,
+   ``create_added_targets``). The file compared against is the one of the last start: dmctl compares the file it is given, the precheck DAG the file Airflow reads (which dmctl
    wrote, unless it was changed under it since).
 4. The resume point (``lifecycle.resume_point``) of the recorded states, and the binlog times
    the sources start at (``--start-time`` now, or one an earlier start recorded).
@@ -95,13 +95,26 @@ def decide_start(task, text: str, store, *, remove_meta: bool = False, start_tim
         refuse_shard_state_changes(store, task)
         refuse_progress_changes(store, task, info["started_text"], text, same_downstream=same_downstream)
     states = store.all_source_states(task.name)
+    resume = lc.resume_point(task, states)
     added = ()
-    if info is not None and info["started_text"] != text and lc.resume_point(task, states) == "incremental":
+    if info is not None and info["started_text"] != text and resume == "incremental":
         added = tuple(tables_the_full_phase_left_out(store, task, info["started_text"],
                                                      take_rows=resync_new_tables))
     kept = {s["source_id"]: s["start_time"] for s in states if s.get("start_time")}
-    return StartDecision(lc.resume_point(task, states), dict.fromkeys(ids, start_time) if start_time else kept, at,
-                         added)
+    return StartDecision(resume, dict.fromkeys(ids, start_time) if start_time else kept, at, added)
+
+
+def create_added_targets(task, store, start: StartDecision) -> str | None:
+    """What a start does with ``start.added`` before the sync meets their rows (dmctl's
+    start-task, the precheck DAG, the DM-case harness): their targets created
+    (full/phase.py ``ensure_added_targets``). Returns the line that says so, None if none."""
+    if not start.added:
+        return None
+    from dm_core.full.phase import ensure_added_targets
+
+    made = ensure_added_targets(task, store, list(start.added))
+    return (f"task {task.name}: the file lets in {len(start.added)} table(s) the full phase did not copy; their "
+            f"targets are there: {', '.join(made)}")
 
 
 def check_start_time(task, text: str):
@@ -205,7 +218,8 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
         sid = inst.source_id
         if sid not in old_ids:
             continue
-        before, now = old.rules_for(sid).block_allow, task.rules_for(sid).block_allow
+        rules = task.rules_for(sid)
+        before, now = old.rules_for(sid).block_allow, rules.block_allow
         try:
             conn = connect(source_endpoint(store, sid), connect_timeout=10, read_timeout=60)
         except Exception as e:  # noqa: BLE001 - see the docstring
@@ -220,7 +234,7 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
                          and now.allow_table(sc, t) and not before.allow_table(sc, t)]
                 for sc, t in added:
                     cur.execute(f"SELECT 1 FROM {qt(sc, t)} LIMIT 1")
-                    a = Added(sid, sc, t, ".".join(task.rules_for(sid).router.route(sc, t)), bool(cur.fetchone()))
+                    a = Added(sid, sc, t, ".".join(rules.router.route(sc, t)), bool(cur.fetchone()))
                     out.append(a)
                     if a.has_rows:
                         found.append(f"source {sid}: {sc}.{t} (into {a.target}) has rows")

@@ -327,7 +327,7 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
     """``on_loaded(task)``: called once the file parsed (dmctl prints its warnings there)."""
     from dm_core.config.task import load_task_file
     from dm_core.sources import source_endpoint
-    from dm_core.start import decide_start
+    from dm_core.start import create_added_targets, decide_start
 
     task = load_task_file(a.file)  # an invalid file (or a missing ${ENV}) raises here: nothing is started
     if on_loaded is not None:
@@ -372,12 +372,9 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
             print(f"task {task.name}: not started: after {a.timeout:.0f}s these of an earlier start have not "
                   f"ended:\n  " + "\n  ".join(left), file=sys.stderr)
             return 1
-        if start.added:   # tables the changed file lets in after the full phase (dm_core/start.py)
-            from dm_core.full.phase import ensure_added_targets
-
-            made = ensure_added_targets(task, store, list(start.added))
-            print(f"task {task.name}: the file lets in {len(start.added)} table(s) the full phase did not copy; "
-                  f"their targets are there: {', '.join(made)}")
+        said = create_added_targets(task, store, start)   # tables the changed file lets in after the full phase
+        if said:
+            print(said)
         dest = install_task_file(tasks_dir, task.name, Path(a.file))
         if a.remove_meta:
             from dm_core.reset import reset_task
@@ -414,12 +411,13 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
             "incremental": "precheck → incremental from the checkpoints (the full phase had finished: no new dump)"}
     print(f"task {task.name}: started (#{generation}: {path[resume] if task.task_mode == 'all' else path['fresh']}); "
           f"run {run.get('dag_run_id')} of {ids['precheck']}")
-    if start.to_resync():   # --resync-new-tables: the rows the full phase never copied
+    resync = start.to_resync()
+    if resync:   # --resync-new-tables: the rows the full phase never copied
         # its hold stops every source between two windows, one that starts later before its first
         # (dm_core/resync/hold.py): it may run before the sync does
-        rs = api.trigger(ids["resync"], {"what": "tables", "tables": start.to_resync()})
+        rs = api.trigger(ids["resync"], {"what": "tables", "tables": resync})
         print(f"task {task.name}: run {rs.get('dag_run_id')} of {ids['resync']} copies the earlier rows of "
-              f"{', '.join(start.to_resync())}; its log and the Variable shardflow_{task.name}_resync say what it wrote")
+              f"{', '.join(resync)}; its log and the Variable shardflow_{task.name}_resync say what it wrote")
     return 0
 
 

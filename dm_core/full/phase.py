@@ -196,10 +196,7 @@ def _prepare(task, store) -> dict:
                     down, task.meta_schema, task.name):
                 summary["user_made"] = [f"{s}.{t}" for s, t in user_targets.record(
                     down, task.meta_schema, task.name, [(st.target_schema, st.target_table) for _, st in members])]
-            summary["created"] = ensure_targets(down, members, lambda st: partition_id_columns(task, st),
-                                                routes=lambda st: task.rules_for(st.source_id).router.route,
-                                                exact=task.shard_mode == "pessimistic",
-                                                connect_down=lambda: connect(target, downstream=True))
+            summary["created"] = _create_targets(task, target, down, members)
             summary["databases"] = ensure_databases(down, databases)
             if task.shard_mode == "optimistic":
                 seed_optimistic_locks(task, store, down, members)
@@ -210,6 +207,14 @@ def _prepare(task, store) -> dict:
         for c in conns:
             c.close()
     return summary
+
+
+def _create_targets(task, target, down, members) -> list[str]:
+    """``ensure_targets`` of ``members`` under the task's rules: its partition-id columns, its
+    routes (foreign keys' parents), exact members in pessimistic shard mode, 4 connections."""
+    return ensure_targets(down, members, lambda st: partition_id_columns(task, st),
+                          routes=lambda st: task.rules_for(st.source_id).router.route,
+                          exact=task.shard_mode == "pessimistic", connect_down=lambda: connect(target, downstream=True))
 
 
 def ensure_added_targets(task, store, added: list) -> list[str]:
@@ -232,10 +237,7 @@ def ensure_added_targets(task, store, added: list) -> list[str]:
             members += [(conn, t) for t in discover(conn, sid, task.rules_for(sid)) if (t.schema, t.table) in names]
         down = connect(target, downstream=True)
         try:
-            return ensure_targets(down, members, lambda st: partition_id_columns(task, st),
-                                  routes=lambda st: task.rules_for(st.source_id).router.route,
-                                  exact=task.shard_mode == "pessimistic",
-                                  connect_down=lambda: connect(target, downstream=True))
+            return _create_targets(task, target, down, members)
         finally:
             down.close()
     finally:

@@ -70,8 +70,9 @@ def find_culprit(apply, jobs: list, spans: list[tuple], foreign=None) -> Shardfl
     return None
 
 
-# the downstream's "value does not fit" errors, whose message names the column
-_CLIPPED = {1264: "Out of range value", 1265: "Data truncated", 1366: "Incorrect value", 1406: "Data too long"}
+# the downstream's "value does not fit" errors, whose message names the column: out of range,
+# data truncated, incorrect value, data too long
+_CLIPPED = frozenset({1264, 1265, 1366, 1406})
 _COLUMN = re.compile(r"for column '((?:[^']|'')+)'")
 
 
@@ -97,7 +98,7 @@ def _on_a_generated_column(e: ShardflowError, job) -> ShardflowError:
     col = generated.get(m.group(1).replace("''", "'").lower()) if m else None
     if col is None:
         return e
-    t = f"{qt(job.target.schema, job.target.table)}"
+    t = qt(job.target.schema, job.target.table)
     out = ErrorCode.DML_REJECTED.error(
         f"{e.message} (`{col}` is a generated column downstream: the downstream computes it from the row's "
         f"other columns and the result does not fit its type; the upstream holds the value that result was "

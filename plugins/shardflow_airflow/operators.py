@@ -42,7 +42,7 @@ class PrecheckOperator(BaseOperator):
         from dm_core.check import run_prechecks
         from dm_core.errors import ShardflowError
         from dm_core.sources import source_endpoint, target_endpoint
-        from dm_core.start import decide_start
+        from dm_core.start import create_added_targets, decide_start
 
         task = runtime.load_task(self.task_file)
         for w in task.warnings:     # keys the task file sets that shardflow does not act on
@@ -54,12 +54,9 @@ class PrecheckOperator(BaseOperator):
             except ShardflowError as e:
                 raise AirflowFailException(str(e)) from None
             resuming, start_times = start.resume, start.start_times
-            if start.added:   # a file changed where Airflow reads it, letting in empty tables
-                from dm_core.full.phase import ensure_added_targets
-
-                made = ensure_added_targets(task, store, list(start.added))
-                self.log.info("task %s: the file lets in %d table(s) the full phase did not copy; their targets "
-                              "are there: %s", task.name, len(start.added), ", ".join(made))
+            said = create_added_targets(task, store, start)   # a file changed where Airflow reads it
+            if said:
+                self.log.info("%s", said)
             sources = {i.source_id: source_endpoint(store, i.source_id) for i in task.mysql_instances}
             if resuming == "fresh":  # a restart keeps the stage that says where it resumes
                 for sid in sources:

@@ -166,17 +166,14 @@ def start_task(task_file, store, *, remove_meta: bool = False, settle: bool = Tr
     from dm_core.config.task import load_task_file
     from dm_core.reset import reset_task
     from dm_core.sources import source_endpoint, target_endpoint
-    from dm_core.start import decide_start
+    from dm_core.start import create_added_targets, decide_start
 
     task = load_task_file(str(task_file))
     text = Path(task_file).read_text()
     start = decide_start(task, text, store, remove_meta=remove_meta, start_time=start_time)
     if remove_meta:
         reset_task(store, task.name, task)
-    if start.added:   # tables the changed file lets in after the full phase: their targets, as dmctl makes them
-        from dm_core.full.phase import ensure_added_targets
-
-        ensure_added_targets(task, store, list(start.added))
+    create_added_targets(task, store, start)   # tables the changed file lets in after the full phase
     ids = [i.source_id for i in task.mysql_instances]
     report = run_prechecks(task, {sid: source_endpoint(store, sid) for sid in ids}, target_endpoint(task),
                            resuming=start.resume, start_times=start.start_times)
