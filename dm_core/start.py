@@ -22,9 +22,9 @@ as it was:
    the shard DDL state its sources keep (dm_core/shardddl/state_fit.py,
    SHARD_DDL_STATE_CHANGED) and the progress they recorded (dm_core/state/progress_fit.py,
    CONFIG_INVALID), and once the full phase has finished, the upstream tables holding rows
-   that its block-allow list now adds (``tables_the_full_phase_left_out``, read from
-   the upstreams: CONFIG_INVALID; the start creates the targets of those it takes,
-   ``create_added_targets``). The file compared against is the one of the last start: dmctl compares the file it is given, the precheck DAG the file Airflow reads (which dmctl
+   that its block-allow list now adds or its routes now send into another target
+   (``tables_the_full_phase_left_out``, read from the upstreams: CONFIG_INVALID; the start
+   creates the targets of those it takes, ``create_added_targets``). The file compared against is the one of the last start: dmctl compares the file it is given, the precheck DAG the file Airflow reads (which dmctl
    wrote, unless it was changed under it since).
 4. The resume point (``lifecycle.resume_point``) of the recorded states, and the binlog times
    the sources start at (``--start-time`` now, or one an earlier start recorded).
@@ -56,24 +56,26 @@ class StartDecision:
     resume: str                 # fresh | full | incremental (module docstring)
     start_times: dict[str, str] = field(default_factory=dict)   # source → binlog time it starts at
     at: object = None           # the parsed --start-time (binlog.by_time.StartTime), if one was given
-    # the tables the changed block-allow list lets in after the full phase (``Added``), whose
+    # the tables the changed block-allow list lets in, or routes elsewhere, after the full phase (``Added``), whose
     # targets the start creates (full/phase.py ensure_added_targets) before the sync meets their rows
     added: tuple = ()
 
     def to_resync(self) -> list[str]:
-        """The targets (``schema.table``) of the let-in tables that hold rows: what a re-sync copies."""
+        """The targets (``schema.table``) that lack rows of the tables in ``added``: what a re-sync copies."""
         return sorted({a.target for a in self.added if a.has_rows})
 
 
 @dataclass(frozen=True)
 class Added:
-    """A table a changed task file lets in after the full phase (``tables_the_full_phase_left_out``)."""
+    """A table a changed task file lets in after the full phase, or routes into another target
+    than the one the full phase copied it into (``tables_the_full_phase_left_out``)."""
 
     source_id: str
     schema: str
     table: str
     target: str         # schema.table downstream, routed
-    has_rows: bool
+    has_rows: bool      # rows the new target lacks: the full phase copied them elsewhere or not at all
+    was_into: str | None = None     # rerouted: the target the full phase copied it into
 
 
 def decide_start(task, text: str, store, *, remove_meta: bool = False, start_time: str | None = None,
@@ -81,7 +83,7 @@ def decide_start(task, text: str, store, *, remove_meta: bool = False, start_tim
     """The start of ``task`` (parsed from ``text``, the file's YAML) against what ``store``
     recorded, by the protocol of this module. ``same_downstream``: the user's word that a moved
     ``target-database`` address reaches the same server; ``resync_new_tables``: tables with rows
-    that the block-allow list lets in after the full phase are taken, their earlier rows to be
+    that the block-allow list lets in, or routes send into another target, after the full phase are taken, their earlier rows to be
     copied by a re-sync (``tables_the_full_phase_left_out``). Raises CONFIG_INVALID or
     SHARD_DDL_STATE_CHANGED, each naming what does not fit and the way out."""
     at = check_start_time(task, start_time) if start_time is not None else None
@@ -113,7 +115,7 @@ def create_added_targets(task, store, start: StartDecision) -> str | None:
     from dm_core.full.phase import ensure_added_targets
 
     made = ensure_added_targets(task, store, list(start.added))
-    return (f"task {task.name}: the file lets in {len(start.added)} table(s) the full phase did not copy; their "
+    return (f"task {task.name}: the file sends {len(start.added)} table(s) where the full phase did not copy them; their "
             f"targets are there: {', '.join(made)}")
 
 
@@ -190,17 +192,20 @@ def refuse_progress_changes(store, task, old_text: str, new_text: str, *, same_d
 
 
 def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: bool = False) -> list[Added]:
-    """The upstream tables a file allows that the file the task ran with left out, once the full
-    phase has finished, whose targets the start creates.
+    """The upstream tables whose rows a file sends into a target the full phase did not copy
+    them into, once that phase has finished: tables its block-allow list lets in that the file
+    the task ran with left out, and tables a changed route sends into another target. The start
+    creates their targets.
 
     Refused (CONFIG_INVALID, naming them) when one holds rows, unless ``take_rows`` (then a
-    re-sync copies them): rows written before the checkpoints were never copied, and the sync
-    brings only the changes after them, so the downstream would silently lack them (DM does
+    re-sync copies them): rows written before the checkpoints were never copied there, and the
+    sync brings only the changes after them, so the downstream would silently lack them (DM does
     just that). Rows written after the checkpoints cannot be told apart here: they are refused
-    too, and a re-sync finds them already there. A table let in while empty has
-    nothing to miss. A source new to the file is not looked at. An upstream that does not
-    answer leaves its tables unchecked, said on stderr: the start goes on, and the sync waits
-    for the server."""
+    too, and a re-sync finds them already there. A table let in while empty has nothing to
+    miss. A rerouted table whose old target is gone downstream while the new one holds rows was
+    renamed there by the user (``RENAME TABLE``): taken as it is. A source new to the file is
+    not looked at. An upstream that does not answer leaves its tables unchecked, said on
+    stderr: the start goes on, and the sync waits for the server."""
     from dm_core.config.task import parse_task
     from dm_core.db import connect, qt
     from dm_core.full.discover import SYSTEM_SCHEMAS
@@ -213,45 +218,93 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
     except Exception:  # noqa: BLE001 - a file an older shardflow took: nothing to compare with
         return []
     old_ids = {i.source_id for i in old.mysql_instances}
-    found, out = [], []
+    out, routed = [], {}   # routed: "schema.table" -> (schema, table), for the downstream's look
     for inst in task.mysql_instances:
         sid = inst.source_id
         if sid not in old_ids:
             continue
-        rules = task.rules_for(sid)
-        before, now = old.rules_for(sid).block_allow, rules.block_allow
+        rules, old_rules = task.rules_for(sid), old.rules_for(sid)
         try:
             conn = connect(source_endpoint(store, sid), connect_timeout=10, read_timeout=60)
         except Exception as e:  # noqa: BLE001 - see the docstring
-            print(f"task {task.name}: source {sid} did not answer, so the tables its changed block-allow list adds "
-                  f"were not checked ({str(e).splitlines()[0] if str(e) else type(e).__name__})", file=sys.stderr)
+            print(f"task {task.name}: source {sid} did not answer, so the tables its changed block-allow list or "
+                  f"routes send into new targets were not checked "
+                  f"({str(e).splitlines()[0] if str(e) else type(e).__name__})", file=sys.stderr)
             continue
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT table_schema, table_name FROM information_schema.tables "
                             "WHERE table_type = 'BASE TABLE' ORDER BY table_schema, table_name")
-                added = [(sc, t) for sc, t in cur.fetchall() if sc.lower() not in SYSTEM_SCHEMAS
-                         and now.allow_table(sc, t) and not before.allow_table(sc, t)]
-                for sc, t in added:
+                for sc, t in cur.fetchall():
+                    if sc.lower() in SYSTEM_SCHEMAS or not rules.block_allow.allow_table(sc, t):
+                        continue
+                    now = rules.router.route(sc, t)
+                    target, was = ".".join(now), None
+                    if old_rules.block_allow.allow_table(sc, t):
+                        before = old_rules.router.route(sc, t)
+                        if before == now:
+                            continue
+                        was = ".".join(before)
+                        routed.update({was: before, target: now})
                     cur.execute(f"SELECT 1 FROM {qt(sc, t)} LIMIT 1")
-                    a = Added(sid, sc, t, ".".join(rules.router.route(sc, t)), bool(cur.fetchone()))
-                    out.append(a)
-                    if a.has_rows:
-                        found.append(f"source {sid}: {sc}.{t} (into {a.target}) has rows")
+                    out.append(Added(sid, sc, t, target, bool(cur.fetchone()), was))
         finally:
             conn.close()
+    out = _renamed_downstream(task, out, routed)
+    found = [f"source {a.source_id}: {a.schema}.{a.table} (into {a.target}) has rows"
+             + (f"; the full phase copied them into {a.was_into}" if a.was_into else "")
+             for a in out if a.has_rows]
     if found and not take_rows:
         raise ErrorCode.CONFIG_INVALID.error(
-            f"task {task.name}: the task file now allows tables the full phase did not copy (the file the task ran "
-            "with left them out): their rows written before the sync's checkpoints would never reach the "
-            "downstream, only the changes after them; nothing started:\n  " + "\n  ".join(found),
+            f"task {task.name}: the task file now sends tables into targets the full phase did not copy them into "
+            "(the file the task ran with left them out, or routed them elsewhere): their rows written before the "
+            "sync's checkpoints would never reach those targets, only the changes after them; nothing started:\n  "
+            + "\n  ".join(found),
             workaround=f"Start with `--resync-new-tables`: their targets are created, they sync, and a re-sync "
-                       f"(dm_{task.name}_resync, what: tables) copies their earlier rows while the task runs. Or keep "
-                       "the block-allow list the task ran with and move these tables with a task of "
-                       "their own (task-mode all, a block-allow list naming only them). Or start over with "
+                       f"(dm_{task.name}_resync, what: tables) copies their earlier rows while the task runs (rows "
+                       "already copied into an old target stay there). Or keep the block-allow list and routes the "
+                       "task ran with and move these tables with a task of their own (task-mode all, a block-allow "
+                       "list naming only them). A target you renamed downstream (RENAME TABLE old TO new) is taken "
+                       "once the old name is gone and the new one holds the rows. Or start over with "
                        "`dmctl start-task --remove-meta FILE`: a new full phase of every table (drop what the old one "
                        "loaded downstream first).")
     return out
+
+
+def _renamed_downstream(task, found: list[Added], routed: dict) -> list[Added]:
+    """``found`` with the rerouted tables whose rows the new target already holds marked as
+    holding none to miss: the old target is gone downstream and the new one has rows (the user
+    renamed the table there). A downstream that does not answer leaves them as they are (the
+    start is refused, naming them)."""
+    from dataclasses import replace
+
+    from dm_core.db import connect, qt
+    from dm_core.sources import target_endpoint
+
+    moved = {(a.was_into, a.target) for a in found if a.was_into and a.has_rows}
+    if not moved:
+        return found
+    try:
+        down = connect(target_endpoint(task), downstream=True, connect_timeout=10, read_timeout=60)
+    except Exception:  # noqa: BLE001 - see the docstring
+        return found
+    renamed = set()
+    try:
+        with down.cursor() as cur:
+            def holds_rows(name: str) -> bool | None:   # None: no such table
+                cur.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
+                            routed[name])
+                if not cur.fetchone():
+                    return None
+                cur.execute(f"SELECT 1 FROM {qt(*routed[name])} LIMIT 1")
+                return bool(cur.fetchone())
+
+            for was, target in moved:
+                if holds_rows(was) is None and holds_rows(target):
+                    renamed.add((was, target))
+    finally:
+        down.close()
+    return [replace(a, has_rows=False) if (a.was_into, a.target) in renamed else a for a in found]
 
 
 def _same_downstream(task, old_text: str) -> bool:

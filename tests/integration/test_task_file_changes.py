@@ -254,6 +254,34 @@ def test_a_file_adding_tables_with_rows_after_the_full_phase_is_refused_naming_t
     assert not res.paused and _count(stack["down"], tdb, "e") == 2, res.paused
 
 
+def test_a_route_changed_after_the_full_phase_is_refused_unless_the_target_was_renamed(stack, env, uniq, tmp_path,
+                                                                                      capsys):
+    from dm_core.start import decide_start
+
+    store, made = env
+    up, down = stack["up1"], stack["down"]
+    name, sid, db, tdb = _synced_task(stack, store, made, uniq, "rr")   # db.t -> tdb.t, 3 rows
+    rerouted = _text(name, sid, db, down, tdb,
+                     routes=f"  rt: {{schema-pattern: '{db}', table-pattern: t, target-schema: {tdb}, "
+                            f"target-table: t_new}}\n")
+    # t_new would get only the changes after the checkpoint: the 3 rows stay behind in t
+    _refused(store, name, rerouted, tmp_path, capsys,
+             f"source {sid}: {db}.t (into {tdb}.t_new) has rows; the full phase copied them into {tdb}.t",
+             "--resync-new-tables", "RENAME TABLE")
+    start = decide_start(parse_task(rerouted, f"{name}.yaml"), rerouted, store, resync_new_tables=True)
+    assert start.to_resync() == [f"{tdb}.t_new"], start.added
+
+    # the user renamed the table downstream: t_new holds the rows, so the file is taken as it is
+    run(down, f"RENAME TABLE {qt(tdb, 't')} TO {qt(tdb, 't_new')}")
+    start = decide_start(parse_task(rerouted, f"{name}.yaml"), rerouted, store)
+    assert start.resume == "incremental" and start.to_resync() == [] and \
+        [(a.table, a.was_into) for a in start.added] == [("t", f"{tdb}.t")], start.added
+    task = _restart_with(store, name, rerouted)
+    run(up, f"INSERT INTO {qt(db, 't')} VALUES (10, 'b')")
+    res = _sync(task, store, sid)
+    assert not res.paused and _count(down, tdb, "t_new") == 4 and _count(down, tdb, "t") is None, res.paused
+
+
 # ---- task-mode changes ---------------------------------------------------------------------------
 def test_task_mode_full_then_all_is_refused(stack, env, uniq, tmp_path, capsys):
     store, made = env
