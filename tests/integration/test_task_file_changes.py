@@ -24,7 +24,7 @@ from dm_core.state import StateStore
 from dm_core.state import lifecycle as lc
 from dm_core.state.progress_fit import refusals
 from dm_core.sync.syncer import Syncer
-from dm_core.validate.compare import compare_task, render
+from dm_core.validate.compare import compare_task, render, validate_task
 
 from .helpers import drop_schemas, register, target_database
 from .helpers import run_sql as run
@@ -252,6 +252,40 @@ def test_a_file_adding_tables_with_rows_after_the_full_phase_is_refused_naming_t
     run(stack["up1"], f"INSERT INTO {qt(db + 'y', 'e')} VALUES (1), (2)")
     res = _sync(task, store, sid)
     assert not res.paused and _count(stack["down"], tdb, "e") == 2, res.paused
+
+
+def test_resync_new_tables_brings_the_rows_the_full_phase_left_out(stack, env, uniq):
+    """What `start-task --resync-new-tables` sets going, in process: the start takes a shard let
+    in with rows into the merged target, the sync brings only its later rows, and the re-sync
+    it triggers (what: tables, its target: compared, then the differing rows rewritten) brings
+    the rest."""
+    from dm_core.resync.choose import choose, keys_of
+    from dm_core.resync.run import run_resync
+    from dm_core.start import create_added_targets, decide_start
+
+    store, made = env
+    up, down = stack["up1"], stack["down"]
+    name, sid, db, tdb = _synced_task(stack, store, made, uniq, "rn", before=lambda db: [
+        f"CREATE DATABASE {qi(db + 'x')}", f"CREATE TABLE {qt(db + 'x', 't')} (id int NOT NULL PRIMARY KEY, v varchar(20))",
+        *[f"INSERT INTO {qt(db + 'x', 't')} VALUES ({i}, 'old{i}')" for i in range(100, 105)]])
+    made["up"].append(f"{db}x")
+    text = _text(name, sid, db, down, tdb, dbs=[db, f"{db}x"])
+    start = decide_start(parse_task(text, f"{name}.yaml"), text, store, resync_new_tables=True)
+    assert start.to_resync() == [f"{tdb}.t"], start.added
+    task = _restart_with(store, name, text)
+    create_added_targets(task, store, start)
+    run(up, f"INSERT INTO {qt(db + 'x', 't')} VALUES (200, 'new')", f"UPDATE {qt(db + 'x', 't')} SET v = 'u' WHERE id = 101")
+    res = _sync(task, store, sid)
+    assert not res.paused and _count(down, tdb, "t") == 3 + 1, res.paused   # the 5 earlier rows are missing
+
+    choice = choose("tables", start.to_resync(), None, start.to_resync())
+    found = validate_task(task, store, tables=choice.compare, run_id="compare")
+    keys, again = keys_of(found.to_dict(), set(choice.compare))
+    assert again == [] and sorted(int(k["id"]) for k in keys[f"{tdb}.t"]) == list(range(100, 105)), found.to_dict()
+    done = run_resync(task, store, "resync", keys)
+    assert done.ok, done.render()
+    diffs = compare_task(task, store)
+    assert diffs and all(d.equal for d in diffs) and _count(down, tdb, "t") == 3 + 6, render(diffs)
 
 
 def test_a_route_changed_after_the_full_phase_is_refused_unless_the_target_was_renamed(stack, env, uniq, tmp_path,
