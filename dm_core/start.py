@@ -67,15 +67,16 @@ class StartDecision:
 
 @dataclass(frozen=True)
 class Added:
-    """A table a changed task file lets in after the full phase, or routes into another target
-    than the one the full phase copied it into (``tables_the_full_phase_left_out``)."""
+    """A table a changed task file lets in after the full phase, routes into another target than
+    the one the full phase copied it into, or maps otherwise (``tables_the_full_phase_left_out``)."""
 
     source_id: str
     schema: str
     table: str
     target: str         # schema.table downstream, routed
-    has_rows: bool      # rows the new target lacks: the full phase copied them elsewhere or not at all
+    has_rows: bool      # rows the new target lacks: the full phase copied them elsewhere, otherwise or not at all
     was_into: str | None = None     # rerouted: the target the full phase copied it into
+    remapped: bool = False          # same target, another column mapping: its copied rows hold the old values
 
 
 def decide_start(task, text: str, store, *, remove_meta: bool = False, start_time: str | None = None,
@@ -184,7 +185,8 @@ def refuse_progress_changes(store, task, old_text: str, new_text: str, *, same_d
             f"task {task.name}: the task file changed in a way its recorded progress does not fit; nothing "
             "started:\n  " + "\n  ".join(found),
             workaround=f"Start with the file the task ran with (config/tasks/{task.name}.yaml holds it): a change of "
-                       "what shapes the full phase's rows may be made once that phase has finished; the target "
+                       "what shapes the full phase's rows may be made once that phase has finished (the tables "
+                       "it moves are then checked for rows their new targets lack); the target "
                        "server, meta-schema and a task-mode full run stay as they are for good. Or start over with "
                        "`dmctl start-task --remove-meta FILE`: a new full phase under the new file (drop what the "
                        "old one loaded downstream first). A new address of the same downstream is recognised "
@@ -194,8 +196,9 @@ def refuse_progress_changes(store, task, old_text: str, new_text: str, *, same_d
 def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: bool = False) -> list[Added]:
     """The upstream tables whose rows a file sends into a target the full phase did not copy
     them into, once that phase has finished: tables its block-allow list lets in that the file
-    the task ran with left out, and tables a changed route sends into another target. The start
-    creates their targets.
+    the task ran with left out, tables a changed route sends into another target, and tables
+    whose column mapping changed (the rows copied hold the old mapping's values, which later
+    changes would miss). The start creates their targets.
 
     Refused (CONFIG_INVALID, naming them) when one holds rows, unless ``take_rows`` (then a
     re-sync copies them): rows written before the checkpoints were never copied there, and the
@@ -224,6 +227,7 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
         if sid not in old_ids:
             continue
         rules, old_rules = task.rules_for(sid), old.rules_for(sid)
+        remap = _mapping_rules(old, sid) != _mapping_rules(task, sid)
         try:
             conn = connect(source_endpoint(store, sid), connect_timeout=10, read_timeout=60)
         except Exception as e:  # noqa: BLE001 - see the docstring
@@ -235,40 +239,70 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
             with conn.cursor() as cur:
                 cur.execute("SELECT table_schema, table_name FROM information_schema.tables "
                             "WHERE table_type = 'BASE TABLE' ORDER BY table_schema, table_name")
-                for sc, t in cur.fetchall():
-                    if sc.lower() in SYSTEM_SCHEMAS or not rules.block_allow.allow_table(sc, t):
-                        continue
+                tables = [(sc, t) for sc, t in cur.fetchall()
+                          if sc.lower() not in SYSTEM_SCHEMAS and rules.block_allow.allow_table(sc, t)]
+                columns = _columns(cur) if remap else {}
+                for sc, t in tables:
                     now = rules.router.route(sc, t)
-                    target, was = ".".join(now), None
+                    target, was, remapped = ".".join(now), None, False
                     if old_rules.block_allow.allow_table(sc, t):
                         before = old_rules.router.route(sc, t)
-                        if before == now:
+                        if before != now:
+                            was = ".".join(before)
+                            routed.update({was: before, target: now})
+                        elif remap and _mapping_of(old_rules, sc, t, columns) != _mapping_of(rules, sc, t, columns):
+                            remapped = True
+                        else:
                             continue
-                        was = ".".join(before)
-                        routed.update({was: before, target: now})
                     cur.execute(f"SELECT 1 FROM {qt(sc, t)} LIMIT 1")
-                    out.append(Added(sid, sc, t, target, bool(cur.fetchone()), was))
+                    out.append(Added(sid, sc, t, target, bool(cur.fetchone()), was, remapped))
         finally:
             conn.close()
     out = _renamed_downstream(task, out, routed)
     found = [f"source {a.source_id}: {a.schema}.{a.table} (into {a.target}) has rows"
              + (f"; the full phase copied them into {a.was_into}" if a.was_into else "")
+             + ("; its column mapping changed, so the rows copied hold the old mapping's values and later "
+                "changes address them by the new ones" if a.remapped else "")
              for a in out if a.has_rows]
     if found and not take_rows:
         raise ErrorCode.CONFIG_INVALID.error(
             f"task {task.name}: the task file now sends tables into targets the full phase did not copy them into "
-            "(the file the task ran with left them out, or routed them elsewhere): their rows written before the "
-            "sync's checkpoints would never reach those targets, only the changes after them; nothing started:\n  "
+            "(the file the task ran with left them out, routed them elsewhere or mapped their columns otherwise): "
+            "their rows written before the sync's checkpoints would never reach those targets as the file now "
+            "shapes them, only the changes after them; nothing started:\n  "
             + "\n  ".join(found),
             workaround=f"Start with `--resync-new-tables`: their targets are created, they sync, and a re-sync "
-                       f"(dm_{task.name}_resync, what: tables) copies their earlier rows while the task runs (rows "
-                       "already copied into an old target stay there). Or keep the block-allow list and routes the "
-                       "task ran with and move these tables with a task of their own (task-mode all, a block-allow "
-                       "list naming only them). A target you renamed downstream (RENAME TABLE old TO new) is taken "
+                       f"(dm_{task.name}_resync, what: tables) compares those targets and rewrites the rows that "
+                       "differ while the task runs (rows already copied into an old target stay there). Or keep the "
+                       "block-allow list, routes and column mappings the task ran with and move these tables with a "
+                       "task of their own (task-mode all, a block-allow list naming only them). A target you renamed downstream (RENAME TABLE old TO new) is taken "
                        "once the old name is gone and the new one holds the rows. Or start over with "
                        "`dmctl start-task --remove-meta FILE`: a new full phase of every table (drop what the old one "
                        "loaded downstream first).")
     return out
+
+
+def _mapping_rules(task, sid: str) -> list:
+    return [task.column_mappings.get(n) for n in task.instance(sid).column_mapping_rules]
+
+
+def _columns(cur) -> dict[tuple[str, str], list[str]]:
+    """Every upstream table's column names in order (what a column mapping is planned over)."""
+    cur.execute("SELECT table_schema, table_name, column_name FROM information_schema.columns "
+                "ORDER BY table_schema, table_name, ordinal_position")
+    out: dict[tuple[str, str], list[str]] = {}
+    for sc, t, c in cur.fetchall():
+        out.setdefault((sc, t), []).append(c)
+    return out
+
+
+def _mapping_of(rules, schema: str, table: str, columns: dict):
+    """The table's column rewrite under ``rules``, or the error its rule raises for the table (the
+    sync will raise it too): two files differ for the table when their answers do."""
+    try:
+        return rules.column_mapper.plan(schema, table, columns.get((schema, table), []))
+    except Exception as e:  # noqa: BLE001 - an invalid rule for this table is an answer too
+        return str(e)
 
 
 def _renamed_downstream(task, found: list[Added], routed: dict) -> list[Added]:

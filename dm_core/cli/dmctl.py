@@ -468,8 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="target-database's new address reaches the same server as the old one (a DNS name or "
                         "VIP changed): not refused as a move")
     s.add_argument("--resync-new-tables", action="store_true",
-                   help="tables with rows that the changed block-allow list lets in, or a changed route sends into "
-                        "another target, after the full phase are not refused: their targets are created, they "
+                   help="tables with rows that the changed block-allow list lets in, or a changed route or column "
+                        "mapping sends elsewhere, after the full phase are not refused: their targets are created, they "
                         "sync, and a run of dm_<task>_resync (what: tables) copies their earlier rows")
     s.add_argument("--start-time", metavar="TIME",
                    help="task-mode incremental: sync from the binlog position of this time, e.g. "

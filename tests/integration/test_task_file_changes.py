@@ -316,6 +316,18 @@ def test_a_route_changed_after_the_full_phase_is_refused_unless_the_target_was_r
     assert not res.paused and _count(down, tdb, "t_new") == 4 and _count(down, tdb, "t") is None, res.paused
 
 
+def test_a_column_mapping_changed_after_the_full_phase_is_refused_naming_the_table(stack, env, uniq, tmp_path,
+                                                                                   capsys):
+    store, made = env
+    name, sid, db, tdb = _synced_task(stack, store, made, uniq, "rm")   # db.t -> tdb.t, 3 rows, no mapping
+    mapped = _text(name, sid, db, stack["down"], tdb, extra_inst="    column-mapping-rules: [cm]\n",
+                   head=f"column-mappings:\n  cm: {{schema-pattern: '{db}', table-pattern: t, target-column: v, "
+                        "expression: 'add prefix', arguments: ['p_']}\n")
+    # the 3 rows downstream keep v without the prefix; an update would then write p_ into some of them
+    _refused(store, name, mapped, tmp_path, capsys, f"source {sid}: {db}.t (into {tdb}.t) has rows; its column "
+             "mapping changed", "--resync-new-tables")
+
+
 # ---- task-mode changes ---------------------------------------------------------------------------
 def test_task_mode_full_then_all_is_refused(stack, env, uniq, tmp_path, capsys):
     store, made = env
