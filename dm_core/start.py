@@ -77,6 +77,7 @@ class Added:
     has_rows: bool      # rows the new target lacks: the full phase copied them elsewhere, otherwise or not at all
     was_into: str | None = None     # rerouted: the target the full phase copied it into
     remapped: bool = False          # same target, another column mapping: its copied rows hold the old values
+    rows: int = 0                   # its rows, counted up to one more than a re-sync can name (when taken)
 
 
 def decide_start(task, text: str, store, *, remove_meta: bool = False, start_time: str | None = None,
@@ -221,6 +222,7 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
     except Exception:  # noqa: BLE001 - a file an older shardflow took: nothing to compare with
         return []
     old_ids = {i.source_id for i in old.mysql_instances}
+    cap = _resync_cap(task) if take_rows else 0
     out, routed = [], {}   # routed: "schema.table" -> (schema, table), for the downstream's look
     for inst in task.mysql_instances:
         sid = inst.source_id
@@ -254,8 +256,9 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
                             remapped = True
                         else:
                             continue
-                    cur.execute(f"SELECT 1 FROM {qt(sc, t)} LIMIT 1")
-                    out.append(Added(sid, sc, t, target, bool(cur.fetchone()), was, remapped))
+                    cur.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM {qt(sc, t)} LIMIT %s) AS r", (cap + 1,))
+                    n = cur.fetchone()[0]
+                    out.append(Added(sid, sc, t, target, n > 0, was, remapped, n))
         finally:
             conn.close()
     out = _renamed_downstream(task, out, routed)
@@ -279,7 +282,40 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
                        "once the old name is gone and the new one holds the rows. Or start over with "
                        "`dmctl start-task --remove-meta FILE`: a new full phase of every table (drop what the old one "
                        "loaded downstream first).")
+    if take_rows:
+        _refuse_what_a_resync_cannot_name(task, out, cap)
     return out
+
+
+def _resync_cap(task) -> int:
+    from dm_core.validate.settings import settings_for
+
+    return settings_for(task).max_pending_row_count
+
+
+def _refuse_what_a_resync_cannot_name(task, taken: list[Added], cap: int) -> None:
+    """The re-sync that ``--resync-new-tables`` triggers compares each target and names its
+    differing rows, at most ``max-pending-row-count`` of them (it fails past that): refused
+    before anything starts when a target would differ by more. A changed column mapping counts
+    its rows twice (the old ones are deleted, the new ones written)."""
+    need: dict[str, int] = {}
+    for a in taken:
+        if a.has_rows:
+            need[a.target] = need.get(a.target, 0) + a.rows * (2 if a.remapped else 1)
+    over = sorted(t for t, n in need.items() if n > cap)
+    if not over:
+        return
+    raise ErrorCode.CONFIG_INVALID.error(
+        f"task {task.name}: --resync-new-tables: the re-sync names every row that differs in a target, at most "
+        f"max-pending-row-count ({cap}) per table, and these would differ by more; nothing started:\n  "
+        + "\n  ".join(f"{t}: at least {need[t]} row(s), of "
+                       + ", ".join(f"{a.schema}.{a.table} on {a.source_id}" for a in taken if a.target == t and a.has_rows)
+                       for t in over),
+        workaround="Raise max-pending-row-count in the validators block the task's instances name "
+                   "(continuous-validator-config-name) above those counts, and start again. The re-sync holds every "
+                   "differing key in memory and in the state store: for tables of millions of rows, move them with a "
+                   "task of their own instead (task-mode all, a block-allow list naming only them), or start over "
+                   "with `dmctl start-task --remove-meta FILE`.")
 
 
 def _mapping_rules(task, sid: str) -> list:

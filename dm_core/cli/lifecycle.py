@@ -416,8 +416,9 @@ def cmd_start_task(a, open_store, api_factory, tasks_dir: Path, on_loaded=None) 
         # its hold stops every source between two windows, one that starts later before its first
         # (dm_core/resync/hold.py): it may run before the sync does
         rs = api.trigger(ids["resync"], {"what": "tables", "tables": resync})
-        print(f"task {task.name}: run {rs.get('dag_run_id')} of {ids['resync']} copies the earlier rows of "
-              f"{', '.join(resync)}; its log and the Variable shardflow_{task.name}_resync say what it wrote")
+        print(f"task {task.name}: run {rs.get('dag_run_id')} of {ids['resync']} compares {', '.join(resync)} and "
+              f"rewrites the rows that differ (the earlier rows of the tables taken); its log and the Variable "
+              f"shardflow_{task.name}_resync say what it wrote")
     return 0
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from dm_core.config.task import parse_task
 from dm_core.db import qi, qt
+from dm_core.errors import ShardflowError
 from dm_core.faults import EXIT_CODE
 from dm_core.full.phase import ensure_added_targets, finish, prepare
 from dm_core.reset import reset_task
@@ -269,6 +270,13 @@ def test_resync_new_tables_brings_the_rows_the_full_phase_left_out(stack, env, u
         f"CREATE DATABASE {qi(db + 'x')}", f"CREATE TABLE {qt(db + 'x', 't')} (id int NOT NULL PRIMARY KEY, v varchar(20))",
         *[f"INSERT INTO {qt(db + 'x', 't')} VALUES ({i}, 'old{i}')" for i in range(100, 105)]])
     made["up"].append(f"{db}x")
+    # a re-sync that could name only 4 differing rows of a table is refused before anything starts
+    capped = _text(name, sid, db, down, tdb, dbs=[db, f"{db}x"], extra_inst="    continuous-validator-config-name: v\n",
+                   head="validators:\n  v: {mode: full, max-pending-row-count: 4}\n")
+    with pytest.raises(ShardflowError) as e:
+        decide_start(parse_task(capped, f"{name}.yaml"), capped, store, resync_new_tables=True)
+    assert f"{tdb}.t: at least 5 row(s), of {db}x.t on {sid}" in str(e.value) and "max-pending-row-count (4)" in \
+        str(e.value), str(e.value)
     text = _text(name, sid, db, down, tdb, dbs=[db, f"{db}x"])
     start = decide_start(parse_task(text, f"{name}.yaml"), text, store, resync_new_tables=True)
     assert start.to_resync() == [f"{tdb}.t"], start.added
