@@ -204,9 +204,9 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
     Refused (CONFIG_INVALID, naming them) when one holds rows, unless ``take_rows`` (then a
     re-sync copies them): rows written before the checkpoints were never copied there, and the
     sync brings only the changes after them, so the downstream would silently lack them (DM does
-    just that). Rows written after the checkpoints cannot be told apart here: they are refused
-    too, and a re-sync finds them already there. A table let in while empty has nothing to
-    miss. A rerouted table whose old target is gone downstream while the new one holds rows was
+    just that). A table whose CREATE TABLE the binlog after the source's checkpoint holds (created
+    while the task was stopped, say) misses nothing either: the sync replays it and every row. A
+    table let in while empty has nothing to miss. A rerouted table whose old target is gone downstream while the new one holds rows was
     renamed there by the user (``RENAME TABLE``): taken as it is. A source new to the file is
     not looked at. An upstream that does not answer leaves its tables unchecked, said on
     stderr: the start goes on, and the sync waits for the server."""
@@ -261,7 +261,7 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
                     out.append(Added(sid, sc, t, target, n > 0, was, remapped, n))
         finally:
             conn.close()
-    out = _renamed_downstream(task, out, routed)
+    out = _created_after_the_checkpoint(store, task, _renamed_downstream(task, out, routed))
     found = [f"source {a.source_id}: {a.schema}.{a.table} (into {a.target}) has rows"
              + (f"; the full phase copied them into {a.was_into}" if a.was_into else "")
              + ("; its column mapping changed, so the rows copied hold the old mapping's values and later "
@@ -339,6 +339,36 @@ def _mapping_of(rules, schema: str, table: str, columns: dict):
         return rules.column_mapper.plan(schema, table, columns.get((schema, table), []))
     except Exception as e:  # noqa: BLE001 - an invalid rule for this table is an answer too
         return str(e)
+
+
+def _created_after_the_checkpoint(store, task, found: list[Added]) -> list[Added]:
+    """``found`` with the let-in tables that the binlog after their source's checkpoint creates
+    whole marked as holding no rows to miss: the sync replays their CREATE TABLE and every row
+    (dm_core/ddl/created_since.py). A binlog that cannot be read or scanned in time leaves them
+    as they are (refused)."""
+    from dataclasses import replace
+
+    from dm_core.ddl.created_since import created_since
+    from dm_core.position import Position
+    from dm_core.sources import replica_server_id, source_endpoint
+
+    def new(a: Added) -> bool:
+        return a.has_rows and a.was_into is None and not a.remapped
+
+    for sid in sorted({a.source_id for a in found if new(a)}):
+        st = store.source_state(task.name, sid) or {}
+        if not st.get("binlog_file"):
+            continue
+        try:
+            made = created_since(source_endpoint(store, sid), Position(st["binlog_file"], int(st["binlog_pos"])),
+                                 {(a.schema, a.table) for a in found if a.source_id == sid and new(a)},
+                                 server_id=replica_server_id(f"{task.name}/start", sid))
+        except Exception:  # noqa: BLE001 - see the docstring
+            made = None
+        if made:
+            found = [replace(a, has_rows=False) if a.source_id == sid and new(a) and (a.schema, a.table) in made else a
+                     for a in found]
+    return found
 
 
 def _renamed_downstream(task, found: list[Added], routed: dict) -> list[Added]:

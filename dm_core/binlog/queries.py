@@ -8,6 +8,7 @@ file, a real one the next) and each event's next-position field.
 
 from __future__ import annotations
 
+import time
 from typing import Iterator, NamedTuple
 
 from dm_core.binlog import events as ev
@@ -24,10 +25,12 @@ class Query(NamedTuple):
 
 class QueryScan:
     """Iterate the QUERY events from ``start`` to the binlog's end now; ``last`` is where the
-    scan stopped (the binlog's end, or after the event the caller stopped at)."""
+    scan stopped (the binlog's end, or after the event the caller stopped at). ``deadline``
+    (``time.monotonic()``): the scan stops there and says so in ``timed_out``."""
 
-    def __init__(self, ep, start: Position, *, server_id: int):
-        self.ep, self.last, self.server_id = ep, start, server_id
+    def __init__(self, ep, start: Position, *, server_id: int, deadline: float | None = None):
+        self.ep, self.last, self.server_id, self.deadline = ep, start, server_id, deadline
+        self.timed_out = False
 
     def __iter__(self) -> Iterator[Query]:
         dump = BinlogDump(self.ep, self.last.file, self.last.pos, server_id=self.server_id, heartbeat=None,
@@ -35,7 +38,10 @@ class QueryScan:
         cks = 4 if dump.checksum else 0
         file, pos, query_phl = self.last.file, self.last.pos, 13
         try:
-            for buf, s, e in dump.events():
+            for n, (buf, s, e) in enumerate(dump.events()):
+                if self.deadline is not None and n % 1024 == 0 and time.monotonic() > self.deadline:
+                    self.timed_out = True
+                    return
                 _ts, typ, _sid, _size, logpos, _flags = ev.HEADER.unpack_from(buf, s)
                 if typ == ev.ROTATE:
                     nxt = ev.parse_rotate(buf, s, e - cks)[1]

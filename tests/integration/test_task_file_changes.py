@@ -296,6 +296,35 @@ def test_resync_new_tables_brings_the_rows_the_full_phase_left_out(stack, env, u
     assert diffs and all(d.equal for d in diffs) and _count(down, tdb, "t") == 3 + 6, render(diffs)
 
 
+def test_a_table_created_while_the_task_was_stopped_is_let_in_without_a_resync(stack, env, uniq, tmp_path, capsys):
+    """Its CREATE TABLE and rows are after the checkpoint: the sync brings them all. One created
+    while the task ran without it is refused, even when created again IF NOT EXISTS meanwhile."""
+    from dm_core.start import create_added_targets, decide_start
+
+    store, made = env
+    up, down = stack["up1"], stack["down"]
+    name, sid, db, tdb = _synced_task(stack, store, made, uniq, "cs", before=lambda db: [
+        f"CREATE DATABASE {qi(db + 'y')}", f"CREATE TABLE {qt(db + 'y', 'u')} (id int NOT NULL PRIMARY KEY)",
+        f"INSERT INTO {qt(db + 'y', 'u')} VALUES (1)"])
+    made["up"] += [f"{db}x", f"{db}y"]
+    store.stop_task(name)
+    run(up, f"CREATE DATABASE {qi(db + 'x')}",
+        f"CREATE TABLE {qt(db + 'x', 'n')} (id int NOT NULL PRIMARY KEY, v varchar(20))",
+        *[f"INSERT INTO {qt(db + 'x', 'n')} VALUES ({i}, 'n{i}')" for i in range(5)],
+        f"CREATE TABLE IF NOT EXISTS {qt(db + 'y', 'u')} (id int NOT NULL PRIMARY KEY)")
+    err = _refused(store, name, _text(name, sid, db, down, tdb, dbs=[db, f"{db}x", f"{db}y"]), tmp_path, capsys,
+                   f"source {sid}: {db}y.u (into {tdb}.u) has rows")
+    assert f"{db}x.n" not in err, err
+
+    text = _text(name, sid, db, down, tdb, dbs=[db, f"{db}x"])
+    start = decide_start(parse_task(text, f"{name}.yaml"), text, store)
+    assert [(a.table, a.has_rows) for a in start.added] == [("n", False)] and start.to_resync() == [], start.added
+    task = _restart_with(store, name, text)
+    create_added_targets(task, store, start)
+    res = _sync(task, store, sid)
+    assert not res.paused and _count(down, tdb, "n") == 5, res.paused
+
+
 def test_a_route_changed_after_the_full_phase_is_refused_unless_the_target_was_renamed(stack, env, uniq, tmp_path,
                                                                                       capsys):
     from dm_core.start import decide_start
