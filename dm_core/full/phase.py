@@ -218,7 +218,7 @@ def _create_targets(task, target, down, members) -> list[str]:
 
 
 def ensure_added_targets(task, store, added: list) -> list[str]:
-    """The targets of tables a changed task file lets in after the full phase (``start.Added``),
+    """The targets of tables a changed task file lets in after the full phase (``left_out.Added``),
     created as ``prepare`` creates every other: from the upstream's
     definition now, routed, with the partition-id columns; one that exists (a merged target) is
     kept. The sync meets their rows with a target to write them to instead of pausing on a
