@@ -202,12 +202,17 @@ def _created_after_the_checkpoint(store, task, found: list[Added]) -> list[Added
         st = store.source_state(task.name, sid) or {}
         if not st.get("binlog_file"):
             continue
+        at = Position(st["binlog_file"], int(st["binlog_pos"]))
         try:
-            made = created_since(source_endpoint(store, sid), Position(st["binlog_file"], int(st["binlog_pos"])),
+            made = created_since(source_endpoint(store, sid), at,
                                  {(a.schema, a.table) for a in found if a.source_id == sid and new(a)},
                                  server_id=replica_server_id(f"{task.name}/start", sid))
-        except Exception:  # noqa: BLE001 - see the docstring
-            made = None
+            why = "was not read to its end in time"
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            made, why = None, f"could not be read ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        if made is None:
+            print(f"task {task.name}: source {sid}: the binlog after its checkpoint {at} {why}, so a table it lets in "
+                  "cannot be told created after the checkpoint (which would miss nothing)", file=sys.stderr)
         if made:
             found = [replace(a, has_rows=False) if a.source_id == sid and new(a) and (a.schema, a.table) in made
                      else a for a in found]
