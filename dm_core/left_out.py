@@ -222,8 +222,9 @@ def _created_after_the_checkpoint(store, task, found: list[Added]) -> list[Added
 def _renamed_downstream(task, found: list[Added], routed: dict) -> list[Added]:
     """``found`` with the rerouted tables whose rows the new target already holds marked as
     holding none to miss: the old target is gone downstream and the new one has rows (the user
-    renamed the table there). A downstream that does not answer leaves them as they are (the
-    start is refused, naming them)."""
+    renamed the table there), or the two names differ only in case on a downstream that folds
+    it (TiDB: ``lower_case_table_names`` 2). A downstream that does not answer leaves them as
+    they are (the start is refused, naming them)."""
     from dm_core.db import connect, qt
     from dm_core.sources import target_endpoint
 
@@ -245,9 +246,21 @@ def _renamed_downstream(task, found: list[Added], routed: dict) -> list[Added]:
                 cur.execute(f"SELECT 1 FROM {qt(*routed[name])} LIMIT 1")
                 return bool(cur.fetchone())
 
+            cur.execute("SELECT @@lower_case_table_names")
+            folds = int(cur.fetchone()[0] or 0)
             for was, target in moved:
-                if holds_rows(was) is None and holds_rows(target):
+                if _same_table(was, target, folds) or (holds_rows(was) is None and holds_rows(target)):
                     renamed.add((was, target))
     finally:
         down.close()
     return [replace(a, has_rows=False) if (a.was_into, a.target) in renamed else a for a in found]
+
+
+def _same_table(a: str, b: str, lower_case_table_names: int) -> bool:
+    """Whether two routed names reach one downstream table: only their case differs, and the
+    server folds it.
+
+    >>> _same_table("S.t", "s.T", 2), _same_table("S.t", "s.T", 0), _same_table("s.t", "s.u", 1)
+    (True, False, False)
+    """
+    return lower_case_table_names != 0 and a.lower() == b.lower()
