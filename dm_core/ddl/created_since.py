@@ -2,7 +2,7 @@
 began, so a sync replaying that stretch brings them all.
 
 Why: a start whose task file lets in a table the full phase never copied refuses it when it
-holds rows (dm_core/start.py): rows written before the sync's checkpoint would be missing.
+holds rows (dm_core/left_out.py): rows written before the sync's checkpoint would be missing.
 A table created after the checkpoint (while the task was stopped, say) misses nothing: its
 CREATE TABLE and every row are still ahead in the binlog. Telling the two apart by the
 table's ``CREATE_TIME`` is not safe (a rebuilding ALTER moves it forward); its CREATE TABLE
