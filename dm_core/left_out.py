@@ -56,7 +56,7 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
     sync waits for the server)."""
     from dm_core.config.task import parse_task
     from dm_core.db import connect, qt
-    from dm_core.full.discover import SYSTEM_SCHEMAS
+    from dm_core.full.discover import discover
     from dm_core.sources import source_endpoint
 
     if task.task_mode != "all":   # incremental: the user loaded the rows; full: nothing syncs after
@@ -73,7 +73,7 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
         if sid not in old_ids:
             continue
         rules, old_rules = task.rules_for(sid), old.rules_for(sid)
-        remap = _mapping_rules(old, sid) != _mapping_rules(task, sid)
+        remap = old_rules.column_mapper.rules != rules.column_mapper.rules
         try:
             conn = connect(source_endpoint(store, sid), connect_timeout=10, read_timeout=60)
         except Exception as e:  # noqa: BLE001 - see the docstring
@@ -82,21 +82,17 @@ def tables_the_full_phase_left_out(store, task, old_text: str, *, take_rows: boo
                   f"({str(e).splitlines()[0] if str(e) else type(e).__name__})", file=sys.stderr)
             continue
         try:
+            tables = discover(conn, sid, rules)   # the tables the new file allows, routed, with their columns
             with conn.cursor() as cur:
-                cur.execute("SELECT table_schema, table_name FROM information_schema.tables "
-                            "WHERE table_type = 'BASE TABLE' ORDER BY table_schema, table_name")
-                tables = [(sc, t) for sc, t in cur.fetchall()
-                          if sc.lower() not in SYSTEM_SCHEMAS and rules.block_allow.allow_table(sc, t)]
-                columns = _columns(cur) if remap else {}
-                for sc, t in tables:
-                    now = rules.router.route(sc, t)
+                for st in tables:
+                    sc, t, now = st.schema, st.table, (st.target_schema, st.target_table)
                     target, was, remapped = ".".join(now), None, False
                     if old_rules.block_allow.allow_table(sc, t):
                         before = old_rules.router.route(sc, t)
                         if before != now:
                             was = ".".join(before)
                             routed.update({was: before, target: now})
-                        elif remap and _mapping_of(old_rules, sc, t, columns) != _mapping_of(rules, sc, t, columns):
+                        elif remap and _mapping_of(old_rules, st) != _mapping_of(rules, st):
                             remapped = True
                         else:
                             continue
@@ -163,25 +159,12 @@ def _refuse_what_a_resync_cannot_name(task, taken: list[Added], cap: int) -> Non
                    "with `dmctl start-task --remove-meta FILE`.")
 
 
-def _mapping_rules(task, sid: str) -> list:
-    return [task.column_mappings.get(n) for n in task.instance(sid).column_mapping_rules]
-
-
-def _columns(cur) -> dict[tuple[str, str], list[str]]:
-    """Every upstream table's column names in order (what a column mapping is planned over)."""
-    cur.execute("SELECT table_schema, table_name, column_name FROM information_schema.columns "
-                "ORDER BY table_schema, table_name, ordinal_position")
-    out: dict[tuple[str, str], list[str]] = {}
-    for sc, t, c in cur.fetchall():
-        out.setdefault((sc, t), []).append(c)
-    return out
-
-
-def _mapping_of(rules, schema: str, table: str, columns: dict):
-    """The table's column rewrite under ``rules``, or the error its rule raises for the table (the
-    sync will raise it too): two files differ for the table when their answers do."""
+def _mapping_of(rules, st):
+    """The column rewrite of ``st`` (discover.SourceTable) under ``rules``, or the error its rule
+    raises for the table (the sync will raise it too): two files differ for the table when their
+    answers do."""
     try:
-        return rules.column_mapper.plan(schema, table, columns.get((schema, table), []))
+        return rules.column_mapper.plan(st.schema, st.table, st.columns)
     except Exception as e:  # noqa: BLE001 - an invalid rule for this table is an answer too
         return str(e)
 

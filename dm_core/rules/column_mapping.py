@@ -289,6 +289,7 @@ class ColumnMapper:
         for r in rules:
             _validate(r)
         self._cs = case_sensitive
+        self.rules = tuple(rules)   # as the task file gives them: two mappers differ when these do
         self._sel = Selector([(r.schema_pattern, r.table_pattern, r) for r in rules], case_sensitive)
         self._cache: dict[tuple, TableMapping | None] = {}
 
