@@ -189,6 +189,14 @@ class StateStore:
                 (name, state_key.seal(config_text)),
             )
 
+    def set_started_text(self, name: str, config_text: str) -> None:
+        """The file a running task's processes use from now on (dm_core/state/runs_with.py)."""
+        with self.tx() as cur:
+            cur.execute(f"INSERT INTO {SCHEMA}.task (name, config_text, started_text) VALUES (%s, %s, %s) "
+                        "ON CONFLICT (name) DO UPDATE SET config_text = EXCLUDED.config_text, "
+                        "started_text = EXCLUDED.started_text, updated_at = now()",
+                        (name, state_key.seal(config_text), state_key.seal(config_text)))
+
     def get_task(self, name: str) -> tuple[str, str] | None:
         """(config_text, status) or None."""
         with self.tx() as cur:

@@ -44,13 +44,18 @@ class PrecheckOperator(BaseOperator):
         from dm_core.sources import source_endpoint, target_endpoint
         from dm_core.start import create_added_targets, decide_start
 
-        task = runtime.load_task(self.task_file)
+        from dm_core.config.task import load_task_file
+        from dm_core.state.runs_with import adopt
+
+        # the file Airflow reads, checked as start-task checks it; the task runs with it once it passed
+        task = load_task_file(self.task_file)
+        text = Path(self.task_file).read_text()
         for w in task.warnings:     # keys the task file sets that shardflow does not act on
             self.log.warning("task file: %s", w)
         with runtime.open_store() as store:
             _end_if_not_current(store, task.name, context)
             try:   # the file Airflow reads against the progress of the start that triggered this run
-                start = decide_start(task, Path(self.task_file).read_text(), store)
+                start = decide_start(task, text, store)
             except ShardflowError as e:
                 raise AirflowFailException(str(e)) from None
             resuming, start_times = start.resume, start.start_times
@@ -67,6 +72,8 @@ class PrecheckOperator(BaseOperator):
                       "sharding items are skipped as the task has checkpoints", report.render())
         if not report.ok:
             raise AirflowFailException(f"precheck of task {task.name} failed:\n{report.render()}")
+        with runtime.open_store() as store:
+            adopt(store, task, text)
         return report.to_dict()
 
 
@@ -85,7 +92,7 @@ class FullPrepareOperator(BaseOperator):
     def execute(self, context) -> dict:
         from dm_core.full.phase import prepare
 
-        task = runtime.load_task(self.task_file)
+        task = runtime.load_task(self.task_file, self.log)
         with runtime.open_store() as store:
             _end_if_not_current(store, task.name, context)
             with retry.retried_when_servers_away(f"the full phase of {task.name} prepares"):
@@ -109,7 +116,7 @@ class FullFinishOperator(BaseOperator):
     def execute(self, context) -> dict:
         from dm_core.full.phase import finish
 
-        task = runtime.load_task(self.task_file)
+        task = runtime.load_task(self.task_file, self.log)
         with runtime.open_store() as store, retry.retried_when_servers_away(f"the full phase of {task.name} finishes"):
             out = finish(task, store)
         self.log.info("full phase of %s finished: %s", task.name, json.dumps(out, indent=2))

@@ -51,7 +51,7 @@ class ResyncChooseOperator(BaseBranchOperator):
         from dm_core.resync.choose import choose
 
         p = context["params"]
-        task = runtime.load_task(self.task_file)
+        task = runtime.load_task(self.task_file, self.log)
         try:
             with runtime.open_store() as store:
                 run = p.get("validation_run") or None
@@ -83,7 +83,7 @@ class ResyncRepairOperator(BaseOperator):
         from dm_core.resync.choose import keys_of
         from dm_core.resync.run import run_resync
 
-        task = runtime.load_task(self.task_file)
+        task = runtime.load_task(self.task_file, self.log)
         choice = context["ti"].xcom_pull(task_ids="choose", key=CHOICE) or {}
         run_id = context["run_id"]
         with runtime.open_store() as store:

@@ -30,14 +30,18 @@ def open_store():
     return StateStore(state_dsn())
 
 
-def load_task(task_file: str):
-    """Parse the task file and make sure the state store holds its current text."""
-    from dm_core.config.task import load_task_file
+def load_task(task_file: str, log=None):
+    """The task as its last start checked it (dm_core/state/runs_with.py); a different file
+    where Airflow reads it is said on ``log`` and not applied."""
+    import logging
 
-    task = load_task_file(task_file)
+    from dm_core.state.runs_with import task_it_runs_with
+
     with open_store() as store:
-        store.register_task(task.name, Path(task_file).read_text())
-    return task
+        got = task_it_runs_with(store, task_file)
+    if got.note:
+        (log or logging.getLogger(__name__)).warning("%s", got.note)
+    return got.task
 
 
 def sensor_retry_delay() -> float:

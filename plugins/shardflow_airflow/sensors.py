@@ -49,7 +49,8 @@ class SourceSyncSensor(BaseSensorOperator):
         from dm_core.sync.session import Pacing, SyncSession
 
         if self._session is None:
-            task = runtime.load_task(self.task_file)
+            task = runtime.load_task(self.task_file, self.log)
+            self._check_sources(task, context)
             self._store = runtime.open_store().__enter__()
             self._session = SyncSession(task, self.source_id, self._store, generation=runtime.run_generation(context),
                                         pacing=Pacing(step_seconds=self.poke_budget_seconds,
@@ -66,6 +67,29 @@ class SourceSyncSensor(BaseSensorOperator):
             self._mirrors.put(self._session.task.name, self._store.all_source_states(self._session.task.name),
                               context, out.last)
         return False
+
+    def _check_sources(self, task, context) -> None:
+        """The DAG is built from the file Airflow reads, the sync from the file the task runs
+        with (runtime.load_task): where they name other sources, say so rather than sync a source
+        nothing checked, or leave one silently without a sensor."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from dm_core.state.lifecycle import sensor_task_id
+
+        ids = [i.source_id for i in task.mysql_instances]
+        if self.source_id not in ids:
+            raise AirflowFailException(
+                f"source {self.source_id} is not in the file task {task.name} runs with (its sources: "
+                f"{', '.join(ids)}); the changed file that names it is applied by `dmctl stop-task {task.name}` "
+                f"then `dmctl start-task {self.task_file}`")
+        dag = context.get("dag")
+        have = set(getattr(dag, "task_ids", None) or ())
+        lost = [s for s in ids if have and sensor_task_id(s) not in have]
+        if lost:
+            self.log.warning("task %s runs with source(s) %s, which this DAG has no sensor for (the file Airflow "
+                             "reads no longer names them): they do not sync until `dmctl stop-task %s` then "
+                             "`dmctl start-task %s` applies that file, or the file names them again",
+                             task.name, ", ".join(lost), task.name, self.task_file)
 
     def _close(self) -> None:
         if self._mirrors is not None:
@@ -154,7 +178,7 @@ class ShardDDLCoordinatorSensor(BaseSensorOperator):
 
         from dm_core.state import lifecycle
 
-        task = runtime.load_task(self.task_file)
+        task = runtime.load_task(self.task_file, self.log)
         with runtime.open_store() as store:
             gate = lifecycle.gate(store.task_info(task.name), None, runtime.run_generation(context))
             if gate.state == lifecycle.STOPPED:

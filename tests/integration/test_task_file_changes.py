@@ -203,7 +203,9 @@ def test_table_added_after_the_full_phase_with_safe_mode(stack, env, uniq):
 @pytest.mark.xfail(strict=True, reason="a shard table added to the block-allow list after the full phase, into an "
                    "existing merged target: only its changes after the checkpoint arrive; its existing rows are "
                    "never copied (DM does the same). start-task and the precheck DAG refuse such a file (the test "
-                   "after this one); the sync itself, given it past them, does not notice")
+                   "after this one), and nothing else runs with a file they did not check "
+                   "(test_a_file_changed_where_airflow_reads_it_is_not_run_until_checked); the sync itself, "
+                   "handed it directly, does not notice")
 def test_shard_added_to_an_existing_target_after_the_full_phase(stack, env, uniq):
     store, made = env
     up, down = stack["up1"], stack["down"]
@@ -218,6 +220,58 @@ def test_shard_added_to_an_existing_target_after_the_full_phase(stack, env, uniq
     res = _sync(task, store, sid)
     assert res.paused or _count(down, tdb, "t") == 3 + 5 + 1, \
         f"caught up={res.caught_up}; downstream has {_count(down, tdb, 't')} rows, upstream 9"
+
+
+def test_a_file_changed_where_airflow_reads_it_is_not_run_until_checked(stack, env, uniq, tmp_path):
+    """A file edited in the tasks folder (by hand, or by a git-sync of the DAG folder) while the
+    task runs reaches a sensor that restarts, a full-phase step, a re-sync: they run with the
+    file of the last start (runtime.load_task), say in their log what differs and how to apply
+    it, and store nothing of it; a precheck run checks it as start-task does and adopts it."""
+    from dm_core.start import decide_start
+    from dm_core.state.runs_with import adopt, task_it_runs_with
+
+    store, made = env
+    up, down = stack["up1"], stack["down"]
+    name, sid, db, tdb = _synced_task(stack, store, made, uniq, "rw")
+    started = store.task_info(name)["started_text"]
+    moved = "  rt: {schema-pattern: '%s', table-pattern: t, target-schema: %s, target-table: t_moved}\n" % (db, tdb)
+    changed = _text(name, sid, db, down, tdb, routes=moved)
+    f = tmp_path / f"{name}.yaml"
+    f.write_text(changed)
+
+    got = task_it_runs_with(store, f)
+    assert got.text == started and got.task.source_file == str(f), got.text
+    assert f"{f} differs in mysql-instances[{sid}], routes: it is not applied" in got.note, got.note
+    assert f"dmctl stop-task {name}" in got.note and f"dmctl start-task {f}" in got.note, got.note
+    run(up, f"INSERT INTO {qt(db, 't')} VALUES (100, 'after the edit')")
+    res = _sync(got.task, store, sid)
+    assert not res.paused and _count(down, tdb, "t") == 4 and _count(down, tdb, "t_moved") is None, res.paused
+    assert store.task_info(name)["config_text"] == started   # nothing stored the unchecked file
+
+    # half an edit: the task runs on
+    f.write_text(changed + "routes: [\n")
+    got = task_it_runs_with(store, f)
+    assert got.text == started and "does not parse" in got.note, got.note
+
+    # the precheck's check refuses the reroute of a table with rows, so nothing adopts it;
+    # a change it takes (a new filter-free key) is adopted and runs from then on
+    with pytest.raises(ShardflowError, match="t_moved"):
+        decide_start(parse_task(changed, f.name), changed, store)
+    taken = _text(name, sid, db, down, tdb, head="timezone: '+00:00'\n")
+    f.write_text(taken)
+    decide_start(parse_task(taken, f.name), taken, store)
+    assert task_it_runs_with(store, f).note is not None
+    adopt(store, parse_task(taken, f.name), taken)
+    got = task_it_runs_with(store, f)
+    assert got.text == taken and got.note is None and store.task_info(name)["config_text"] == taken
+
+    # a task no start stored runs with its file, which is stored (as before)
+    new = f"{name}n"
+    made["tasks"].append(new)
+    g = tmp_path / f"{new}.yaml"
+    g.write_text(_text(new, sid, db, down, tdb))
+    got = task_it_runs_with(store, g)
+    assert got.note is None and got.task.name == new and store.task_info(new)["config_text"] == g.read_text()
 
 
 def test_a_file_adding_tables_with_rows_after_the_full_phase_is_refused_naming_them(stack, env, uniq, tmp_path,
@@ -456,8 +510,8 @@ def test_dump_where_changed_while_the_full_phase_is_stopped_is_refused(stack, en
 def test_a_file_edited_where_airflow_reads_it_fails_the_precheck_and_the_old_one_still_starts(
         stack, env, uniq, tmp_path, capsys):
     """The route changed in config/tasks/T.yaml and the precheck triggered from the UI: the
-    precheck fails (the file of the last start-task is what progress was made under, not the
-    text Airflow registered); putting the old file back starts again (no wedge)."""
+    precheck fails (the file of the last start-task is what progress was made under) and
+    stores nothing of it; putting the old file back starts again (no wedge)."""
     from airflow.sdk.exceptions import AirflowFailException
     from shardflow_airflow.operators import PrecheckOperator
 
@@ -472,7 +526,7 @@ def test_a_file_edited_where_airflow_reads_it_fails_the_precheck_and_the_old_one
     with pytest.raises(AirflowFailException) as e:
         PrecheckOperator(task_id="precheck", task_file=str(edited)).execute({})
     assert "routes changed while its full phase is part loaded" in str(e.value), str(e.value)
-    assert store.task_info(name)["config_text"] != old          # Airflow registered the edited text
+    assert store.task_info(name)["config_text"] == old          # the refused file stored nothing
     info, states = store.task_info(name), store.all_source_states(name)
     assert info["started_text"] == old and refusals(info["started_text"], old, states, "full") == []
 
