@@ -300,8 +300,14 @@ def test_one_source_paused_resumed_stopped_and_started_while_the_other_syncs(mig
 
 
 def test_airflow_killed_mid_sync_resumes_every_source_from_its_checkpoint(mig, stack):
+    """Also: while Airflow is down, the task's file where Airflow reads it is changed (a route to
+    another table, as a git-sync of the DAG folder would): the sensors that start again run with
+    the file of the last start-task, and their logs say what differs and how to apply it."""
     env = _env(stack)
     home = Path(stack["env"]["AIRFLOW_HOME"])
+    installed = ROOT / "config" / "tasks" / f"{mig.name}.yaml"
+    started = installed.read_text()
+    assert "target-table: t\n" in started, started
     stop = threading.Event()
     errors = []
 
@@ -331,6 +337,7 @@ def test_airflow_killed_mid_sync_resumes_every_source_from_its_checkpoint(mig, s
         shown = mig.status()
         assert shown.get("airflow_error") and all("Airflow could not be asked" in s["message"]
                                                   for s in shown["sources"]), shown
+        installed.write_text(started.replace("target-table: t\n", "target-table: t_moved\n"))
         r = subprocess.run([str(ROOT / "scripts" / "airflow.sh"), "up"], env=env, capture_output=True, text=True,
                            timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -338,10 +345,19 @@ def test_airflow_killed_mid_sync_resumes_every_source_from_its_checkpoint(mig, s
     finally:
         stop.set()
         t.join()
-    assert not errors, f"the upstream writer failed: {errors[0]!r}"
-    mig.synced(timeout=900)  # no manual step: every source resumed from its checkpoint
-    assert {s["status"] for s in mig.status()["sources"]} <= {"running", "waiting"}  # (see above)
-    mig.validate()
+    try:
+        assert not errors, f"the upstream writer failed: {errors[0]!r}"
+        mig.synced(timeout=900)  # no manual step: every source resumed from its checkpoint
+        assert {s["status"] for s in mig.status()["sources"]} <= {"running", "waiting"}  # (see above)
+        mig.validate()
+        assert not mig.downstream("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
+                                  "TABLE_NAME = 't_moved'", mig.tdb)
+        logs = "\n".join(f.read_text(errors="replace") for f in (home / "logs").rglob("*") if f.is_file()
+                         and f"dm_{mig.name}_incremental" in str(f))
+        assert f"{installed} differs in routes: it is not applied" in logs and \
+            f"dmctl start-task {installed}" in logs, logs[-3000:]
+    finally:
+        installed.write_text(started)
 
 
 def test_validation_stop_pauses_its_schedule_and_ends_its_run_then_start_resumes_both(mig, stack):
