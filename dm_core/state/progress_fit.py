@@ -27,7 +27,8 @@ import yaml
 _SHAPING_GLOBAL = ("case-sensitive",)
 
 
-def _doc(text: str) -> dict:
+def task_doc(text: str) -> dict:
+    """A task file's YAML as a dict ({} where it is not one)."""
     try:
         d = yaml.safe_load(text)
     except yaml.YAMLError:
@@ -77,7 +78,7 @@ def refusals(old_text: str, new_text: str, states: list[dict], resuming: str) ->
 
     if resuming == "fresh":
         return []
-    old, new = _doc(old_text), _doc(new_text)
+    old, new = task_doc(old_text), task_doc(new_text)
     out = []
     if _target(old) != _target(new):
         out.append("target-database moved from {}:{} to {}:{}, but the task's checkpoints and loaded chunks "

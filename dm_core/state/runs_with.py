@@ -18,9 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from dm_core.config.task import TaskConfig, TaskConfigError, load_task_file, parse_task
+from dm_core.state.progress_fit import task_doc
 
 
 @dataclass
@@ -80,7 +79,7 @@ def changed_keys(old: str, new: str) -> list[str]:
     >>> changed_keys("a: 1\\n", "a: 1  # a comment\\n")
     []
     """
-    a, b = _doc(old), _doc(new)
+    a, b = task_doc(old), task_doc(new)
     out = []
     for k in sorted(set(a) | set(b), key=str):
         if k == "mysql-instances":
@@ -93,14 +92,6 @@ def changed_keys(old: str, new: str) -> list[str]:
 
 def _instances(v) -> dict:
     return {i.get("source-id"): i for i in v or () if isinstance(i, dict)} if isinstance(v, list) else {}
-
-
-def _doc(text: str) -> dict:
-    try:
-        d = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return {}
-    return d if isinstance(d, dict) else {}
 
 
 def _first_line(e: Exception | None) -> str:
