@@ -55,8 +55,8 @@ def task_it_runs_with(store, path: str | Path) -> RunsWith:
     else:
         why = f"differs in {', '.join(changed_keys(started, disk_text)) or 'its layout only'}"
     return RunsWith(task, started, (
-        f"task {name}: {path} {why}: it is not applied; the task runs with the file of its last start "
-        f"(#{info.get('generation')}). To apply it: `dmctl stop-task {name}`, then `dmctl start-task {path}`, which "
+        f"task {name}: {path} {why}: it is not applied; the task runs with the file of its last start"
+        f"{f' (#{gen})' if (gen := info.get('generation')) else ''}. To apply it: `dmctl stop-task {name}`, then `dmctl start-task {path}`, which "
         f"checks what the change does to rows already copied (or trigger dm_{name}_precheck, which checks it the "
         f"same way)"))
 
