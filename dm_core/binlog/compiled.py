@@ -2,13 +2,14 @@
 
 Why: a window of single-row transactions goes through ``window.BinlogWindow._run`` four times
 per row (GTID, TABLE_MAP, ROWS, XID events), framed by ``dump.BinlogDump.events``; that
-loop's own bytecode, not the row decoding, is most of the reader's time. Cython compiles
-those same files, unchanged, into extension modules that run the same code without the
-interpreter's per-bytecode cost (measured in docs/benchmarks.md, "incremental").
+loop's own bytecode is the largest part of the reader's time, and decoding the row images the
+next. Cython compiles the loop's files, unchanged, into extension modules that run the same code
+without the interpreter's per-bytecode cost, and ``rowcodec.pyx``, the row decoder written for
+it (measured in docs/benchmarks.md, "incremental").
 
 Protocol:
 
-1. ``python scripts/compile_binlog.py`` (``make setup`` runs it) compiles ``MODULES``
+1. ``python scripts/compile_binlog.py`` (``make setup`` runs it) compiles ``SOURCES``
    into ``build_dir()`` (inside the venv: the build belongs to that interpreter) with a
    manifest of each source's sha256 and the interpreter's version. It does nothing when the
    manifest already matches; when the build fails the command prints why and exits 0, and
@@ -16,12 +17,15 @@ Protocol:
 2. At import (``dm_core/binlog/__init__.py``), ``activate(__path__)`` puts the build's
    directory before the sources on the package's path only if the manifest matches every
    source on disk now; then ``dm_core.binlog.window`` and ``dm_core.binlog.dump`` load from
-   the build. Anything else (no build, an edited source, another interpreter,
+   the build, and ``decode.py`` reads row images with ``dm_core.binlog.rowcodec`` instead of
+   its generated decoders. Anything else (no build, an edited source, another interpreter,
    ``SHARDFLOW_PURE_PYTHON=1``) keeps all of them pure Python, and one log line says why.
 
-Guarantee: the compiled modules are the sources compiled as they are (``annotation_typing``
+Guarantee: ``window`` and ``dump`` are the sources compiled as they are (``annotation_typing``
 off, so annotations never become C types), so they behave as the pure ones; the binlog tests
 run against whichever the import picked (``tests/unit/test_binlog_compiled.py`` checks both).
+``rowcodec`` is held to the generated decoders value by value
+(``tests/unit/test_binlog_rowcodec.py``).
 """
 
 from __future__ import annotations
@@ -41,7 +45,10 @@ from dm_core import compiled_build
 
 log = logging.getLogger("shardflow.binlog")
 
-MODULES = ("window", "dump")      # dm_core/binlog/<name>.py, compiled together
+# dm_core/binlog/<file>, compiled together: the reader's two modules as they are, and the row
+# decoder written for Cython (decode.py's generated decoders are its pure-Python twin)
+SOURCES = ("window.py", "dump.py", "rowcodec.pyx")
+MODULES = tuple(f.rsplit(".", 1)[0] for f in SOURCES)
 _SRC = Path(__file__).resolve().parent
 _MANIFEST = "manifest.json"
 
@@ -56,7 +63,7 @@ def build_dir() -> Path:
 
 def _want() -> dict:
     return {"python": sys.version, "soabi": sysconfig.get_config_var("EXT_SUFFIX"),
-            "sources": {m: hashlib.sha256((_SRC / f"{m}.py").read_bytes()).hexdigest() for m in MODULES}}
+            "sources": {m: hashlib.sha256((_SRC / f).read_bytes()).hexdigest() for m, f in zip(MODULES, SOURCES)}}
 
 
 def _package_dir(root: Path) -> Path:
@@ -76,9 +83,9 @@ def status() -> tuple[bool, str]:
     want = _want()
     if have.get("python") != want["python"] or have.get("soabi") != want["soabi"]:
         return False, f"the build in {root} is for another interpreter ({have.get('python', '?').split()[0]})"
-    stale = [m for m in MODULES if have.get("sources", {}).get(m) != want["sources"][m]]
+    stale = [f for m, f in zip(MODULES, SOURCES) if have.get("sources", {}).get(m) != want["sources"][m]]
     if stale:
-        return False, f"the build in {root} is older than {', '.join(f'{m}.py' for m in stale)} (make setup rebuilds it)"
+        return False, f"the build in {root} is older than {', '.join(stale)} (make setup rebuilds it)"
     missing = [m for m in MODULES if not (_package_dir(root) / f"{m}{want['soabi']}").exists()]
     if missing:
         return False, f"the build in {root} lacks {', '.join(missing)}"
@@ -111,12 +118,12 @@ def build(force: bool = False) -> tuple[bool, str]:
         # the package markers make Cython name the modules dm_core.binlog.<name>
         (pkg.parent / "__init__.py").write_text("")
         (pkg / "__init__.py").write_text("")
-        for m in MODULES:
-            shutil.copy2(_SRC / f"{m}.py", pkg / f"{m}.py")
+        for f in SOURCES:
+            shutil.copy2(_SRC / f, pkg / f)
         want = _want()   # hashed after copying: a source edited meanwhile fails the next status()
         cmd = [sys.executable, "-m", "Cython.Build.Cythonize", "-i", "-q", "-3",
                "-X", "annotation_typing=False", "-X", "binding=True",
-               *(f"dm_core/binlog/{m}.py" for m in MODULES)]
+               *(f"dm_core/binlog/{f}" for f in SOURCES)]
         r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
         built = [pkg / f"{m}{want['soabi']}" for m in MODULES]
         if r.returncode != 0 or not all(p.exists() for p in built):
