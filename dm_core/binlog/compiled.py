@@ -31,6 +31,7 @@ run against whichever the import picked (``tests/unit/test_binlog_compiled.py`` 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -45,11 +46,13 @@ from dm_core import compiled_build
 
 log = logging.getLogger("shardflow.binlog")
 
-# dm_core/binlog/<file>, compiled together: the reader's two modules as they are, and the row
-# decoder written for Cython (decode.py's generated decoders are its pure-Python twin)
-SOURCES = ("window.py", "dump.py", "rowcodec.pyx")
-MODULES = tuple(f.rsplit(".", 1)[0] for f in SOURCES)
-_SRC = Path(__file__).resolve().parent
+# dm_core/<package>/<file>, compiled together: the reader's two modules as they are; the row
+# decoder and the statement text written for Cython (decode.py's generated decoders and
+# literal.py's Renderer are their pure-Python twins)
+SOURCES = ("binlog/window.py", "binlog/dump.py", "binlog/rowcodec.pyx", "sync/sqltext.pyx")
+MODULES = tuple(f.rsplit("/", 1)[1].rsplit(".", 1)[0] for f in SOURCES)
+_PACKAGE = {m: f.split("/", 1)[0] for m, f in zip(MODULES, SOURCES)}
+_SRC = Path(__file__).resolve().parents[1]
 _MANIFEST = "manifest.json"
 
 active = False        # whether this process reads binlogs through the compiled modules
@@ -66,8 +69,8 @@ def _want() -> dict:
             "sources": {m: hashlib.sha256((_SRC / f).read_bytes()).hexdigest() for m, f in zip(MODULES, SOURCES)}}
 
 
-def _package_dir(root: Path) -> Path:
-    return root / "dm_core" / "binlog"
+def _package_dir(root: Path, package: str = "binlog") -> Path:
+    return root / "dm_core" / package
 
 
 def status() -> tuple[bool, str]:
@@ -86,7 +89,7 @@ def status() -> tuple[bool, str]:
     stale = [f for m, f in zip(MODULES, SOURCES) if have.get("sources", {}).get(m) != want["sources"][m]]
     if stale:
         return False, f"the build in {root} is older than {', '.join(stale)} (make setup rebuilds it)"
-    missing = [m for m in MODULES if not (_package_dir(root) / f"{m}{want['soabi']}").exists()]
+    missing = [m for m in MODULES if not (_package_dir(root, _PACKAGE[m]) / f"{m}{want['soabi']}").exists()]
     if missing:
         return False, f"the build in {root} lacks {', '.join(missing)}"
     return True, f"compiled modules from {root}"
@@ -113,27 +116,44 @@ def build(force: bool = False) -> tuple[bool, str]:
         return False, missing
     root = build_dir()
     with tempfile.TemporaryDirectory(prefix="shardflow-cython-") as tmp:
-        pkg = _package_dir(Path(tmp))
-        pkg.mkdir(parents=True)
-        # the package markers make Cython name the modules dm_core.binlog.<name>
-        (pkg.parent / "__init__.py").write_text("")
-        (pkg / "__init__.py").write_text("")
+        # the package markers make Cython name the modules dm_core.<package>.<name>
+        (Path(tmp) / "dm_core").mkdir()
+        (Path(tmp) / "dm_core" / "__init__.py").write_text("")
+        for package in set(_PACKAGE.values()):
+            _package_dir(Path(tmp), package).mkdir()
+            (_package_dir(Path(tmp), package) / "__init__.py").write_text("")
         for f in SOURCES:
-            shutil.copy2(_SRC / f, pkg / f)
+            shutil.copy2(_SRC / f, Path(tmp) / "dm_core" / f)
         want = _want()   # hashed after copying: a source edited meanwhile fails the next status()
         cmd = [sys.executable, "-m", "Cython.Build.Cythonize", "-i", "-q", "-3",
                "-X", "annotation_typing=False", "-X", "binding=True",
-               *(f"dm_core/binlog/{f}" for f in SOURCES)]
+               *(f"dm_core/{f}" for f in SOURCES)]
         r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-        built = [pkg / f"{m}{want['soabi']}" for m in MODULES]
+        built = [_package_dir(Path(tmp), _PACKAGE[m]) / f"{m}{want['soabi']}" for m in MODULES]
         if r.returncode != 0 or not all(p.exists() for p in built):
             return False, compiled_build.failed("cythonize", r)
         shutil.rmtree(root, ignore_errors=True)
-        _package_dir(root).mkdir(parents=True)
-        for p in built:
-            shutil.copy2(p, _package_dir(root) / p.name)
+        for m, p in zip(MODULES, built):
+            _package_dir(root, _PACKAGE[m]).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, _package_dir(root, _PACKAGE[m]) / p.name)
         (root / _MANIFEST).write_text(json.dumps(want, indent=1))
     return True, f"built {', '.join(MODULES)} into {root}"
+
+
+def load(name: str):
+    """A compiled module outside ``dm_core.binlog`` (``sqltext``), or None while the build is
+    not active (the caller keeps its pure-Python path). Loaded by file: the package's own path
+    stays as it is."""
+    if not active:
+        return None
+    full = f"dm_core.{_PACKAGE[name]}.{name}"
+    if full not in sys.modules:
+        path = _package_dir(build_dir(), _PACKAGE[name]) / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
+        spec = importlib.util.spec_from_file_location(full, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[full] = module
+    return sys.modules[full]
 
 
 def main(argv: list[str] | None = None) -> int:

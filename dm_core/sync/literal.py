@@ -31,9 +31,13 @@ import datetime
 import decimal
 from typing import Callable
 
+from dm_core.binlog import compiled
 from dm_core.bits import Bits
 from dm_core.jsondoc import JsonText, json_text
 from dm_core.sync.dml import Stmt
+
+# the placeholders filled in C (dm_core/sync/sqltext.pyx) while the compiled build is active
+sqltext = compiled.load("sqltext")
 
 Literal = Callable[[object], bytes]
 
@@ -96,6 +100,8 @@ class Renderer:
         }
         self._text = text
         self._templates: dict[str, bytes] = {}
+        self._pieces: dict[str, tuple[bytes, ...] | None] = {}
+        self._c = sqltext.Filler(quote, self._by_type, self.literal) if sqltext is not None else None
 
     def literal(self, v) -> bytes:
         f = self._by_type.get(type(v))
@@ -108,6 +114,8 @@ class Renderer:
 
     def render(self, sql: str, params: tuple) -> bytes:
         """One statement: ``sql``'s ``%s`` placeholders filled (``%%`` is a literal %)."""
+        if self._c is not None and (parts := self._split(sql)) is not None:
+            return self._c.fill(parts, params)
         return self._fill(self._template(sql), params)
 
     def render_run(self, sql: str, stmts: list[Stmt]) -> list[bytes]:
@@ -125,8 +133,13 @@ class Renderer:
 
     def _rows(self, shape: tuple[str, str, str], rows: list[tuple]) -> list[bytes]:
         head, row, tail = shape
-        row_tpl = self._template(row)  # head and tail take no values: % () turns %% back into %
-        return self._pack(self._template(head) % (), [self._fill(row_tpl, p) for p in rows], self._template(tail) % ())
+        # head and tail take no values: % () turns %% back into %
+        if self._c is not None and (parts := self._split(row)) is not None:
+            filled = self._c.fill_rows(parts, rows)
+        else:
+            row_tpl = self._template(row)
+            filled = [self._fill(row_tpl, p) for p in rows]
+        return self._pack(self._template(head) % (), filled, self._template(tail) % ())
 
     def _pack(self, head: bytes, rows: list[bytes], tail: bytes) -> list[bytes]:
         """head + rows joined by ", " + tail, as few statements as ``max_bytes`` allows."""
@@ -135,6 +148,32 @@ class Renderer:
     def _fill(self, tpl: bytes, params: tuple) -> bytes:
         by_type, lit = self._by_type, self.literal
         return tpl % tuple([f(v) if (f := by_type.get(type(v))) is not None else lit(v) for v in params])
+
+    def _split(self, sql: str) -> tuple[bytes, ...] | None:
+        """``sql``'s text around its ``%s`` placeholders, ``%%`` read as ``%`` (None: it has
+        another ``%`` directive, which only ``bytes %`` reads)."""
+        if sql in self._pieces:
+            return self._pieces[sql]
+        if len(self._pieces) > 4096:
+            self._pieces.clear()
+        tpl, parts, cur, i = self._template(sql), [], [], 0
+        while (j := tpl.find(b"%", i)) >= 0:
+            cur.append(tpl[i:j])
+            directive = tpl[j + 1:j + 2]
+            if directive == b"s":
+                parts.append(b"".join(cur))
+                cur = []
+            elif directive == b"%":
+                cur.append(b"%")
+            else:
+                parts = None
+                break
+            i = j + 2
+        if parts is not None:
+            cur.append(tpl[i:])
+            parts.append(b"".join(cur))
+        self._pieces[sql] = out = tuple(parts) if parts is not None else None
+        return out
 
     def _template(self, sql: str) -> bytes:
         t = self._templates.get(sql)

@@ -15,10 +15,11 @@ from dm_core.binlog import compiled
 
 def _fake_build(root, **override):
     want = {**compiled._want(), **override}
-    pkg = compiled._package_dir(root)
-    pkg.mkdir(parents=True)
     for m in compiled.MODULES:
-        (pkg / f"{m}{want['soabi']}").write_bytes(b"")
+        d = compiled._package_dir(root, compiled._PACKAGE[m])
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{m}{want['soabi']}").write_bytes(b"")
+    pkg = compiled._package_dir(root)
     (root / compiled._MANIFEST).write_text(json.dumps(want))
     return pkg
 
@@ -46,7 +47,7 @@ def test_an_edited_source_or_another_interpreter_keeps_pure_python(build_dir):
     _fake_build(build_dir, sources={m: "0" * 64 for m in compiled.MODULES})
     path = ["/src"]
     assert not compiled.activate(path) and path == ["/src"]
-    assert "older than window.py, dump.py" in compiled.reason
+    assert "older than binlog/window.py, binlog/dump.py" in compiled.reason
 
 
 def test_another_interpreter_keeps_pure_python(build_dir):
