@@ -3,12 +3,13 @@
 Why generated code: a ROWS event is a run of row images whose layout is fixed by the
 TABLE_MAP (column types, lengths, nullability), so the per-column "what type is this?"
 dispatch that a generic decoder pays on every value is paid here once, when the table is
-first seen. ``compile_table`` turns a TABLE_MAP into a ``TableCodec``; its ``decoder(kind,
-present, present2)`` returns a function ``(buf, p, end) -> list[RowChange]`` that is plain
-straight-line Python (one struct call for adjacent fixed-width NOT NULL columns, slices
+first seen. ``generate`` turns a TABLE_MAP's columns and a ROWS event's column bitmaps into
+a function ``(buf, p, end) -> list[RowChange]`` that is plain straight-line Python (one struct call for adjacent fixed-width NOT NULL columns, slices
 for strings, DECIMAL/DATETIME2/TIMESTAMP2 inlined as integer arithmetic, small helpers for
 the rarer TIME/BIT/SET/JSON values), built with ``exec`` and cached by the TABLE_MAP
-bytes, so a table costs one compile per process. NULL bits are tested only for columns
+bytes by ``codec.compile_table``, so a table costs one compile per process. While the compiled
+build is active ``row_plan.py`` and ``rowcodec.pyx`` read the images in C instead, calling
+back into the readers here for the rarer values. NULL bits are tested only for columns
 the TABLE_MAP marks nullable.
 
 Values are those mysql-replication 1.0.17 yields (the reader this replaces), except where
@@ -51,7 +52,7 @@ import datetime
 import decimal
 import struct
 from decimal import Decimal
-from typing import Callable, Mapping
+from typing import Callable
 
 from dm_core.binlog import events as ev
 from dm_core.binlog.txn import RowChange
@@ -137,22 +138,22 @@ def datetime2_lines(v: str, fsp: int) -> list[str]:
             f"p += {5 + fb}"]
 
 
-_UTC_CACHE: dict[int, datetime.datetime] = {}
+UTC_CACHE: dict[int, datetime.datetime] = {}
 
 
 ZERO_TIMESTAMP = "0000-00-00 00:00:00"
 
 
-def _utc_miss(secs: int) -> datetime.datetime | str:
+def utc_miss(secs: int) -> datetime.datetime | str:
     """Seconds since the epoch (u32 as read) → naive UTC datetime, remembered; 0 is the zero
     TIMESTAMP, kept as its text as zero DATETIMEs are.
 
-    >>> _utc_miss(1), _utc_miss(0)
+    >>> utc_miss(1), utc_miss(0)
     (datetime.datetime(1970, 1, 1, 0, 0, 1), '0000-00-00 00:00:00')
     """
-    if len(_UTC_CACHE) > 65536:
-        _UTC_CACHE.clear()
-    d = _UTC_CACHE[secs] = _EPOCH + _TD(0, secs - (1 << 32) if secs >> 31 else secs) if secs else ZERO_TIMESTAMP
+    if len(UTC_CACHE) > 65536:
+        UTC_CACHE.clear()
+    d = UTC_CACHE[secs] = _EPOCH + _TD(0, secs - (1 << 32) if secs >> 31 else secs) if secs else ZERO_TIMESTAMP
     return d
 
 
@@ -167,7 +168,7 @@ def timestamp2_lines(v: str, fsp: int) -> list[str]:
     lines = [f"x = _ifb(buf[p:p + {4 + fb}], 'big')",
              f"{v} = _utc.get({sec})",
              f"if {v} is None:",
-             f"    {v} = _utc_miss({sec})"]
+             f"    {v} = utc_miss({sec})"]
     if fb:
         lines += [f"m = {_frac_expr(fsp)}", "if m:", f"    {v} = {v}.replace(microsecond=m)"]
     return lines + [f"p += {4 + fb}"]
@@ -260,7 +261,7 @@ def read_datetime(buf, p):
 
 def read_timestamp(buf, p):
     secs = _ifb(buf[p:p + 4], "little")
-    return _UTC_CACHE.get(secs) or _utc_miss(secs)
+    return UTC_CACHE.get(secs) or utc_miss(secs)
 
 
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
@@ -437,7 +438,7 @@ def _jopaque(data):
     length, n = _varlen(data[1:])
     body = bytes(data[1 + n:1 + n + length])
     if t == ev.T_NEWDECIMAL:  # precision, scale, then the DECIMAL column's binary form
-        return _factory("dec", body[0], body[1])(body[2:], 0)
+        return cached_reader("dec", body[0], body[1])(body[2:], 0)
     if t == ev.T_TIME or t in _J_DATE_TYPES:
         return _jtemporal(t, _S_q(body)[0])
     if t == ev.T_VAR_STRING:  # MySQL reads a string kept as opaque as a plain JSON string
@@ -490,7 +491,7 @@ class _Gen:
 _FACTORY_CACHE: dict[tuple, Callable] = {}
 
 
-def _factory(kind: str, *args) -> Callable:
+def cached_reader(kind: str, *args) -> Callable:
     key = (kind, *args)
     fn = _FACTORY_CACHE.get(key)
     if fn is None:
@@ -520,7 +521,7 @@ def _column_code(c: ev.ColumnDef, v: str, g: _Gen, codec_of: Callable[[int | Non
     if t == ev.T_TIMESTAMP2:
         return timestamp2_lines(v, c.scale)
     if t == ev.T_TIME2:
-        return [f"{v} = {g.ref(_factory('time2', c.scale))}(buf, p)", f"p += {3 + (c.scale + 1) // 2}"]
+        return [f"{v} = {g.ref(cached_reader('time2', c.scale))}(buf, p)", f"p += {3 + (c.scale + 1) // 2}"]
     if t in (ev.T_DATE, ev.T_NEWDATE):
         return [f"{v} = {g.ref(read_date)}(buf, p)", "p += 3"]
     if t == ev.T_TIME:
@@ -530,7 +531,7 @@ def _column_code(c: ev.ColumnDef, v: str, g: _Gen, codec_of: Callable[[int | Non
     if t == ev.T_TIMESTAMP:
         return [f"{v} = {g.ref(read_timestamp)}(buf, p)", "p += 4"]
     if t == ev.T_BIT:
-        return [f"{v} = {g.ref(_factory('bit', c.length))}(buf, p)", f"p += {(c.length + 7) // 8}"]
+        return [f"{v} = {g.ref(cached_reader('bit', c.length))}(buf, p)", f"p += {(c.length + 7) // 8}"]
     if t == ev.T_ENUM:
         if c.values is None:
             return [f"{v} = None", f"p += {c.length}"]
@@ -543,7 +544,7 @@ def _column_code(c: ev.ColumnDef, v: str, g: _Gen, codec_of: Callable[[int | Non
         return [f"{v} = {g.ref(make_set(c.values), 'set')}({idx})", f"p += {c.length}"]
     if t in (ev.T_VARCHAR, ev.T_STRING):
         prefix = 2 if c.length > 255 else 1
-        if t == ev.T_STRING and c.collation == _BINARY_COLLATION:
+        if t == ev.T_STRING and c.collation == BINARY_COLLATION:
             # BINARY(n): the binlog drops trailing 0x00 bytes, the column holds them (DM pads too)
             return _length_prefixed(prefix) + [f"{v} = buf[p:n].ljust({c.length}, b'\\x00')", "p = n"]
         return _string_code(v, prefix, codec_of(c.collation))
@@ -557,7 +558,7 @@ def _column_code(c: ev.ColumnDef, v: str, g: _Gen, codec_of: Callable[[int | Non
     raise UnsupportedColumn(f"column {c.name}: binlog column type {t} is not supported")
 
 
-_BINARY_COLLATION = 63  # the `binary` character set's only collation
+BINARY_COLLATION = 63  # the `binary` character set's only collation
 
 
 def _length_prefixed(prefix: int) -> list[str]:
@@ -626,224 +627,33 @@ def _image_code(cols: list[ev.ColumnDef], present: int, tag: str, g: _Gen,
     return lines, "{" + items + "}"
 
 
-# ---- the compiled decoder's plan (dm_core/binlog/rowcodec.pyx) ------------------------------
-# The kinds the compiled decoder reads, in its ``KINDS`` order.
-ROW_KINDS = ("absent", "int8", "uint8", "int16", "uint16", "int24", "uint24", "int32", "uint32",
-             "int64", "uint64", "float", "double", "year", "decimal", "datetime2", "timestamp2", "date",
-             "call", "enum", "set", "utf8", "bytes", "codec", "binary", "geometry", "json")
-_K = {name: i for i, name in enumerate(ROW_KINDS)}
-_INT_KIND = {ev.T_TINY: ("int8", "uint8", 1), ev.T_SHORT: ("int16", "uint16", 2),
-             ev.T_INT24: ("int24", "uint24", 3), ev.T_LONG: ("int32", "uint32", 4),
-             ev.T_LONGLONG: ("int64", "uint64", 8)}
-
-
-def _datetime_or_text(y: int, mo: int, d: int, h: int, mi: int, s: int, micro: int, fsp: int):
-    """DATETIME2 fields the compiled decoder did not take for a valid datetime."""
-    try:
-        return _DT(y, mo, d, h, mi, s, micro)
-    except ValueError:
-        return invalid_datetime(y, mo, d, h, mi, s, micro, fsp)
-
-
-def _column_plan(c: ev.ColumnDef, codec_of: Callable) -> tuple[str, int, int, object]:
-    """(kind, a, b, aux) of one present column, read as ``_column_code`` reads it."""
-    t = c.type
-    if t in _INT_KIND:
-        signed, unsigned, size = _INT_KIND[t]
-        return unsigned if c.unsigned else signed, size, 0, None
-    if t == ev.T_FLOAT:
-        return "float", 4, 0, None
-    if t == ev.T_DOUBLE:
-        return "double", 8, 0, None
-    if t == ev.T_YEAR:
-        return "year", 1, 0, None
-    if t == ev.T_NEWDECIMAL:
-        return "decimal", c.precision, c.scale, (Decimal, _factory("dec", c.precision, c.scale))
-    if t == ev.T_DATETIME2:
-        return "datetime2", c.scale, 0, _datetime_or_text
-    if t == ev.T_TIMESTAMP2:
-        return "timestamp2", c.scale, 0, (_UTC_CACHE, _utc_miss)
-    if t in (ev.T_DATE, ev.T_NEWDATE):
-        return "date", 3, 0, read_date
-    if t == ev.T_TIME2:
-        return "call", 3 + (c.scale + 1) // 2, 0, _factory("time2", c.scale)
-    if t == ev.T_TIME:
-        return "call", 3, 0, read_time
-    if t == ev.T_DATETIME:
-        return "call", 8, 0, read_datetime
-    if t == ev.T_TIMESTAMP:
-        return "call", 4, 0, read_timestamp
-    if t == ev.T_BIT:
-        return "call", (c.length + 7) // 8, 0, _factory("bit", c.length)
-    if t == ev.T_ENUM:
-        return "enum", c.length, 0, None if c.values is None else ("",) + tuple(c.values)
-    if t == ev.T_SET:
-        return "set", c.length, 0, None if c.values is None else make_set(c.values)
-    if t in (ev.T_VARCHAR, ev.T_STRING, ev.T_BLOB):
-        prefix = c.length if t == ev.T_BLOB else 2 if c.length > 255 else 1
-        if t == ev.T_STRING and c.collation == _BINARY_COLLATION:
-            return "binary", prefix, c.length, None
-        codec = codec_of(c.collation)
-        if codec is None:
-            return "bytes", prefix, 0, None
-        return ("utf8", prefix, 0, None) if codec == "utf-8" else ("codec", prefix, 0, (text_or_bytes, codec))
-    if t == ev.T_GEOMETRY:
-        return "geometry", c.length, 0, None
-    if t == ev.T_JSON:
-        return "json", c.length, 0, json_value
-    raise UnsupportedColumn(f"column {c.name}: binlog column type {t} is not supported")
-
-
-def row_plan(cols: list[ev.ColumnDef], present: int, codec_of: Callable) -> list[tuple]:
-    """One row image's plan for the compiled decoder: ``(name, kind, a, b, nullable, aux)`` per column."""
-    plan = []
-    for c in cols:
-        if present >> c.index & 1:
-            kind, a, b, aux = _column_plan(c, codec_of)
-            plan.append((c.name, _K[kind], a, b, bool(c.nullable), aux))
-        else:
-            plan.append((c.name, _K["absent"], 0, 0, False, None))
-    return plan
-
-
-def _load_rowcodec():
-    """The compiled decoder module while the binlog build is active (dm_core/binlog/compiled.py), else None."""
-    from dm_core.binlog import compiled
-    if not compiled.active:
-        return None
-    from dm_core.binlog import rowcodec
-    if tuple(rowcodec.KINDS) != ROW_KINDS:
-        raise ImportError("dm_core/binlog/rowcodec.pyx and decode.ROW_KINDS list different kinds")
-    return rowcodec
-
-
-rowcodec = _load_rowcodec()
-
-
-class TableCodec:
-    """A TABLE_MAP compiled: row decoders per (event kind, present-column bitmaps)."""
-
-    __slots__ = ("td", "schema", "table", "mariadb", "ncols", "full", "by_type", "_codec_of", "_decoders")
-
-    def __init__(self, td: ev.TableDef, charsets: Mapping[int, str], mariadb: bool):
-        self.td = td
-        self.schema = td.schema
-        self.table = td.table
-        self.mariadb = mariadb
-        codecs_by_coll: dict[int | None, str | None] = {}
-
-        def codec_of(coll: int | None) -> str | None:
-            if coll not in codecs_by_coll:
-                # an id the charset table does not know reads as utf-8, like the library; a name is
-                # the schema tracker's charset of a column (``name_by_position``)
-                codecs_by_coll[coll] = python_codec(coll if isinstance(coll, str) else
-                                                    None if coll is None else charsets.get(coll, "utf8"))
-            return codecs_by_coll[coll]
-        self._codec_of = codec_of
-        self._decoders: dict[tuple, Callable] = {}
-        self.ncols = len(td.columns)
-        self.full = ((1 << self.ncols) - 1).to_bytes((self.ncols + 7) // 8, "little")  # all columns present
-        self.by_type: dict[int, Callable] = {}  # event type → decoder of full row images
-
-    def full_decoder(self, event_type: int, op: str) -> Callable:
-        """The decoder for full row images (binlog_row_image=FULL), by event type."""
-        fn = self.by_type[event_type] = self.decoder(op, self.full, self.full if op == "update" else None)
-        return fn
-
-    def missing(self, present: bytes) -> list[str]:
-        """Names of the columns a ROWS event's bitmap leaves out of its images."""
-        bits = _ifb(present, "little")
-        return [c.name for c in self.td.columns if not bits >> c.index & 1]
-
-    def decoder(self, op: str, present: bytes, present2: bytes | None = None) -> Callable:
-        """``op`` insert/update/delete; ``present``/``present2``: the ROWS event's column bitmaps."""
-        key = (op, present, present2)
-        fn = self._decoders.get(key)
-        if fn is None:
-            fn = self._decoders[key] = self._compile(op, _ifb(present, "little"),
-                                                     _ifb(present2, "little") if present2 else 0)
-        return fn
-
-    def _compile(self, op: str, present: int, present2: int) -> Callable:
-        if rowcodec is not None:
-            cols, codec_of = self.td.columns, self._codec_of
-            return rowcodec.Rows(op, self.schema, self.table, RowChange,
-                                 rowcodec.Image(row_plan(cols, present, codec_of)),
-                                 rowcodec.Image(row_plan(cols, present2, codec_of)) if op == "update" else None)
-        return self._generate(op, present, present2)
-
-    def _generate(self, op: str, present: int, present2: int) -> Callable:
-        """The pure-Python decoder: straight-line code for this image shape, built with ``exec``."""
-        g = _Gen()
-        cols = self.td.columns
-        body, d1 = _image_code(cols, present, "a", g, self._codec_of)
-        if op == "update":
-            body2, d2 = _image_code(cols, present2, "b", g, self._codec_of)
-            body += body2
-            make = f"_RC('update', _S, _T, {d1}, {d2})"
-        elif op == "insert":
-            make = f"_RC('insert', _S, _T, None, {d1})"
-        else:
-            make = f"_RC('delete', _S, _T, {d1}, None)"
-        defaults = {"_RC": RowChange, "_S": self.schema, "_T": self.table, "_ifb": _ifb, "_D": Decimal,
-                    "_dctx": _DEC_CTX, "_DT": _DT, "_invalid_dt": invalid_datetime, "_tob": text_or_bytes, "_utc": _UTC_CACHE, "_utc_miss": _utc_miss, **g.names}
-        args = ", ".join(f"{k}={k}" for k in defaults)
-        src = [f"def rows(buf, p, end, {args}):",
-               "    out = []",
-               "    add = out.append",
-               "    while p < end:"]
-        src += ["        " + ln for ln in body]
-        src.append(f"        add({make})")
-        src.append("    return out")
-        text = "\n".join(src) + "\n"
-        ns = dict(defaults)
-        exec(compile(text, f"<binlog rows {self.schema}.{self.table} {op}>", "exec"), ns)
-        fn = ns["rows"]
-        fn.source = text  # for debugging and the tests
-        return fn
-
-
-# Least recently used first (dict order), sized to hold every table of a source at once: one that
-# cycles through more tables than this compiles each TABLE_MAP again every time it meets it. A
-# codec is about 5 KB (16,384: about 90 MB at most); a NO_LOG upstream takes two per table. Too
-# small (4,096, cleared when full), a source of 5,000 tables syncs at a tenth of its speed
-# (docs/operations.md, "10,000 tables").
-_TABLE_CACHE: dict[tuple, TableCodec] = {}
-_TABLE_CACHE_MAX = 16_384
-
-
-def compile_table(body: bytes, charsets: Mapping[int, str], *, mariadb: bool,
-                  charsets_key: object = None, tracked=None) -> TableCodec:
-    """The codec for one TABLE_MAP body (after table id and flags, without checksum).
-
-    Cached by the body bytes, so the same table seen again (next window, next transaction)
-    costs one dict lookup; a changed definition (ALTER TABLE) has different bytes.
-    ``tracked``: the schema tracker's table (dm_core/schema_tracker), which names a TABLE_MAP's
-    columns by position when the binlog does not (a RENAME COLUMN keeps the bytes: the
-    tracked table is part of the key).
-    """
-    key = (body, mariadb, charsets_key, tracked)
-    codec = _TABLE_CACHE.pop(key, None)
-    if codec is None:
-        if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
-            del _TABLE_CACHE[next(iter(_TABLE_CACHE))]
-        td = ev.parse_table_map(body, mariadb=mariadb)
-        if tracked is not None:
-            name_by_position(td, tracked)
-        codec = TableCodec(td, charsets, mariadb)
-    _TABLE_CACHE[key] = codec   # the newest at the end
-    return codec
-
-
-def name_by_position(td: ev.TableDef, tracked) -> None:
-    """Give a TABLE_MAP without logged names the tracked table's names, signedness, charsets
-    and ENUM/SET members, column by column (the tracker checked that they fit)."""
-    for c, t in zip(td.columns, tracked.columns):
-        c.name = t.name
-        if c.type in ev.NUMERIC_TYPES:
-            c.unsigned = t.unsigned
-        if t.charset is not None:
-            c.collation = _BINARY_COLLATION if t.charset == "binary" else t.charset
-        if c.type in (ev.T_ENUM, ev.T_SET):
-            c.values = t.values
-    td.full_metadata = True
+def generate(schema: str, table: str, cols: list[ev.ColumnDef], op: str, present: int, present2: int,
+             codec_of: Callable) -> Callable:
+    """The pure-Python decoder of one ROWS event shape: straight-line code built with ``exec``."""
+    g = _Gen()
+    body, d1 = _image_code(cols, present, "a", g, codec_of)
+    if op == "update":
+        body2, d2 = _image_code(cols, present2, "b", g, codec_of)
+        body += body2
+        make = f"_RC('update', _S, _T, {d1}, {d2})"
+    elif op == "insert":
+        make = f"_RC('insert', _S, _T, None, {d1})"
+    else:
+        make = f"_RC('delete', _S, _T, {d1}, None)"
+    defaults = {"_RC": RowChange, "_S": schema, "_T": table, "_ifb": _ifb, "_D": Decimal,
+                "_dctx": _DEC_CTX, "_DT": _DT, "_invalid_dt": invalid_datetime, "_tob": text_or_bytes, "_utc": UTC_CACHE,
+                "utc_miss": utc_miss, **g.names}
+    args = ", ".join(f"{k}={k}" for k in defaults)
+    src = [f"def rows(buf, p, end, {args}):",
+           "    out = []",
+           "    add = out.append",
+           "    while p < end:"]
+    src += ["        " + ln for ln in body]
+    src.append(f"        add({make})")
+    src.append("    return out")
+    text = "\n".join(src) + "\n"
+    ns = dict(defaults)
+    exec(compile(text, f"<binlog rows {schema}.{table} {op}>", "exec"), ns)
+    fn = ns["rows"]
+    fn.source = text  # for debugging and the tests
+    return fn

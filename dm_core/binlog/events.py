@@ -10,7 +10,7 @@ Written from the MySQL/MariaDB binlog v4 format. Every event is
 
 The functions here take ``(buf, start, end)``: ``buf[start:end]`` is one whole event
 *without* its checksum, so no event is ever copied out of the network buffer.
-Only TABLE_MAP is parsed into objects (once per table, see ``decode.compile_table``);
+Only TABLE_MAP is parsed into objects (once per table, see ``codec.compile_table``);
 row events are decoded by the code generated there.
 """
 

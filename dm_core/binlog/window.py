@@ -54,7 +54,8 @@ from dm_core import faults
 from dm_core.binlog import events as ev
 from dm_core.binlog import mysql_gtid
 from dm_core.binlog import payload as _payload
-from dm_core.binlog.decode import compile_table, python_codec
+from dm_core.binlog.codec import compile_table
+from dm_core.binlog.decode import python_codec
 from dm_core.binlog.dump import BinlogDump
 from dm_core.binlog.gtid import merge_gtid
 from dm_core.binlog.txn import Txn

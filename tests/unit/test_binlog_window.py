@@ -432,7 +432,7 @@ def test_start_time_never_lands_inside_an_xa_group(monkeypatch):
 def test_a_source_of_thousands_of_tables_keeps_every_tables_codec():
     """Met round after round (a fleet's source of 5,000 shard tables, each written in turn), every
     TABLE_MAP is compiled once: the second round finds each table's codec as the first left it."""
-    from dm_core.binlog.decode import compile_table
+    from dm_core.binlog.codec import compile_table
 
     def body(i: int) -> bytes:
         b = Binlog(checksum=False)

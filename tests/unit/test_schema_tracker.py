@@ -170,7 +170,7 @@ def test_a_table_map_without_names_takes_the_tracked_names_and_a_misfit_pauses(m
 
 
 def test_names_signedness_charsets_and_members_reach_the_decoder():
-    from dm_core.binlog.decode import compile_table
+    from dm_core.binlog.codec import compile_table
 
     body = (b"\x01d\x00\x01t\x00\x03" + bytes([ev.T_LONG, ev.T_VARCHAR, ev.T_STRING])
             + b"\x04" + (20).to_bytes(2, "little") + bytes([ev.T_ENUM, 1]) + b"\x07")
