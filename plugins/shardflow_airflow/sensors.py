@@ -160,7 +160,8 @@ class ShardDDLCoordinatorSensor(BaseSensorOperator):
 
     Each poke tells every lock which sources take part and settles it (one Postgres
     transaction per lock: killing it anywhere loses nothing), then mirrors the active locks
-    to the Variable ``shardflow_<task>_ddl_locks`` and to XCom (``locks``), and logs them. Succeeds
+    to the Variable ``shardflow_<task>_ddl_locks`` and to XCom (``locks``), and logs them when they
+    changed (``locks_news``). Succeeds
     when the task is stopped or the run belongs to an earlier start, like the sources' sensors.
 
     :param task_file: path of the DM task file (templated)
@@ -187,13 +188,40 @@ class ShardDDLCoordinatorSensor(BaseSensorOperator):
             locks = admin.coordinate(task, store)
         shown = [admin.summary(lk) for lk in locks]
         text = json.dumps(shown, default=str, sort_keys=True)
-        if locks:
-            self.log.info("shard DDL locks of task %s:\n%s", task.name, admin.render(locks))
         context["ti"].xcom_push(key="locks", value=shown)
-        try:
-            from airflow.sdk import Variable
+        name = f"shardflow_{task.name}_ddl_locks"
+        from airflow.sdk import Variable
 
-            Variable.set(f"shardflow_{task.name}_ddl_locks", text)
-        except Exception as e:  # the mirror is a convenience; coordination must not stop for it
-            self.log.warning("could not update the DDL locks Variable: %s", e)
+        try:
+            before = Variable.get(name, default=None)
+        except Exception:  # unknown: say it all again
+            before = None
+        news = locks_news(before, text)
+        if news == "changed":
+            self.log.info("shard DDL locks of task %s:\n%s", task.name, admin.render(locks))
+        elif news == "resolved":
+            self.log.info("shard DDL locks of task %s: none active any more", task.name)
+        if text != before:
+            try:
+                Variable.set(name, text)
+            except Exception as e:  # the mirror is a convenience; coordination must not stop for it
+                self.log.warning("could not update the DDL locks Variable: %s", e)
         return False
+
+
+def locks_news(before: str | None, now: str) -> str | None:
+    """What a coordinator poke logs, given the locks the last poke mirrored (``before``, the
+    Variable's JSON, None if unknown) and the ones now: "changed" (the lock table), "resolved"
+    (none left), or None. Pokes come every 5 s in one task log: an unchanged lock table is shown
+    once, when it changed, not on every poke.
+
+    >>> locks_news(None, '[{"id": "a"}]'), locks_news('[{"id": "a"}]', '[{"id": "a"}]')
+    ('changed', None)
+    >>> locks_news('[{"id": "a"}]', '[]'), locks_news(None, '[]'), locks_news('[]', '[]')
+    ('resolved', None, None)
+    """
+    if now == before:
+        return None
+    if now != "[]":
+        return "changed"
+    return "resolved" if before not in (None, "[]") else None
