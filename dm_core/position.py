@@ -5,6 +5,9 @@ syncer, shard DDL and the state store can all name a position without importing 
 from __future__ import annotations
 
 
+_FILE_NO: dict[str, int] = {}   # binlog file name → its number, for Position.key
+
+
 class Position:
     """A binlog position between two transactions.
 
@@ -34,8 +37,14 @@ class Position:
         return f"Position(file={self.file!r}, pos={self.pos!r}, gtid={self.gtid!r})"
 
     def key(self) -> tuple[int, int]:
-        # mysql-bin.000012 → 12: binlog files sort by their numeric suffix.
-        return (int(self.file.rsplit(".", 1)[-1]), self.pos)
+        # mysql-bin.000012 → 12: binlog files sort by their numeric suffix. Looked up: the syncer
+        # asks several times per transaction, and parsing the name was most of the call.
+        n = _FILE_NO.get(self.file)
+        if n is None:
+            if len(_FILE_NO) > 4096:
+                _FILE_NO.clear()
+            n = _FILE_NO[self.file] = int(self.file.rsplit(".", 1)[-1])
+        return (n, self.pos)
 
     def __str__(self) -> str:
         return f"({self.file}, {self.pos})"
