@@ -38,8 +38,27 @@ def _datetime_or_text(y: int, mo: int, d: int, h: int, mi: int, s: int, micro: i
         return invalid_datetime(y, mo, d, h, mi, s, micro, fsp)
 
 
+def _beyond_mysql(c: ev.ColumnDef) -> str | None:
+    """What in a column's TABLE_MAP metadata no MySQL or MariaDB server writes (a damaged event),
+    which the C loop must not take as sizes: refused, naming the column."""
+    t = c.type
+    if t == ev.T_NEWDECIMAL and not (0 <= c.scale <= 30 and 1 <= c.precision <= 65 and c.scale <= c.precision):
+        return f"DECIMAL({c.precision}, {c.scale})"
+    if t in (ev.T_DATETIME2, ev.T_TIMESTAMP2, ev.T_TIME2) and not 0 <= c.scale <= 6:
+        return f"{c.scale} fractional digits"
+    if t in (ev.T_ENUM, ev.T_SET) and not 1 <= c.length <= (2 if t == ev.T_ENUM else 8):
+        return f"{c.length} storage bytes"
+    if t in (ev.T_BLOB, ev.T_GEOMETRY, ev.T_JSON) and not 1 <= c.length <= 4:
+        return f"a {c.length}-byte length"
+    return None
+
+
 def _column_plan(c: ev.ColumnDef, codec_of: Callable) -> tuple[str, int, int, object]:
     """(kind, a, b, aux) of one present column, read as ``_column_code`` reads it."""
+    odd = _beyond_mysql(c)
+    if odd is not None:
+        raise UnsupportedColumn(f"column {c.name}: binlog column type {c.type} with {odd}, which no server writes "
+                                f"(a damaged TABLE_MAP?)")
     t = c.type
     if t in _INT_KIND:
         signed, unsigned, size = _INT_KIND[t]

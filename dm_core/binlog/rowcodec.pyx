@@ -92,6 +92,21 @@ cdef inline unsigned long long _le(const unsigned char* s, int n) noexcept:
     return v
 
 
+cdef bint _sizes_fit(int kind, int a, int b) noexcept:
+    """Sizes the loop reads without further checks: what a server writes."""
+    if kind == K_DECIMAL:
+        return 0 <= b <= 30 and 1 <= a <= 65 and b <= a
+    if kind == K_DATETIME2 or kind == K_TIMESTAMP2:
+        return 0 <= a <= 6
+    if kind == K_ENUM or kind == K_SET:
+        return 1 <= a <= 8
+    if K_UTF8 <= kind <= K_JSON:
+        return 1 <= a <= 4
+    if kind == K_CALL:
+        return a >= 0
+    return True
+
+
 cdef inline bint _valid_date(int y, int m, int d) noexcept:
     if y < 1 or y > 9999 or m < 1 or m > 12 or d < 1:
         return False
@@ -129,6 +144,8 @@ cdef class Image:
         for i, (name, kind, a, b, nullable, helper) in enumerate(plan):
             if not 0 <= kind < len(KINDS):
                 raise ValueError(f"column {name}: row kind {kind} unknown")
+            if not _sizes_fit(kind, a, b):   # row_plan refuses these first: the loop trusts them
+                raise ValueError(f"column {name}: row kind {KINDS[kind]} with sizes {a}, {b}")
             self.kind[i], self.a[i], self.b[i] = kind, a, b
             self.bit[i] = -1
             if kind != K_ABSENT:

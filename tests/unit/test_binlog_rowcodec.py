@@ -7,6 +7,7 @@ Python refuses a value, for every column type, nullable or not, whole images and
 """
 
 import random
+import re
 import struct
 
 import pytest
@@ -236,3 +237,21 @@ def test_values_of_the_common_types():
     assert row.after == {"amount": Decimal("1234567.89"), "at": datetime.datetime(2024, 2, 29, 23, 59, 58, 123456),
                          "big": 2**64 - 1, "neg": Decimal("-123.45")}
     assert str(row.after["amount"]) == "1234567.89" and str(row.after["neg"]) == "-123.45"
+
+
+@pytest.mark.parametrize("column, said", [
+    (ev.ColumnDef(0, ev.T_NEWDECIMAL, "amount", False, precision=200, scale=2), "DECIMAL(200, 2)"),
+    (ev.ColumnDef(0, ev.T_NEWDECIMAL, "amount", False, precision=5, scale=9), "DECIMAL(5, 9)"),
+    (ev.ColumnDef(0, ev.T_DATETIME2, "at", False, scale=9), "9 fractional digits"),
+    (ev.ColumnDef(0, ev.T_TIMESTAMP2, "at", False, scale=200), "200 fractional digits"),
+    (ev.ColumnDef(0, ev.T_SET, "tags", False, length=9, values=("a",)), "9 storage bytes"),
+    (ev.ColumnDef(0, ev.T_BLOB, "doc", False, length=7), "a 7-byte length"),
+])
+def test_metadata_no_server_writes_is_refused_naming_the_column(column, said):
+    """A damaged TABLE_MAP must not size the C loop's reads: the column is refused (the window
+    delivers the transaction as undecodable: the source pauses naming table and event)."""
+    if row_plan.rowcodec is None:
+        pytest.skip("the generated decoders read such columns as Python reads them")
+    codec = TableCodec(ev.TableDef("s", "t", [column], True), CHARSETS, mariadb=False)
+    with pytest.raises(decode.UnsupportedColumn, match=f"column {column.name}: .*{re.escape(said)}"):
+        codec._compile("insert", 1, 0)
