@@ -256,9 +256,10 @@ def _kind_of(pid: int, comm: str) -> str:
 class ServerCPU:
     """CPU-seconds the stack's servers spend inside the block: ``{name: seconds}``."""
 
-    def __init__(self, named_ports: dict[str, int]):
-        pids = server_pids(named_ports.values())
-        self.pids = {name: pids.get(port) for name, port in named_ports.items()}
+    def __init__(self, named_ports: dict[str, int], named_pids: dict[str, int] | None = None):
+        """``named_pids``: servers outside the stack (the incremental part's private replica)."""
+        pids = server_pids(named_ports.values()) if named_ports else {}
+        self.pids = {name: pids.get(port) for name, port in named_ports.items()} | (named_pids or {})
         self.seconds: dict[str, float] = {}
 
     def _now(self) -> dict[str, float]:

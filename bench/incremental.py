@@ -54,7 +54,7 @@ import pymysql
 from pymysql.converters import escape_string
 
 from bench.common import (
-    Skipped, Stack, TreeRSS, bench_schema, execute, figures, guarded, median_run, percentile, ratio, settle, work_dir,
+    ServerCPU, Skipped, Stack, TreeRSS, bench_schema, execute, figures, guarded, median_run, percentile, ratio, settle, work_dir,
 )
 from bench.inc_workload import (
     BIG_ROWS, FAMILIES, SCHEMA, SHARD_TABLES, WIDE_EVERY, Workload, binlog_bytes, checksum, fresh_table, raw_conn, write_workload,
@@ -270,8 +270,10 @@ def run_replica(rep: PrivateReplica, up: Endpoint, w: dict, nbytes: int | None, 
     conn = connect(r)
     rss = TreeRSS()
     rss.watch(rep.proc.pid)
+    replica_cpu = ServerCPU({}, {"replica": rep.proc.pid})
     try:
-        with rss, conn.cursor(pymysql.cursors.DictCursor) as cur:
+        with rss, replica_cpu, ServerCPU({"upstream": up.port}) as upstream, \
+                conn.cursor(pymysql.cursors.DictCursor) as cur:
             t0 = time.monotonic()
             cur.execute(f"START SLAVE UNTIL MASTER_LOG_FILE = '{escape_string(end.file)}', MASTER_LOG_POS = {int(end.pos)}")
             while True:
@@ -293,6 +295,7 @@ def run_replica(rep: PrivateReplica, up: Endpoint, w: dict, nbytes: int | None, 
     ok = _verify("replica", checksum(r, SCHEMA, SHARD_TABLES), want)
     mode = f"slave_parallel_threads={threads}" + (", slave_parallel_mode=optimistic" if parallel else "")
     return figures(w["rows"], nbytes, seconds, rss.peak, rows_ok=ok,
+                   cpu_seconds={**replica_cpu.seconds, **upstream.seconds},
                    how=f"private MariaDB replica, {mode}, START SLAVE UNTIL end; timed to Exec_Master_Log_Pos >= end; "
                        "peak RSS of its mariadbd (buffer pool 256M), sampled")
 
@@ -344,7 +347,7 @@ def catch_up(stack: Stack, text: str, end: Position, budget_events: int, budget_
         engine = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)
         settle(stack.up1, stack.down)
         reset_peak_rss()
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), _own_cpu()
         counted = []
         while True:
             res = engine.run_until(t0 + timeout, on_window=counted.append)
@@ -355,7 +358,16 @@ def catch_up(stack: Stack, text: str, end: Position, budget_events: int, budget_
                 break
             if time.monotonic() - t0 > timeout:
                 raise RuntimeError(f"the syncer did not reach {end} in {timeout:.0f}s (checkpoint {cp})")
-        return {"seconds": time.monotonic() - t0, "windows": len(counted), "peak_rss": peak_rss()}
+        return {"seconds": time.monotonic() - t0, "windows": len(counted), "peak_rss": peak_rss(),
+                "cpu": round(_own_cpu() - cpu0, 1)}
+
+
+def _own_cpu() -> float:
+    """This process's CPU-seconds (every thread: the reader, the appliers, the DML workers)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, int], wl: Workload,
@@ -386,13 +398,15 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
         store.update_source_state(TASK_NAME, SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos, stage="sync",
                                   safe_exit_file=start.file, safe_exit_pos=start.pos)
         # the sync in a fresh process, as a sensor's task runs it: its memory is the sync's alone
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex, \
+                ServerCPU({"upstream": up.port, "downstream": down.port}) as servers:
             run = ex.submit(catch_up, stack, text, end, budget_events, budget_seconds, timeout).result()
         seconds = run["seconds"]
         ok = _verify("shardflow", checksum(down, SCHEMA), want)
         out = figures(w["rows"], nbytes, seconds, run["peak_rss"], windows=run["windows"],
                       transactions_per_s=round(w["transactions"] / seconds, 1), rows_ok=ok,
                       batch=int(task.instance(SOURCE_ID).syncer.batch), syncer=syncer or "defaults",
+                      cpu_seconds={"sync": run["cpu"], **servers.seconds},
                       how=f"Syncer.run_until() (windows of budget {budget_events} events / {budget_seconds:.0f}s) from a "
                           "checkpoint at start until the checkpoint passes end, in a spawned process; peak RSS: its VmHWM")
         if lag:
