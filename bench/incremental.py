@@ -270,10 +270,9 @@ def run_replica(rep: PrivateReplica, up: Endpoint, w: dict, nbytes: int | None, 
     conn = connect(r)
     rss = TreeRSS()
     rss.watch(rep.proc.pid)
-    replica_cpu = ServerCPU({}, {"replica": rep.proc.pid})
+    servers = ServerCPU({"upstream": up.port}, {"replica": rep.proc.pid})
     try:
-        with rss, replica_cpu, ServerCPU({"upstream": up.port}) as upstream, \
-                conn.cursor(pymysql.cursors.DictCursor) as cur:
+        with rss, servers, conn.cursor(pymysql.cursors.DictCursor) as cur:
             t0 = time.monotonic()
             cur.execute(f"START SLAVE UNTIL MASTER_LOG_FILE = '{escape_string(end.file)}', MASTER_LOG_POS = {int(end.pos)}")
             while True:
@@ -295,7 +294,7 @@ def run_replica(rep: PrivateReplica, up: Endpoint, w: dict, nbytes: int | None, 
     ok = _verify("replica", checksum(r, SCHEMA, SHARD_TABLES), want)
     mode = f"slave_parallel_threads={threads}" + (", slave_parallel_mode=optimistic" if parallel else "")
     return figures(w["rows"], nbytes, seconds, rss.peak, rows_ok=ok,
-                   cpu_seconds={**replica_cpu.seconds, **upstream.seconds},
+                   cpu_seconds=servers.seconds,
                    how=f"private MariaDB replica, {mode}, START SLAVE UNTIL end; timed to Exec_Master_Log_Pos >= end; "
                        "peak RSS of its mariadbd (buffer pool 256M), sampled")
 
@@ -347,27 +346,20 @@ def catch_up(stack: Stack, text: str, end: Position, budget_events: int, budget_
         engine = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)
         settle(stack.up1, stack.down)
         reset_peak_rss()
-        t0, cpu0 = time.monotonic(), _own_cpu()
+        t0 = time.monotonic()
         counted = []
-        while True:
-            res = engine.run_until(t0 + timeout, on_window=counted.append)
-            if res.paused or res.state != "sync":
-                raise RuntimeError(f"the syncer stopped ({res.state}): {res.paused}")
-            cp = _checkpoint(store)
-            if cp is not None and cp.key() >= end.key():
-                break
-            if time.monotonic() - t0 > timeout:
-                raise RuntimeError(f"the syncer did not reach {end} in {timeout:.0f}s (checkpoint {cp})")
+        with ServerCPU({}, {"sync": os.getpid()}) as own:   # every thread of this process
+            while True:
+                res = engine.run_until(t0 + timeout, on_window=counted.append)
+                if res.paused or res.state != "sync":
+                    raise RuntimeError(f"the syncer stopped ({res.state}): {res.paused}")
+                cp = _checkpoint(store)
+                if cp is not None and cp.key() >= end.key():
+                    break
+                if time.monotonic() - t0 > timeout:
+                    raise RuntimeError(f"the syncer did not reach {end} in {timeout:.0f}s (checkpoint {cp})")
         return {"seconds": time.monotonic() - t0, "windows": len(counted), "peak_rss": peak_rss(),
-                "cpu": round(_own_cpu() - cpu0, 1)}
-
-
-def _own_cpu() -> float:
-    """This process's CPU-seconds (every thread: the reader, the appliers, the DML workers)."""
-    import resource
-
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+                "cpu": own.seconds["sync"]}
 
 
 def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, int], wl: Workload,

@@ -213,14 +213,13 @@ def render_incremental(out: dict) -> str:
                     f"p99 {fmt(lag['p99_s'], 3)}s, max {fmt(lag['max_s'], 3)}s over {lag['transactions']:,} transactions")
     else:
         lag_line = "shardflow lag: n/a"
-    cpu_lines = [f"CPU-s, {names[k]}: " + ", ".join(f"{n} {fmt(v, 1)}" for n, v in r["cpu_seconds"].items())
-                 for k, r in out["results"].items() if r.get("cpu_seconds")]
-    lag_line = "\n".join(cpu_lines + [lag_line])
+    cpu_lines = "".join(f"CPU-s, {names[k]}: " + ", ".join(f"{n} {fmt(v, 1)}" for n, v in r["cpu_seconds"].items()) + "\n"
+                        for k, r in out["results"].items() if r.get("cpu_seconds"))
     return (f"INCREMENTAL: {w['rows']:,} row events in {w['transactions']:,} transactions "
             f"({w['ops']['insert']:,} insert / {w['ops']['update']:,} update / {w['ops']['delete']:,} delete rows), "
             f"{w['wide_rows']:,} of them wide rows, binlog {fmt(w['binlog_bytes'])} bytes\n"
             + table(["engine", "s", "rows/s", "binlog MB/s", "peak RSS MB", "note"], rows)
-            + "\n" + lag_line + "\n" + _ratios(out["ratios"]))
+            + "\n" + cpu_lines + lag_line + "\n" + _ratios(out["ratios"]))
 
 
 def render_page(out: dict) -> str:

@@ -4,8 +4,8 @@ Why generated code: a ROWS event is a run of row images whose layout is fixed by
 TABLE_MAP (column types, lengths, nullability), so the per-column "what type is this?"
 dispatch that a generic decoder pays on every value is paid here once, when the table is
 first seen. ``generate`` turns a TABLE_MAP's columns and a ROWS event's column bitmaps into
-a function ``(buf, p, end) -> list[RowChange]`` that is plain straight-line Python (one struct call for adjacent fixed-width NOT NULL columns, slices
-for strings, DECIMAL/DATETIME2/TIMESTAMP2 inlined as integer arithmetic, small helpers for
+a function ``(buf, p, end) -> list[RowChange]`` that is plain straight-line Python (one
+struct call for adjacent fixed-width NOT NULL columns, slices for strings, DECIMAL/DATETIME2/TIMESTAMP2 inlined as integer arithmetic, small helpers for
 the rarer TIME/BIT/SET/JSON values), built with ``exec`` and cached by the TABLE_MAP
 bytes by ``codec.compile_table``, so a table costs one compile per process. While the compiled
 build is active ``row_plan.py`` and ``rowcodec.pyx`` read the images in C instead, calling
@@ -168,7 +168,7 @@ def timestamp2_lines(v: str, fsp: int) -> list[str]:
     lines = [f"x = _ifb(buf[p:p + {4 + fb}], 'big')",
              f"{v} = _utc.get({sec})",
              f"if {v} is None:",
-             f"    {v} = utc_miss({sec})"]
+             f"    {v} = _utc_miss({sec})"]
     if fb:
         lines += [f"m = {_frac_expr(fsp)}", "if m:", f"    {v} = {v}.replace(microsecond=m)"]
     return lines + [f"p += {4 + fb}"]
@@ -642,7 +642,7 @@ def generate(schema: str, table: str, cols: list[ev.ColumnDef], op: str, present
         make = f"_RC('delete', _S, _T, {d1}, None)"
     defaults = {"_RC": RowChange, "_S": schema, "_T": table, "_ifb": _ifb, "_D": Decimal,
                 "_dctx": _DEC_CTX, "_DT": _DT, "_invalid_dt": invalid_datetime, "_tob": text_or_bytes, "_utc": UTC_CACHE,
-                "utc_miss": utc_miss, **g.names}
+                "_utc_miss": utc_miss, **g.names}
     args = ", ".join(f"{k}={k}" for k in defaults)
     src = [f"def rows(buf, p, end, {args}):",
            "    out = []",

@@ -28,6 +28,11 @@ _K = {name: i for i, name in enumerate(ROW_KINDS)}
 _INT_KIND = {ev.T_TINY: ("int8", "uint8", 1), ev.T_SHORT: ("int16", "uint16", 2),
              ev.T_INT24: ("int24", "uint24", 3), ev.T_LONG: ("int32", "uint32", 4),
              ev.T_LONGLONG: ("int64", "uint64", 8)}
+# columns whose plan is the same whatever their metadata: (kind, a, b, aux)
+_FIXED = {ev.T_FLOAT: ("float", 4, 0, None), ev.T_DOUBLE: ("double", 8, 0, None), ev.T_YEAR: ("year", 1, 0, None),
+          ev.T_DATE: ("date", 3, 0, read_date), ev.T_NEWDATE: ("date", 3, 0, read_date),
+          ev.T_TIME: ("call", 3, 0, read_time), ev.T_DATETIME: ("call", 8, 0, read_datetime),
+          ev.T_TIMESTAMP: ("call", 4, 0, read_timestamp)}
 
 
 def _datetime_or_text(y: int, mo: int, d: int, h: int, mi: int, s: int, micro: int, fsp: int):
@@ -63,28 +68,16 @@ def _column_plan(c: ev.ColumnDef, codec_of: Callable) -> tuple[str, int, int, ob
     if t in _INT_KIND:
         signed, unsigned, size = _INT_KIND[t]
         return unsigned if c.unsigned else signed, size, 0, None
-    if t == ev.T_FLOAT:
-        return "float", 4, 0, None
-    if t == ev.T_DOUBLE:
-        return "double", 8, 0, None
-    if t == ev.T_YEAR:
-        return "year", 1, 0, None
+    if t in _FIXED:
+        return _FIXED[t]
     if t == ev.T_NEWDECIMAL:
         return "decimal", c.precision, c.scale, (Decimal, cached_reader("dec", c.precision, c.scale))
     if t == ev.T_DATETIME2:
         return "datetime2", c.scale, 0, _datetime_or_text
     if t == ev.T_TIMESTAMP2:
         return "timestamp2", c.scale, 0, (UTC_CACHE, utc_miss)
-    if t in (ev.T_DATE, ev.T_NEWDATE):
-        return "date", 3, 0, read_date
     if t == ev.T_TIME2:
         return "call", 3 + (c.scale + 1) // 2, 0, cached_reader("time2", c.scale)
-    if t == ev.T_TIME:
-        return "call", 3, 0, read_time
-    if t == ev.T_DATETIME:
-        return "call", 8, 0, read_datetime
-    if t == ev.T_TIMESTAMP:
-        return "call", 4, 0, read_timestamp
     if t == ev.T_BIT:
         return "call", (c.length + 7) // 8, 0, cached_reader("bit", c.length)
     if t == ev.T_ENUM:

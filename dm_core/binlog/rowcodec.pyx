@@ -166,7 +166,7 @@ cdef class Image:
     cdef dict read(self, bytes buf, const unsigned char* s, Py_ssize_t* pp, Py_ssize_t end):
         cdef Py_ssize_t p = pp[0], q, nb0 = p
         cdef int i, k, a, bt, size
-        cdef unsigned long long x, frac
+        cdef unsigned long long x
         cdef long long sx
         cdef float f
         cdef double dbl
@@ -216,7 +216,7 @@ cdef class Image:
                 else:  # YEAR: 0 is YEAR 0000
                     v = s[p] + 1900 if s[p] else 0
                 p += size
-            elif k == K_UTF8 or k == K_BYTES or k == K_CODEC or k == K_GEOMETRY or k == K_JSON or k == K_BINARY:
+            elif K_UTF8 <= k <= K_JSON:   # the length-prefixed kinds
                 if p + a > end:
                     raise _past(p, end)
                 q = p + a + <Py_ssize_t> _le(s + p, a)

@@ -133,12 +133,12 @@ class Renderer:
 
     def _rows(self, shape: tuple[str, str, str], rows: list[tuple]) -> list[bytes]:
         head, row, tail = shape
-        # head and tail take no values: % () turns %% back into %
         if self._c is not None and (parts := self._split(row)) is not None:
             filled = self._c.fill_rows(parts, rows)
         else:
             row_tpl = self._template(row)
             filled = [self._fill(row_tpl, p) for p in rows]
+        # head and tail take no values: % () turns %% back into %
         return self._pack(self._template(head) % (), filled, self._template(tail) % ())
 
     def _pack(self, head: bytes, rows: list[bytes], tail: bytes) -> list[bytes]:

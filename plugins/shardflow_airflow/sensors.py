@@ -160,9 +160,9 @@ class ShardDDLCoordinatorSensor(BaseSensorOperator):
 
     Each poke tells every lock which sources take part and settles it (one Postgres
     transaction per lock: killing it anywhere loses nothing), then mirrors the active locks
-    to the Variable ``shardflow_<task>_ddl_locks`` and to XCom (``locks``), and logs them when they
-    changed (``locks_news``). Succeeds
-    when the task is stopped or the run belongs to an earlier start, like the sources' sensors.
+    to the Variable ``shardflow_<task>_ddl_locks`` and to XCom (``locks``), and logs them when
+    they changed (``locks_news``). Succeeds when the task is stopped or the run belongs to an
+    earlier start, like the sources' sensors.
 
     :param task_file: path of the DM task file (templated)
     """

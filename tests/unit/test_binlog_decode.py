@@ -255,7 +255,7 @@ def _dt2(y, mo, d, h, mi, s):
 def _run_lines(lines, buf):
     src = "def f(buf, p):\n" + "\n".join("    " + ln for ln in lines) + "\n    return v, p\n"
     ns = {"_ifb": int.from_bytes, "_DT": datetime.datetime, "_D": decimal.Decimal, "_dctx": decode._DEC_CTX,
-          "_utc": decode.UTC_CACHE, "utc_miss": decode.utc_miss, "_invalid_dt": decode.invalid_datetime}
+          "_utc": decode.UTC_CACHE, "_utc_miss": decode.utc_miss, "_invalid_dt": decode.invalid_datetime}
     exec(src, ns)
     return ns["f"](buf, 0)
 
