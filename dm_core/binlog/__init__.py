@@ -8,8 +8,8 @@
 - ``txn``: what a window delivers (``Txn`` of ``RowChange`` rows, or one DDL);
 - ``window``: ``BinlogWindow``, the syncer's reader (held to the mysql-replication oracle in
   ``tests/oracle_binlog.py``);
-- ``compiled``: ``window`` and ``dump`` compiled with Cython, with ``rowcodec.pyx`` and
-  ``dm_core/sync/sqltext.pyx``, loaded instead of the pure-Python paths
+- ``compiled``: ``window`` and ``dump`` compiled with Cython, with ``rowcodec.pyx``,
+  ``dm_core/sync/sqltext.pyx`` and ``dm_core/sync/jobplan.pyx``, loaded instead of the pure-Python paths
   while the build matches them (``make setup`` builds it).
 """
 

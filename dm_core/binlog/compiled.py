@@ -47,9 +47,10 @@ from dm_core import compiled_build
 log = logging.getLogger("shardflow.binlog")
 
 # dm_core/<package>/<file>, compiled together: the reader's two modules as they are; the row
-# decoder and the statement text written for Cython (decode.py's generated decoders and
-# literal.py's Renderer are their pure-Python twins)
-SOURCES = ("binlog/window.py", "binlog/dump.py", "binlog/rowcodec.pyx", "sync/sqltext.pyx")
+# decoder, the statement text and the appliers' job stages written for Cython (decode.py's
+# generated decoders, literal.py's Renderer and compactor / causality / merger are their
+# pure-Python twins)
+SOURCES = ("binlog/window.py", "binlog/dump.py", "binlog/rowcodec.pyx", "sync/sqltext.pyx", "sync/jobplan.pyx")
 MODULES = tuple(f.rsplit("/", 1)[1].rsplit(".", 1)[0] for f in SOURCES)
 _PACKAGE = {m: f.split("/", 1)[0] for m, f in zip(MODULES, SOURCES)}
 _SRC = Path(__file__).resolve().parents[1]
@@ -141,7 +142,7 @@ def build(force: bool = False) -> tuple[bool, str]:
 
 
 def load(name: str):
-    """A compiled module outside ``dm_core.binlog`` (``sqltext``), or None while the build is
+    """A compiled module outside ``dm_core.binlog`` (``sqltext``, ``jobplan``), or None while the build is
     not active (the caller keeps its pure-Python path). Loaded by file: the package's own path
     stays as it is."""
     if not active:

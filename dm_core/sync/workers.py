@@ -20,6 +20,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
 
+from dm_core.binlog import compiled
 from dm_core.errors import ErrorCode
 from dm_core.sync.applier import Applier
 from dm_core.sync.causality import Causality
@@ -30,6 +31,10 @@ from dm_core.sync.keyless_ledger import KEYLESS
 from dm_core.sync.merger import merge, regroup
 
 MAX_WORKERS = 32
+
+# compaction, causality, regrouping and merging in C for the common case (dm_core/sync/jobplan.pyx)
+# while the compiled build is active; each stage falls back to its Python twin for other batches
+jobplan = compiled.load("jobplan")
 
 
 _CHECKS_OFF = Stmt("SET SESSION foreign_key_checks = 0", ())
@@ -54,6 +59,11 @@ def refuse_key_updates(jobs: list[RowJob]) -> None:
                 f"safe-mode update with foreign_key_checks=1 and PK/UK changes is not supported "
                 f"(`{j.target.schema}`.`{j.target.table}` row with key {j.key_before()}): "
                 f"delete+replace may break foreign key constraints and cascade operations")
+
+
+def _twin(stage: str, jobs: list[RowJob], *args):
+    """The compiled stage's result, or None (no build, or a job outside its common case)."""
+    return getattr(jobplan, stage)(jobs, *args) if jobplan is not None else None
 
 
 class WorkerPool:
@@ -87,9 +97,14 @@ class WorkerPool:
         if not jobs:
             return
         if self._compact:
-            jobs = compact(jobs)
+            jobs = _twin("compact", jobs) or compact(jobs)
         if self.n == 1:
             self._applier(0).apply(self._merge(jobs))
+            return
+        rounds = _twin("spread", jobs, self.n)
+        if rounds is not None:
+            for queues in rounds:
+                self._run(queues)
             return
         causality = Causality(self.n)
         queues: list[list[RowJob]] = [[] for _ in range(self.n)]
@@ -126,8 +141,9 @@ class WorkerPool:
                 out.extend(merge(list(run), multiple_rows=False))
             return out + marks
         if self._multiple_rows:
-            jobs = regroup(jobs)
-        return merge(jobs, multiple_rows=self._multiple_rows) + marks
+            jobs = _twin("regroup", jobs) or regroup(jobs)
+            return (_twin("merge", jobs) or merge(jobs, multiple_rows=True)) + marks
+        return merge(jobs, multiple_rows=False) + marks
 
     def close(self) -> None:
         if self._ledger is not None:
