@@ -32,13 +32,23 @@ cdef class _Table:
 
 cdef class _Tables:
     # id(TargetTable) → _Table, or None when the table is outside the case; the jobs hold the tables
-    # alive for as long as one call lasts
+    # alive for as long as one call lasts. The last table asked for is answered without the dict:
+    # a batch's jobs come in runs of one table.
     cdef dict by_id
+    cdef object last_t
+    cdef _Table last
 
     def __cinit__(self):
         self.by_id = {}
 
     cdef _Table get(self, object t):
+        if t is self.last_t:
+            return self.last
+        self.last = self._get(t)
+        self.last_t = t
+        return self.last
+
+    cdef _Table _get(self, object t):
         cdef _Table info
         got = self.by_id.get(id(t), _NO)
         if got is not _NO:
