@@ -16,14 +16,14 @@ from typing import Callable
 from dm_core.binlog import compiled
 from dm_core.binlog import events as ev
 from dm_core.binlog.decode import (BINARY_COLLATION, UTC_CACHE, UnsupportedColumn, cached_reader, utc_miss,
-                                   invalid_datetime, json_value, make_set, read_date, read_datetime, read_time,
+                                   invalid_datetime, json_value, read_date, read_datetime, read_time,
                                    read_timestamp, text_or_bytes)
 from dm_core.binlog.txn import RowChange
 
 # The kinds the compiled decoder reads, in its ``KINDS`` order.
 ROW_KINDS = ("absent", "int8", "uint8", "int16", "uint16", "int24", "uint24", "int32", "uint32",
              "int64", "uint64", "float", "double", "year", "decimal", "datetime2", "timestamp2", "date",
-             "call", "enum", "set", "utf8", "bytes", "codec", "binary", "geometry", "json")
+             "call", "enum", "set", "utf8", "bytes", "codec", "binary", "geometry", "json", "time2")
 _K = {name: i for i, name in enumerate(ROW_KINDS)}
 _INT_KIND = {ev.T_TINY: ("int8", "uint8", 1), ev.T_SHORT: ("int16", "uint16", 2),
              ev.T_INT24: ("int24", "uint24", 3), ev.T_LONG: ("int32", "uint32", 4),
@@ -77,13 +77,13 @@ def _column_plan(c: ev.ColumnDef, codec_of: Callable) -> tuple[str, int, int, ob
     if t == ev.T_TIMESTAMP2:
         return "timestamp2", c.scale, 0, (UTC_CACHE, utc_miss)
     if t == ev.T_TIME2:
-        return "call", 3 + (c.scale + 1) // 2, 0, cached_reader("time2", c.scale)
+        return "time2", 3 + (c.scale + 1) // 2, c.scale, None
     if t == ev.T_BIT:
         return "call", (c.length + 7) // 8, 0, cached_reader("bit", c.length)
     if t == ev.T_ENUM:
         return "enum", c.length, 0, None if c.values is None else ("",) + tuple(c.values)
     if t == ev.T_SET:
-        return "set", c.length, 0, None if c.values is None else make_set(c.values)
+        return "set", c.length, 0, None if c.values is None else tuple(c.values)
     if t in (ev.T_VARCHAR, ev.T_STRING, ev.T_BLOB):
         prefix = c.length if t == ev.T_BLOB else 2 if c.length > 255 else 1
         if t == ev.T_STRING and c.collation == BINARY_COLLATION:

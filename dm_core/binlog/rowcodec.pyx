@@ -20,15 +20,16 @@ Protocol:
 Guarantee: the values, their types and the errors for values Python refuses (bad UTF-8, an ENUM
 index past its members) are the generated decoders' (``tests/unit/test_binlog_rowcodec.py`` holds
 the two to each other, value by value); wherever a value is rare or may be invalid (a zero or
-invalid date, a DECIMAL group past its digits, TIME, BIT, SET, JSON), the Python helper of the
-generated code reads it. A row that runs past the event raises ``ValueError`` here, where the
+invalid date, a DECIMAL group past its digits, the old TIME, BIT, JSON), the Python helper of the
+generated code reads it; TIME2 and SET are read here (``decode.make_time2`` / ``make_set``). A row that runs past the event raises ``ValueError`` here, where the
 generated code would read past it.
 """
 
 from cpython.datetime cimport (import_datetime, datetime_new, date_new, PyDateTime_CheckExact,
                                PyDateTime_GET_YEAR, PyDateTime_GET_MONTH, PyDateTime_GET_DAY,
                                PyDateTime_DATE_GET_HOUR, PyDateTime_DATE_GET_MINUTE,
-                               PyDateTime_DATE_GET_SECOND)
+                               PyDateTime_DATE_GET_SECOND, timedelta_new)
+from cpython.number cimport PyNumber_Negative
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_DecodeASCII
 from libc.string cimport memcpy
@@ -39,7 +40,7 @@ import_datetime()
 # the kinds, in decode.ROW_KINDS order
 KINDS = ("absent", "int8", "uint8", "int16", "uint16", "int24", "uint24", "int32", "uint32",
          "int64", "uint64", "float", "double", "year", "decimal", "datetime2", "timestamp2", "date",
-         "call", "enum", "set", "utf8", "bytes", "codec", "binary", "geometry", "json")
+         "call", "enum", "set", "utf8", "bytes", "codec", "binary", "geometry", "json", "time2")
 
 cdef enum:
     K_ABSENT = 0
@@ -69,6 +70,7 @@ cdef enum:
     K_BINARY = 24
     K_GEOMETRY = 25
     K_JSON = 26
+    K_TIME2 = 27
 
 cdef int[10] DIG2BYTES = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4]
 cdef unsigned int[10] POW10 = [1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000,
@@ -104,6 +106,8 @@ cdef bint _sizes_fit(int kind, int a, int b) noexcept:
         return 1 <= a <= 4
     if kind == K_CALL:
         return a >= 0
+    if kind == K_TIME2:
+        return 0 <= b <= 6 and a == 3 + (b + 1) // 2
     return True
 
 
@@ -299,12 +303,53 @@ cdef class Image:
                         raise IndexError("tuple index out of range")   # as the generated code's lookup
                     v = (<tuple> self.aux[i])[x]
                 else:
-                    v = self.aux[i](x)
+                    v = _set_of(x, <tuple> self.aux[i])
+            elif k == K_TIME2:
+                if p + a > end:
+                    raise _past(p, end)
+                v = _time2(s + p, self.b[i])
+                p += a
             else:
                 raise ValueError(f"column {self.names[i]}: row kind {k} unknown")
             row[self.names[i]] = v
         pp[0] = p
         return row
+
+
+cdef set _set_of(unsigned long long mask, tuple members):
+    """A SET value: the members whose bit is set (decode.make_set)."""
+    cdef set out = set()
+    cdef Py_ssize_t j, n = min(len(members), 64)
+    for j in range(n):
+        if mask >> j & 1:
+            out.add(members[j])
+    return out
+
+
+cdef object _time2(const unsigned char* s, int fsp):
+    """TIME2 (decode.make_time2): 3 bytes big-endian offset by 0x800000 (sign, hour 10 bits, minute
+    6, second 6) and the fraction; a negative time with a fraction stores its integral part one
+    lower and the fraction as its complement."""
+    cdef int fb = (fsp + 1) // 2
+    cdef long long ip = <long long> _be(s, 3) - 0x800000, frac = 0, v, h
+    if fb == 3:
+        v = <long long> _be(s, 6) - 0x800000000000
+        ip = v >> 24      # arithmetic shift and mask: the floor split of Python's ints
+        frac = v & 0xFFFFFF
+    elif fb:
+        frac = <long long> _be(s + 3, fb)
+        if ip < 0 and frac:
+            ip += 1
+            frac -= 1 << (8 * fb)
+        frac *= 10000 if fb == 1 else 100
+    v = (ip << 24) + frac
+    if v < 0:
+        v = -v
+        h = v >> 24
+        return PyNumber_Negative(timedelta_new(0, <int> ((h >> 12 & 0x3FF) * 3600 + (h >> 6 & 63) * 60 + (h & 63)),
+                                               <int> (v & 0xFFFFFF)))
+    h = v >> 24
+    return timedelta_new(0, <int> ((h >> 12 & 0x3FF) * 3600 + (h >> 6 & 63) * 60 + (h & 63)), <int> (v & 0xFFFFFF))
 
 
 cdef inline int _micro(unsigned long long x, int fsp) noexcept:

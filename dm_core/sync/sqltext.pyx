@@ -9,16 +9,18 @@ Protocol: ``literal.Renderer`` splits a template once at its ``%s`` placeholders
 ``%``) and hands the pieces and the values here; ``Filler(quote, by_type, literal)`` holds the
 connection's quoting (mysqlclient's ``string_literal``, the C ``mysql_real_escape_string``) and
 the Renderer's own conversions. Integers, booleans, ``None``, floats, ``Decimal``, naive
-``datetime`` and ``date`` and ``bytes`` are written here; strings are quoted by the driver as in
-Python; every other type (and subclasses of these) goes through the Renderer's table, so the
-bytes are the Python path's, value for value (``tests/integration/test_sqltext.py``).
+``datetime``, ``date``, ``timedelta`` (TIME) and ``bytes`` are written here; strings and SET
+members are quoted by the driver as in Python; every other type (and subclasses of these) goes
+through the Renderer's table, so the bytes are the Python path's, value for value
+(``tests/unit/test_sync_sqltext.py``).
 """
 
 from cpython.datetime cimport (import_datetime, PyDateTime_CheckExact, PyDate_CheckExact,
                                PyDateTime_GET_YEAR, PyDateTime_GET_MONTH, PyDateTime_GET_DAY,
                                PyDateTime_DATE_GET_HOUR, PyDateTime_DATE_GET_MINUTE,
                                PyDateTime_DATE_GET_SECOND, PyDateTime_DATE_GET_MICROSECOND,
-                               datetime_tzinfo)
+                               datetime_tzinfo, PyDelta_CheckExact, PyDateTime_DELTA_GET_DAYS,
+                               PyDateTime_DELTA_GET_SECONDS, PyDateTime_DELTA_GET_MICROSECONDS)
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject_Format
@@ -84,6 +86,10 @@ cdef class Filler:
             return b"_binary" + self.quote(v)
         if t is bool:
             return b"1" if v else b"0"
+        if PyDelta_CheckExact(v) and -1000000 < PyDateTime_DELTA_GET_DAYS(v) < 1000000:
+            return _span(v)
+        if t is set or t is frozenset:
+            return self.quote(",".join(sorted(v)))
         f = self.by_type.get(t)
         return f(v) if f is not None else self.literal(v)
 
@@ -103,3 +109,21 @@ cdef class Filler:
     def fill_rows(self, tuple parts, list rows):
         """``fill`` for each row of a multi-row statement."""
         return [self.fill(parts, p) for p in rows]
+
+
+cdef bytes _span(object v):
+    """A TIME literal, '[-]H:MM:SS[.ffffff]', as ``literal.Renderer``'s span writes it (days small
+    enough that the microseconds fit a long long)."""
+    cdef char[64] buf
+    cdef int n
+    cdef long long us = (<long long> PyDateTime_DELTA_GET_DAYS(v) * 86400 + PyDateTime_DELTA_GET_SECONDS(v)) * 1000000 \
+        + PyDateTime_DELTA_GET_MICROSECONDS(v)
+    cdef const char* sign = "-" if us < 0 else ""
+    if us < 0:
+        us = -us
+    cdef long long secs = us // 1000000, frac = us % 1000000
+    if frac:
+        n = snprintf(buf, 64, "'%s%lld:%02lld:%02lld.%06lld'", sign, secs // 3600, secs // 60 % 60, secs % 60, frac)
+    else:
+        n = snprintf(buf, 64, "'%s%lld:%02lld:%02lld'", sign, secs // 3600, secs // 60 % 60, secs % 60)
+    return PyBytes_FromStringAndSize(buf, n)

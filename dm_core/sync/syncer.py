@@ -538,8 +538,7 @@ class Syncer:
     def _row_gate(self, txn: Txn):
         """Rows of tables a shard DDL rewind already applied are skipped (shard_sync.py), and those
         of tables the full phase read again later (keyless_ledger.py ``reread_gate``)."""
-        # a piece: a position inside its transaction
-        again = self.ledger.reread_gate(txn.inside or txn.end) if self.ledger.reread else None
+        again = self.ledger.reread_gate(txn.inside or txn.end) if self.ledger.reread else None   # inside: a piece
         if not self.shard.row_gate(txn.start):
             return again
         return lambda table: self.shard.skip_row(table, txn.start) or (again is not None and again(table))

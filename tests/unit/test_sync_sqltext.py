@@ -63,6 +63,10 @@ VALUES = [
     dt.datetime(9999, 12, 31, 1, 2, 3), dt.datetime(2024, 1, 1, 12, tzinfo=_Zone()),
     dt.date(2024, 2, 29), dt.date(1, 1, 1), dt.date(987, 6, 5),
     dt.timedelta(hours=-838, minutes=-59, seconds=-59), dt.timedelta(seconds=-1, microseconds=500000),
+    dt.timedelta(0), dt.timedelta(microseconds=1), dt.timedelta(microseconds=-1), dt.timedelta(hours=838, seconds=59.5),
+    dt.timedelta(days=34, hours=22, minutes=59, seconds=59, microseconds=999999), dt.timedelta(days=-1),
+    dt.timedelta(days=999999, seconds=1), dt.timedelta(days=-999999, microseconds=3), dt.timedelta.max, dt.timedelta.min,
+    {"it's", "b\\"}, frozenset(),
     {"k": [1, "é", None]}, [1, 2.5, {"a": "b"}], JsonText("null"), {"c", "a"}, set(), frozenset({"b"}),
     Bits("0101"), _Str("sub'class"), _Int(42), _Color.RED, ValueError("odd value"),
 ]
