@@ -342,7 +342,7 @@ cdef object _time2(const unsigned char* s, int fsp):
             ip += 1
             frac -= 1 << (8 * fb)
         frac *= 10000 if fb == 1 else 100
-    v = (ip << 24) + frac
+    v = ip * 0x1000000 + frac
     if v < 0:
         v = -v
         h = v >> 24

@@ -7,6 +7,8 @@ One batch at a time (the apply queue (apply_queue.py) calls ``apply`` in order):
    work is executed first (a flush), then the job is placed afresh;
 3. each worker ``regroup``s and ``merge``s its queue into statements (``syncers.multiple-rows``)
    and runs them in one transaction on its own connection, in parallel with the others.
+Steps 1-3 run in C (jobplan.pyx) for batches of tables keyed by one int column whose rows stand
+apart, with the same result; any other batch takes the Python stages.
 Rows of tables without a unique key go through the keyless ledger (keyless_ledger.py): a
 replay drops what it says is downstream already, and all of a batch's such rows share one
 worker, whose transaction also records them in the ledger.
