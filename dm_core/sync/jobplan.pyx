@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """A batch's row jobs compacted, spread over the workers, regrouped and merged in C: the compiled
 twin of ``compactor.compact``, ``causality.Causality``'s loop in ``workers.WorkerPool.apply``,
-``merger.regroup`` and ``merger.merge`` (those modules state the rules; this one follows them).
+``merger.regroup`` and ``merger.merge`` (those modules state the rules; this one follows them,
+and calls ``compactor._split`` / ``_merge`` and ``merger._flush`` for the jobs they build).
 
 Why: after the binlog is decoded, these four stages cost 2-3 us a job each in Python, a quarter to
 a third of the sync's CPU in the process whose GIL bounds the incremental phase (docs/benchmarks.md,
@@ -16,7 +17,7 @@ caller runs the Python stage on the whole input instead: the output is always th
 job for job and worker for worker (``tests/unit/test_sync_jobplan.py`` holds the two to each other).
 """
 
-from dm_core.sync.job import RowJob
+from dm_core.sync import compactor as _compactor
 from dm_core.sync import merger as _merger
 
 cdef str INSERT = "insert", UPDATE = "update", DELETE = "delete"
@@ -66,6 +67,14 @@ cdef class _Tables:
         self.by_id[id(t)] = info
         return info
 
+    cdef tuple keys_of(self, object job):
+        """(the job's table, its before key, its after key), or None when it is outside the case."""
+        info = self.get(job.target)
+        if info is None:
+            return None
+        ks = _keys(job, info)
+        return None if ks is None else (info, ks[0], ks[1])
+
 
 cdef inline object _kv(object row, object col):
     """The row's key value, or _NO when it is not an int (None for a missing image)."""
@@ -96,20 +105,19 @@ def compact(list jobs):
     cdef dict slots
     cdef list buffer = []
     cdef object kb = None, ka = None
-    cdef Py_ssize_t at
     for job in jobs:
         t = job.target
-        info = tables.get(t)
-        ks = _keys(job, info) if info is not None else None
-        if ks is None:
+        got = tables.keys_of(job)
+        if got is None:
             return None
-        kb, ka = ks
+        info, kb, ka = got
         slots = slots_by_name.get(info.name)
         if slots is None:
             slots = slots_by_name[info.name] = {}
         if job.op == UPDATE and kb != ka:   # the key moves: DELETE of the old row + INSERT of the new
-            _place(buffer, slots, RowJob(DELETE, t, job.before, None, job.safe, job.pos), kb)
-            _place(buffer, slots, RowJob(INSERT, t, None, job.after, job.safe, job.pos), ka)
+            gone, made = _compactor._split(job)
+            _place(buffer, slots, gone, kb)
+            _place(buffer, slots, made, ka)
         else:
             _place(buffer, slots, job, kb if kb is not None else ka)
     return [j for j in buffer if j is not None]
@@ -118,29 +126,10 @@ def compact(list jobs):
 cdef inline void _place(list buffer, dict slots, object part, object key):
     prev_at = slots.get(key)
     if prev_at is not None:
-        part = _merge(buffer[<Py_ssize_t>prev_at], part)
+        part = _compactor._merge(buffer[<Py_ssize_t>prev_at], part)   # the rule table, per merge only
         buffer[<Py_ssize_t>prev_at] = None
     slots[key] = len(buffer)
     buffer.append(part)
-
-
-cdef object _merge(object prev, object cur):
-    """``compactor._merge``: the one job equal to ``prev`` then ``cur`` on the same key."""
-    safe = prev.safe or cur.safe
-    t, pos = cur.target, cur.pos
-    op, pop = cur.op, prev.op
-    if op == UPDATE:
-        if pop == INSERT:
-            return RowJob(INSERT, t, None, cur.after, safe, pos)
-        if pop == UPDATE:
-            return RowJob(UPDATE, t, prev.before, cur.after, safe, pos)
-        return RowJob(UPDATE, t, cur.before, cur.after, safe, pos)
-    if op == INSERT:
-        if pop == DELETE:
-            return RowJob(INSERT, t, None, cur.after, True, pos)
-        return RowJob(INSERT, t, None, cur.after, safe, pos)
-    before = prev.before if pop == UPDATE else cur.before
-    return RowJob(DELETE, t, before, None, safe, pos)
 
 
 def spread(list jobs, int n):
@@ -156,11 +145,10 @@ def spread(list jobs, int n):
     cdef object kb = None, ka = None, w
     cdef Py_ssize_t owner
     for job in jobs:
-        info = tables.get(job.target)
-        ks = _keys(job, info) if info is not None else None
-        if ks is None:
+        got = tables.keys_of(job)
+        if got is None:
             return None
-        kb, ka = ks
+        info, kb, ka = got
         own = owners.get(info.ident)
         if own is None:
             own = owners[info.ident] = {}
@@ -208,11 +196,10 @@ def regroup(list jobs):
     cdef set s
     cdef object kb = None, ka = None
     for job in jobs:
-        info = tables.get(job.target)
-        ks = _keys(job, info) if info is not None else None
-        if ks is None:
+        got = tables.keys_of(job)
+        if got is None:
             return None
-        kb, ka = ks
+        info, kb, ka = got
         op = job.op
         if op != INSERT and op != UPDATE and op != DELETE:
             return None
@@ -277,11 +264,10 @@ def merge(list jobs, int max_rows=_merger.DEFAULT_MAX_ROWS):
     builder = _merger._builder
     for job in jobs:
         t = job.target
-        info = tables.get(t)
-        ks = _keys(job, info) if info is not None else None
-        if ks is None:
+        got = tables.keys_of(job)
+        if got is None:
             return None
-        kb, ka = ks
+        info, kb, ka = got
         op = job.op
         if op == INSERT:
             kind = K_REPLACE if job.safe else K_INSERT
