@@ -101,7 +101,7 @@ class Renderer:
         self._text = text
         self._templates: dict[str, bytes] = {}
         self._pieces: dict[str, tuple[bytes, ...] | None] = {}
-        self._c = sqltext.Filler(quote, self._by_type, self.literal) if sqltext is not None else None
+        self._c = sqltext.Filler(quote, self._by_type, self.literal, _utf8(conn)) if sqltext is not None else None
 
     def literal(self, v) -> bytes:
         f = self._by_type.get(type(v))
@@ -197,6 +197,18 @@ def pack(head: bytes, parts: list[bytes], tail: bytes, cap: int, sep: bytes) -> 
         size += len(r) + len(sep)
     out.append(head + sep.join(cur) + tail)
     return out
+
+
+# connection character sets in which no byte of a multi-byte character is an ASCII byte, so
+# escaping byte by byte is exact (sqltext.pyx)
+UTF8_CHARSETS = frozenset({"utf8mb4", "utf8mb3", "utf8"})
+
+
+def _utf8(conn) -> bool:
+    try:
+        return conn.character_set_name() in UTF8_CHARSETS
+    except Exception:  # a connection that cannot say: the driver escapes
+        return False
 
 
 def _max_packet(conn) -> int:

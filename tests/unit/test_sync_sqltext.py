@@ -130,3 +130,60 @@ def test_multi_row_statements_match(renderer):
 def test_templates_and_argument_counts_behave_as_bytes_formatting(renderer, sql, params):
     c, py = _both(renderer, sql, params)
     assert c == py
+
+
+class _Counted:
+    """A connection whose driver quoting is counted: the C path's own escaping calls it only to ask
+    how the driver escapes (one call per statement), never per value."""
+
+    def __init__(self, quote, charset="utf8mb4"):
+        self.calls = 0
+        self._quote, self._charset = quote, charset
+
+    def string_literal(self, v):
+        self.calls += 1
+        return self._quote(v)
+
+    def character_set_name(self):
+        return self._charset
+
+    cursor, execute, close = _Conn.cursor, _Conn.execute, _Conn.close
+
+
+def _doubling(v) -> bytes:
+    """The driver's quoting in a NO_BACKSLASH_ESCAPES session: quotes doubled, nothing else."""
+    b = v.encode() if isinstance(v, str) else bytes(v)
+    return b"'" + b.replace(b"'", b"''") + b"'"
+
+
+def _random_texts(seed: int, n: int):
+    rnd = random.Random(seed)
+    pool = b"\x00\n\r\x1a\"'\\%abc \x80\xbf\xc3\xe3\xf0\xff"
+    for _ in range(n):
+        raw = bytes(rnd.choice(pool) if rnd.random() < .7 else rnd.randrange(256) for _ in range(rnd.randrange(40)))
+        yield raw
+        yield raw.decode("utf-8", "replace") + rnd.choice(["", "日本", "🐬", "\ud800"])
+
+
+@pytest.mark.parametrize("charset, quote, asks, own", [
+    ("utf8mb4", _mysql.string_literal, True, True),
+    ("utf8mb3", _mysql.string_literal, True, True),
+    ("gbk", _mysql.string_literal, False, False),    # a trail byte may be 0x5C: the driver escapes
+    ("utf8mb4", _doubling, True, False),            # NO_BACKSLASH_ESCAPES: the driver quotes
+])
+def test_strings_escaped_in_c_only_where_that_is_exact(charset, quote, asks, own):
+    if compiled_build.forced_pure():
+        pytest.skip("SHARDFLOW_PURE_PYTHON=1: the Python path only")
+    conn = _Counted(quote, charset)
+    r = Renderer(conn)
+    values = list(_random_texts(7, 400)) + [v for v in VALUES if type(v) in (str, bytes, set, frozenset)]
+    conn.calls = 0
+    got = [_both(r, "SELECT %s, %s", (v, 1)) for v in values]
+    fast = conn.calls
+    for (c, py), v in zip(got, values):
+        assert c == py, v
+    surrogates = sum(isinstance(v, str) and "\ud800" in v for v in values)
+    # the Python path quotes each value; the C path asks once per statement (a UTF-8 connection),
+    # then quotes only what it cannot escape itself
+    c_calls = (len(values) if asks else 0) + (surrogates if own else len(values))
+    assert fast == len(values) + c_calls
