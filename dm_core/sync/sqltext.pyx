@@ -34,6 +34,7 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject_Format
 from cpython.unicode cimport PyUnicode_AsASCIIString
 from libc.stdio cimport snprintf
+from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
 
@@ -94,11 +95,85 @@ cdef class Filler:
     cdef dict by_type
     cdef bint own_escape   # the connection's character set allows escaping here (module docstring)
     cdef bint escape       # own_escape, and the driver escapes with backslashes right now
+    cdef char* buf         # the statement (or row) being written; reused, one Filler per connection
+    cdef Py_ssize_t cap, size
 
     def __cinit__(self, quote, dict by_type, literal, bint own_escape=False):
         self.quote, self.by_type, self.literal = quote, by_type, literal
         self.own_escape = own_escape
         self.escape = False
+        self.buf, self.cap, self.size = NULL, 0, 0
+
+    def __dealloc__(self):
+        free(self.buf)
+
+    cdef int _room(self, Py_ssize_t k) except -1:
+        cdef Py_ssize_t cap
+        cdef char* grown
+        if self.size + k > self.cap:
+            cap = max(2 * self.cap, self.size + k, 4096)
+            grown = <char*> realloc(self.buf, cap)
+            if grown == NULL:
+                raise MemoryError()
+            self.buf, self.cap = grown, cap
+        return 0
+
+    cdef int _put(self, const char* s, Py_ssize_t n) except -1:
+        self._room(n)
+        memcpy(self.buf + self.size, s, n)
+        self.size += n
+        return 0
+
+    cdef int _put_escaped(self, const unsigned char* s, Py_ssize_t n) except -1:
+        """' + s with every special byte backslash-escaped + ' (``_escaped``, into the buffer)."""
+        cdef Py_ssize_t i, j
+        cdef unsigned char e
+        self._room(2 * n + 2)
+        j = self.size
+        self.buf[j] = 39
+        j += 1
+        for i in range(n):
+            e = _ESC[s[i]]
+            if e:
+                self.buf[j] = 92
+                self.buf[j + 1] = e
+                j += 2
+            else:
+                self.buf[j] = s[i]
+                j += 1
+        self.buf[j] = 39
+        self.size = j + 1
+        return 0
+
+    cdef int _put_value(self, object v) except -1:
+        """``value(v)`` written into the buffer; the common types without a bytes object between."""
+        cdef type t = type(v)
+        cdef int overflow
+        cdef long long x
+        cdef Py_ssize_t n
+        cdef const char* u
+        cdef bytes b
+        if t is int:
+            x = PyLong_AsLongLongAndOverflow(v, &overflow)
+            if not overflow:
+                self._room(24)
+                self.size += snprintf(self.buf + self.size, 24, "%lld", x)
+                return 0
+        elif v is None:
+            return self._put("NULL", 4)
+        elif self.escape:
+            if t is str:
+                try:
+                    u = PyUnicode_AsUTF8AndSize(v, &n)
+                except UnicodeEncodeError:   # value() hands it to the driver, which refuses it
+                    pass
+                else:
+                    return self._put_escaped(<const unsigned char*> u, n)
+            elif t is bytes:
+                self._put("_binary", 7)
+                return self._put_escaped(<const unsigned char*> PyBytes_AS_STRING(v), len(v))
+        b = self.value(v)
+        return self._put(PyBytes_AS_STRING(b), len(b))
 
     cdef int _ask(self) except -1:
         self.escape = self.own_escape and self.quote("\\") == _BACKSLASHED
@@ -172,15 +247,18 @@ cdef class Filler:
 
     cdef bytes _fill(self, tuple parts, params):
         cdef Py_ssize_t i, n = len(params)
-        cdef list out
+        cdef bytes part
         if len(parts) != n + 1:
             raise TypeError("not enough arguments for format string" if len(parts) > n + 1
                             else "not all arguments converted during bytes formatting")
-        out = [parts[0]]
+        self.size = 0
+        part = parts[0]
+        self._put(PyBytes_AS_STRING(part), len(part))
         for i in range(n):
-            out.append(self.value(params[i]))
-            out.append(parts[i + 1])
-        return b"".join(out)
+            self._put_value(params[i])
+            part = parts[i + 1]
+            self._put(PyBytes_AS_STRING(part), len(part))
+        return PyBytes_FromStringAndSize(self.buf, self.size)
 
     def fill_rows(self, tuple parts, list rows):
         """``fill`` for each row of a multi-row statement."""
