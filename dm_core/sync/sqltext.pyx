@@ -6,12 +6,14 @@ GIL bounds the incremental phase (docs/benchmarks.md, "incremental"): a Python c
 then ``bytes %`` parsing the template again for every row.
 
 Protocol: ``literal.Renderer`` splits a template once at its ``%s`` placeholders (``%%`` read as
-``%``) and hands the pieces and the values here; ``Filler(quote, by_type, literal)`` holds the
+``%``) and hands the pieces and the values here; ``Filler(quote, by_type, literal, own_escape)`` holds the
 connection's quoting (mysqlclient's ``string_literal``, the C ``mysql_real_escape_string``) and
 the Renderer's own conversions. Integers, booleans, ``None``, floats, ``Decimal``, naive
 ``datetime``, ``date``, ``timedelta`` (TIME), ``bytes``, strings and SET members are written
 here; every other type (and subclasses of these) goes through the Renderer's table, so the bytes
-are the Python path's, value for value (``tests/unit/test_sync_sqltext.py``).
+are the Python path's, value for value (``tests/unit/test_sync_sqltext.py``). A row is written
+into one buffer the Filler keeps (a Filler per connection, so per worker thread), the common
+values straight into it, and leaves as one bytes object.
 
 Strings and byte strings are escaped here too when ``own_escape`` says the connection's
 character set is one where that is exact (UTF-8: no byte of a multi-byte character is below
