@@ -50,6 +50,7 @@ import_datetime()
 
 cdef object _Decimal = decimal.Decimal
 cdef str _F = "f"
+cdef Py_ssize_t KEEP_BYTES = 1 << 20   # the most buffer a Filler keeps between rows
 cdef bytes _BACKSLASHED = b"'\\\\'"   # the driver's quote of one backslash, while it escapes with backslashes
 
 # the character after the backslash for each byte mysql_real_escape_string escapes, else 0
@@ -58,36 +59,6 @@ for _i in range(256):
     _ESC[_i] = 0
 _ESC[0], _ESC[10], _ESC[13], _ESC[26] = ord("0"), ord("n"), ord("r"), ord("Z")
 _ESC[34], _ESC[39], _ESC[92] = ord('"'), ord("'"), ord("\\")
-
-
-cdef bytes _escaped(const char* prefix, Py_ssize_t np, const unsigned char* s, Py_ssize_t n):
-    """prefix + ' + s with every special byte backslash-escaped + '."""
-    cdef Py_ssize_t i, j, extra = 0
-    cdef unsigned char e
-    for i in range(n):
-        if _ESC[s[i]]:
-            extra += 1
-    out = PyBytes_FromStringAndSize(NULL, np + n + extra + 2)
-    cdef char* o = PyBytes_AS_STRING(out)
-    memcpy(o, prefix, np)
-    j = np
-    o[j] = 39
-    j += 1
-    if extra == 0:
-        memcpy(o + j, s, n)
-        j += n
-    else:
-        for i in range(n):
-            e = _ESC[s[i]]
-            if e:
-                o[j] = 92
-                o[j + 1] = e
-                j += 2
-            else:
-                o[j] = s[i]
-                j += 1
-    o[j] = 39
-    return out
 
 
 cdef class Filler:
@@ -127,7 +98,7 @@ cdef class Filler:
         return 0
 
     cdef int _put_escaped(self, const unsigned char* s, Py_ssize_t n) except -1:
-        """' + s with every special byte backslash-escaped + ' (``_escaped``, into the buffer)."""
+        """' + s with every special byte backslash-escaped + '."""
         cdef Py_ssize_t i, j
         cdef unsigned char e
         self._room(2 * n + 2)
@@ -148,12 +119,14 @@ cdef class Filler:
         return 0
 
     cdef int _put_value(self, object v) except -1:
-        """``value(v)`` written into the buffer; the common types without a bytes object between."""
+        """``value(v)`` written into the buffer; the common types without a bytes object between,
+        strings, byte strings and SET members escaped here while ``escape`` holds."""
         cdef type t = type(v)
         cdef int overflow
         cdef long long x
         cdef Py_ssize_t n
         cdef const char* u
+        cdef object text = v
         cdef bytes b
         if t is int:
             x = PyLong_AsLongLongAndOverflow(v, &overflow)
@@ -164,31 +137,24 @@ cdef class Filler:
         elif v is None:
             return self._put("NULL", 4)
         elif self.escape:
-            if t is str:
+            if t is bytes:
+                self._put("_binary", 7)
+                return self._put_escaped(<const unsigned char*> PyBytes_AS_STRING(v), len(v))
+            if t is set or t is frozenset:
+                text = ",".join(sorted(v))
+            if type(text) is str:
                 try:
-                    u = PyUnicode_AsUTF8AndSize(v, &n)
-                except UnicodeEncodeError:   # value() hands it to the driver, which refuses it
+                    u = PyUnicode_AsUTF8AndSize(text, &n)
+                except UnicodeEncodeError:   # a lone surrogate: value() hands it to the driver, which refuses it
                     pass
                 else:
                     return self._put_escaped(<const unsigned char*> u, n)
-            elif t is bytes:
-                self._put("_binary", 7)
-                return self._put_escaped(<const unsigned char*> PyBytes_AS_STRING(v), len(v))
         b = self.value(v)
         return self._put(PyBytes_AS_STRING(b), len(b))
 
     cdef int _ask(self) except -1:
         self.escape = self.own_escape and self.quote("\\") == _BACKSLASHED
         return 0
-
-    cdef bytes _text(self, str v, const char* prefix, Py_ssize_t np):
-        cdef Py_ssize_t n
-        cdef const char* u
-        try:
-            u = PyUnicode_AsUTF8AndSize(v, &n)
-        except UnicodeEncodeError:   # a lone surrogate: the driver refuses it as in Python
-            return prefix[:np] + self.quote(v)
-        return _escaped(prefix, np, <const unsigned char*> u, n)
 
     cdef bytes value(self, object v):
         cdef type t = type(v)
@@ -203,7 +169,7 @@ cdef class Filler:
             n = snprintf(buf, 64, "%lld", x)
             return PyBytes_FromStringAndSize(buf, n)
         if t is str:
-            return self._text(v, "", 0) if self.escape else self.quote(v)
+            return self.quote(v)
         if v is None:
             return b"NULL"
         if t is _Decimal:
@@ -229,16 +195,13 @@ cdef class Filler:
                 raise ValueError(f"{r} cannot be stored in MySQL")
             return PyUnicode_AsASCIIString(r)
         if t is bytes:
-            if self.escape:
-                return _escaped("_binary", 7, <const unsigned char*> PyBytes_AS_STRING(v), len(v))
             return b"_binary" + self.quote(v)
         if t is bool:
             return b"1" if v else b"0"
         if PyDelta_CheckExact(v) and -1000000 < PyDateTime_DELTA_GET_DAYS(v) < 1000000:
             return _span(v)
         if t is set or t is frozenset:
-            r = ",".join(sorted(v))
-            return self._text(r, "", 0) if self.escape else self.quote(r)
+            return self.quote(",".join(sorted(v)))
         f = self.by_type.get(t)
         return f(v) if f is not None else self.literal(v)
 
@@ -260,7 +223,11 @@ cdef class Filler:
             self._put_value(params[i])
             part = parts[i + 1]
             self._put(PyBytes_AS_STRING(part), len(part))
-        return PyBytes_FromStringAndSize(self.buf, self.size)
+        out = PyBytes_FromStringAndSize(self.buf, self.size)
+        if self.cap > KEEP_BYTES:   # a row of large values: its room is not kept for the next
+            free(self.buf)
+            self.buf, self.cap = NULL, 0
+        return out
 
     def fill_rows(self, tuple parts, list rows):
         """``fill`` for each row of a multi-row statement."""

@@ -187,3 +187,16 @@ def test_strings_escaped_in_c_only_where_that_is_exact(charset, quote, asks, own
     # then quotes only what it cannot escape itself
     c_calls = (len(values) if asks else 0) + (surrogates if own else len(values))
     assert fast == len(values) + c_calls
+
+
+def test_rows_after_a_large_one_are_written_afresh():
+    """A row over the buffer a connection keeps (1 MB) is written whole, and the rows after it
+    are not left with any of its bytes."""
+    if compiled_build.forced_pure():
+        pytest.skip("SHARDFLOW_PURE_PYTHON=1: the Python path only")
+    r = Renderer(_Counted(_mysql.string_literal))
+    shape = ("INSERT INTO `s`.`t` (`a`, `b`) VALUES ", "(%s, %s)", "")
+    rows = [(1, b"'\\" * 1_500_000), (2, "x"), (3, "日本" * 400_000), (4, None)]
+    fast = r._rows(shape, rows)
+    r._c = None
+    assert fast == r._rows(shape, rows)
