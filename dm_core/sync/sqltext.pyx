@@ -159,19 +159,13 @@ cdef class Filler:
     cdef bytes value(self, object v):
         cdef type t = type(v)
         cdef char[64] buf
-        cdef int n, overflow
-        cdef long long x
+        cdef int n
         cdef object f, r
+        # _put_value's fallback: ints reach it only past a long long, None never
         if t is int:
-            x = PyLong_AsLongLongAndOverflow(v, &overflow)
-            if overflow:
-                return b"%d" % v
-            n = snprintf(buf, 64, "%lld", x)
-            return PyBytes_FromStringAndSize(buf, n)
+            return b"%d" % v
         if t is str:
             return self.quote(v)
-        if v is None:
-            return b"NULL"
         if t is _Decimal:
             return PyUnicode_AsASCIIString(PyObject_Format(v, _F))
         if PyDateTime_CheckExact(v) and datetime_tzinfo(v) is None:
