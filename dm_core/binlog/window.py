@@ -237,6 +237,7 @@ _ENGINES_WORKAROUND = (
 
 _GTID = struct.Struct("<QIB")  # MariaDB GTID body: seq_no, domain_id, flags2
 _gtid_body = _GTID.unpack_from
+_STANDALONE = ev.GTID_FL_STANDALONE
 # Post-header lengths of the v4 format, until a FORMAT_DESCRIPTION says otherwise.
 _DEFAULT_POST_HEADER = {ev.QUERY: 13, ev.TABLE_MAP: 8, **{t: 8 for t in ev.ROWS - ev.ROWS_V2},
                         **{t: 10 for t in ev.ROWS_V2}}
@@ -511,7 +512,7 @@ def _mariadb_gtid(buf, s: int, sid: int, position: Position) -> tuple[Txn | None
     seen, or, flagged standalone, precedes a DDL (no Txn)."""
     seq, domain, flags2 = _gtid_body(buf, s + 19)
     gtid = f"{domain}-{sid}-{seq}"
-    if flags2 & ev.GTID_FL_STANDALONE:
+    if flags2 & _STANDALONE:
         return None, gtid
     return Txn(position, [], None, None, position, 0, gtid), gtid   # positional: per transaction
 
@@ -553,7 +554,7 @@ def _previous_gtids(buf, s: int, gstate: str | None, txn: Txn | None, position: 
 
 def _advance(state: str | None, gtid: str) -> str:
     """The GTID state after one more transaction (fast path: one replication domain)."""
-    if state is None or ("," not in state and state[:state.find("-")] == gtid[:gtid.find("-")]):
+    if state is None or ("," not in state and state.startswith(gtid[:gtid.find("-") + 1])):   # "d-": its domain
         return gtid
     return merge_gtid(state, gtid)
 

@@ -130,6 +130,7 @@ class _Window:
     safe_until: tuple | None = None     # the safe-mode exit point's key
     catch_up_until: tuple | None = None  # the full phase's high watermark's key (row_path: lenient rows)
     unrecorded: bool = False       # the first window records its start even if idle
+    batch_rows: int = 1            # rows that make a batch: DM's `batch` is per worker, a batch feeds every worker
 
     def flush(self, upto: Position, force: bool = False) -> None:
         """Hand the pending rows to the applier; ``force``: write the checkpoint too."""
@@ -316,9 +317,9 @@ class Syncer:
         high = Position(st["high_file"], int(st["high_pos"])) if st.get("high_file") else None
         return _Window(st, res, until, binlog, dconn, applier, [dconn, *closers],
                        ops=ops, held=held, pending=Batch(start), start=start, checkpoint=start,
-                       unrecorded=not st["binlog_file"],
-                       safe_until=safe_exit.key() if safe_exit is not None else None,
-                       catch_up_until=high.key() if high is not None else None)
+                       unrecorded=not st["binlog_file"], safe_until=safe_exit.key() if safe_exit is not None else None,
+                       catch_up_until=high.key() if high is not None else None,
+                       batch_rows=max(1, int(self.syncer_cfg.batch)) * max(1, int(self.syncer_cfg.worker_count)))
 
     def _give_up_replay(self, st: dict, op) -> dict | None:
         """`dmctl binlog skip` on HELD_ROWS_PURGED: the released tables' rows are gone from the
@@ -468,8 +469,7 @@ class Syncer:
         p.rows += len(txn.rows)
         p.txns += 0 if txn.more else 1   # a large transaction's pieces count once, at the last
         p.last_ts = txn.timestamp or p.last_ts
-        # DM's `batch` is per worker: a batch feeds every worker one transaction's worth
-        if p.rows >= max(1, int(self.syncer_cfg.batch)) * max(1, int(self.syncer_cfg.worker_count)):
+        if p.rows >= w.batch_rows:
             w.flush(txn.end)
         return True
 
