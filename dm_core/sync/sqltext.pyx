@@ -118,6 +118,23 @@ cdef class Filler:
         self.size = j + 1
         return 0
 
+    cdef int _put_int(self, long long x) except -1:
+        """``x`` in decimal digits (snprintf's "%lld" without its format parsing: ints are most
+        of a row's values)."""
+        cdef char[24] digits
+        cdef int i = 24
+        cdef unsigned long long u = (<unsigned long long> -(x + 1)) + 1 if x < 0 else <unsigned long long> x
+        while True:
+            i -= 1
+            digits[i] = c'0' + <char> (u % 10)
+            u = u // 10
+            if u == 0:
+                break
+        if x < 0:
+            i -= 1
+            digits[i] = c'-'
+        return self._put(digits + i, 24 - i)
+
     cdef int _put_value(self, object v) except -1:
         """``value(v)`` written into the buffer; the common types without a bytes object between,
         strings, byte strings and SET members escaped here while ``escape`` holds."""
@@ -131,9 +148,7 @@ cdef class Filler:
         if t is int:
             x = PyLong_AsLongLongAndOverflow(v, &overflow)
             if not overflow:
-                self._room(24)
-                self.size += snprintf(self.buf + self.size, 24, "%lld", x)
-                return 0
+                return self._put_int(x)
         elif v is None:
             return self._put("NULL", 4)
         elif self.escape:
