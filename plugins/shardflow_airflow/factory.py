@@ -119,7 +119,7 @@ def build_dags(task_file: Path) -> dict:
                 )
             if task.shard_mode:
                 ShardDDLCoordinatorSensor(
-                    task_id="coordinate_shard_ddl", task_file=path, mode="reschedule", poke_interval=5,
+                    task_id="coordinate_shard_ddl", task_file=path, mode="poke", poke_interval=2,
                     timeout=datetime.timedelta(days=3650).total_seconds(), retries=1000,
                     retry_delay=datetime.timedelta(seconds=10),
                 )

@@ -164,6 +164,13 @@ class ShardDDLCoordinatorSensor(BaseSensorOperator):
     they changed (``locks_news``). Succeeds when the task is stopped or the run belongs to an
     earlier start, like the sources' sensors.
 
+    It runs in poke mode, one process for as long as the task syncs, as the sources' sensors do:
+    in reschedule mode every poke started a task process and parsed the DAG file (2-3 CPU-s on a
+    2-core machine, a poke every 5 s: a tenth of a core per shard task while nothing happens), and
+    a lock waited for that start before it was settled. The price is one more worker slot per
+    task in shard mode. The mirror is written only when the locks changed, so an idle poke costs
+    the API server nothing.
+
     :param task_file: path of the DM task file (templated)
     """
 
@@ -173,13 +180,16 @@ class ShardDDLCoordinatorSensor(BaseSensorOperator):
     def __init__(self, *, task_file: str, **kwargs: Any):
         super().__init__(**kwargs)
         self.task_file = task_file
+        self._task = None
+        self._mirrored: str | None = None   # the locks' JSON this process last mirrored
 
     def poke(self, context) -> bool:
         from dm_core.shardddl import coordinator as admin
-
         from dm_core.state import lifecycle
 
-        task = runtime.load_task(self.task_file, self.log)
+        if self._task is None:   # the file of the start that began this run, as the sources' sensors keep
+            self._task = runtime.load_task(self.task_file, self.log)
+        task = self._task
         with runtime.open_store() as store:
             gate = lifecycle.gate(store.task_info(task.name), None, runtime.run_generation(context))
             if gate.state == lifecycle.STOPPED:
@@ -188,14 +198,18 @@ class ShardDDLCoordinatorSensor(BaseSensorOperator):
             locks = admin.coordinate(task, store)
         shown = [admin.summary(lk) for lk in locks]
         text = json.dumps(shown, default=str, sort_keys=True)
+        if text == self._mirrored:
+            return False
         context["ti"].xcom_push(key="locks", value=shown)
         name = f"shardflow_{task.name}_ddl_locks"
         from airflow.sdk import Variable
 
-        try:
-            before = Variable.get(name, default=None)
-        except Exception:  # unknown: say it all again
-            before = None
+        before = self._mirrored
+        if before is None:   # this process's first poke: what an earlier process mirrored
+            try:
+                before = Variable.get(name, default=None)
+            except Exception:  # unknown: say it all again
+                before = None
         news = locks_news(before, text)
         if news == "changed":
             self.log.info("shard DDL locks of task %s:\n%s", task.name, admin.render(locks))
@@ -206,13 +220,15 @@ class ShardDDLCoordinatorSensor(BaseSensorOperator):
                 Variable.set(name, text)
             except Exception as e:  # the mirror is a convenience; coordination must not stop for it
                 self.log.warning("could not update the DDL locks Variable: %s", e)
+                return False   # tried again at the next poke
+        self._mirrored = text
         return False
 
 
 def locks_news(before: str | None, now: str) -> str | None:
     """What a coordinator poke logs, given the locks the last poke mirrored (``before``, the
     Variable's JSON, None if unknown) and the ones now: "changed" (the lock table), "resolved"
-    (none left), or None. Pokes come every 5 s in one task log: an unchanged lock table is shown
+    (none left), or None. Pokes come every 2 s in one task log: an unchanged lock table is shown
     once, when it changed, not on every poke.
 
     >>> locks_news(None, '[{"id": "a"}]'), locks_news('[{"id": "a"}]', '[{"id": "a"}]')

@@ -1,5 +1,5 @@
 """What the shard DDL coordinator's pokes log (plugins/shardflow_airflow/sensors.py ``locks_news``):
-pokes come every 5 s into one task log, so a lock table is shown when it changes, not every poke."""
+pokes come every 2 s into one task log, so a lock table is shown when it changes, not every poke."""
 
 import pytest
 
