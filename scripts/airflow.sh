@@ -3,18 +3,19 @@
 #   scripts/airflow.sh up|down|status
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/pid_alive.sh"
 . "$ROOT/scripts/airflow_env.sh"
 PIDF=$AIRFLOW_HOME/standalone.pid
 LOG=$AIRFLOW_HOME/standalone.log
 
-alive() { [ -f "$PIDF" ] && kill -0 "$(cat "$PIDF")" 2>/dev/null; }
+alive() { [ -f "$PIDF" ] && pid_alive "$(cat "$PIDF")"; }
 
 case "${1:-}" in
   up)
     mkdir -p "$AIRFLOW_HOME"
     if alive; then echo "[airflow] already running on $AIRFLOW__API__BASE_URL"; exit 0; fi
     "$ROOT/scripts/stack.sh" status >/dev/null || { echo "[airflow] the stack is down: run make stack-up first"; exit 1; }
-    if [ -f "$AIRFLOW_HOME/celery/scheduler.pid" ] && kill -0 "$(cat "$AIRFLOW_HOME/celery/scheduler.pid")" 2>/dev/null; then
+    if [ -f "$AIRFLOW_HOME/celery/scheduler.pid" ] && pid_alive "$(cat "$AIRFLOW_HOME/celery/scheduler.pid")"; then
       echo "[airflow] the Celery Airflow runs on this stack (make airflow-celery-up): make airflow-celery-down first"; exit 1
     fi
     airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -20 "$AIRFLOW_HOME/migrate.log"; exit 1; }
@@ -36,7 +37,7 @@ case "${1:-}" in
     if alive; then
       pid=$(cat "$PIDF")
       kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid"
-      for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+      for _ in $(seq 1 30); do pid_alive "$pid" || break; sleep 1; done
       kill -KILL -- "-$pid" 2>/dev/null || true
       echo "[airflow] stopped"
     fi

@@ -25,6 +25,7 @@
 #   scripts/airflow_celery.sh pids N           worker N's process and every process under it
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/pid_alive.sh"
 STACK_WORKER=${SHARDFLOW_STACK_WORKER:-0}   # (airflow_env.sh sets it to 0: the ports it prints are this stack's)
 WORKERS=${SHARDFLOW_CELERY_WORKERS:-2}
 CONCURRENCY=${SHARDFLOW_CELERY_CONCURRENCY:-24}
@@ -63,7 +64,7 @@ BROKER_FILE=$DIR/broker_url
 log() { printf '[airflow-celery] %s\n' "$*"; }
 
 pidf() { echo "$DIR/$1.pid"; }
-alive() { local f; f=$(pidf "$1"); [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; }
+alive() { local f; f=$(pidf "$1"); [ -f "$f" ] && pid_alive "$(cat "$f")"; }
 
 descendants() {  # pid: the pid and every process below it
   local all
@@ -147,7 +148,7 @@ case "${1:-}" in
   up)
     mkdir -p "$DIR"
     "$ROOT/scripts/stack.sh" status >/dev/null || { log "the stack is down: run make stack-up first"; exit 1; }
-    if [ -f "$AIRFLOW_HOME/standalone.pid" ] && kill -0 "$(cat "$AIRFLOW_HOME/standalone.pid")" 2>/dev/null; then
+    if [ -f "$AIRFLOW_HOME/standalone.pid" ] && pid_alive "$(cat "$AIRFLOW_HOME/standalone.pid")"; then
       log "airflow standalone runs on this stack (make airflow-up): make airflow-down first"; exit 1
     fi
     ensure_redis

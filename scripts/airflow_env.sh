@@ -24,8 +24,9 @@ export AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL=${AIRFLOW__DAG_PROCESSO
 export AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT=1200
 # a SIGKILLed task is noticed and retried within a minute, not five
 export AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=${AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT:-60}
-# after a restart, tasks the dead scheduler had queued are reset within a minute, not five
-export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL=${AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL:-60}
+# after a restart, the tasks of the dead scheduler are reset (and the sources resume) at the first
+# check after its heartbeat is 30 s old: within 45 s of its death, not five minutes (one query a check)
+export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL=${AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL:-15}
 # on a loaded 2-core machine the API server answers a task's first call in more than the
 # default 5 s, and the task fails before it starts
 export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-30}

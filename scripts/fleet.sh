@@ -10,6 +10,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/pid_alive.sh"
 FLEET_DIR=${SHARDFLOW_FLEET_DIR:-$ROOT/.fleet}
 BASE_PORT=${SHARDFLOW_FLEET_PORT:-21000}
 ROW_METADATA=${SHARDFLOW_FLEET_ROW_METADATA:-FULL}
@@ -30,7 +31,7 @@ port_of() { echo $((BASE_PORT + $1 - 1)); }
 
 alive() {  # i
   local pidf="$FLEET_DIR/up$1/mariadbd.pid"
-  [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null
+  [ -f "$pidf" ] && pid_alive "$(cat "$pidf")"
 }
 
 sql_root() {  # port sql
@@ -84,7 +85,7 @@ stop_one() {  # i
   alive "$1" || return 0
   pid=$(cat "$pidf")
   kill "$pid"
-  for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.5; done
+  for _ in $(seq 1 60); do pid_alive "$pid" || return 0; sleep 0.5; done
   kill -9 "$pid" 2>/dev/null || true
 }
 

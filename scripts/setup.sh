@@ -6,7 +6,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 APT_PKGS=(mariadb-server mariadb-client postgresql openjdk-17-jre-headless libmariadb-java mydumper
           default-libmysqlclient-dev pkg-config build-essential python3-venv python3-dev
-          docker-compose curl chromium percona-toolkit prometheus
+          docker-compose curl procps chromium percona-toolkit prometheus
           redis-server)  # prometheus: promtool tests DM's alert rules; redis-server: the Celery broker (make airflow-celery-up)
 
 missing=()

@@ -8,6 +8,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/pid_alive.sh"
 # SHARDFLOW_STACK_WORKER=N (N >= 1): the stack of test worker N (`make test` runs the suite on
 # several workers, each with a stack of its own): every port N*100 higher, its own directory.
 WORKER=${SHARDFLOW_STACK_WORKER:-0}
@@ -35,7 +36,7 @@ as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 
 mysqld_alive() { # name port
   local pidf="$STACK_DIR/$1/mariadbd.pid"
-  [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null
+  [ -f "$pidf" ] && pid_alive "$(cat "$pidf")"
 }
 
 sql_root() { # port sql
@@ -86,7 +87,7 @@ mysqld_down() { # name
   if mysqld_alive "$1"; then
     local pid; pid=$(cat "$pidf")
     kill "$pid"
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    for _ in $(seq 1 60); do pid_alive "$pid" || break; sleep 0.5; done
     kill -9 "$pid" 2>/dev/null || true
     log "$1 stopped"
   fi

@@ -324,7 +324,8 @@ def test_airflow_killed_mid_sync_resumes_every_source_from_its_checkpoint(mig, s
     t = threading.Thread(target=writer)
     t.start()
     try:
-        time.sleep(15)
+        # mid-sync: the writer's rows are arriving downstream
+        _wait_for(lambda: mig.count("restart-1") == 2 * len(mig.shards), 120, "the writer's rows to sync")
         pid = int((home / "standalone.pid").read_text())
         victims = _task_processes(str(home))
         os.killpg(pid, signal.SIGKILL)  # scheduler, executor, API server, dag-processor, triggerer
@@ -333,15 +334,14 @@ def test_airflow_killed_mid_sync_resumes_every_source_from_its_checkpoint(mig, s
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        time.sleep(5)
-        shown = mig.status()
-        assert shown.get("airflow_error") and all("Airflow could not be asked" in s["message"]
-                                                  for s in shown["sources"]), shown
+        shown = _wait_for(lambda: (lambda st: st if st.get("airflow_error") else None)(mig.status()), 60,
+                          "query-status to say Airflow cannot be asked")
+        assert all("Airflow could not be asked" in s["message"] for s in shown["sources"]), shown
         installed.write_text(started.replace("target-table: t\n", "target-table: t_moved\n"))
         r = subprocess.run([str(ROOT / "scripts" / "airflow.sh"), "up"], env=env, capture_output=True, text=True,
                            timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
-        time.sleep(15)
+        time.sleep(5)   # the writer goes on while the new scheduler starts
     finally:
         stop.set()
         t.join()
