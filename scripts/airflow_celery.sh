@@ -194,7 +194,7 @@ case "${1:-}" in
         redis-cli -h "${hostport%:*}" -p "${hostport#*:}" -n "$db" del "$k" >/dev/null
       done
     fi
-    if [ -f "$DIR/redis.pid" ] && kill -0 "$(cat "$DIR/redis.pid")" 2>/dev/null; then
+    if [ -f "$DIR/redis.pid" ] && pid_alive "$(cat "$DIR/redis.pid")"; then
       kill "$(cat "$DIR/redis.pid")"; log "redis-server stopped"
     fi
     rm -f "$DIR/redis.pid" "$BROKER_FILE"

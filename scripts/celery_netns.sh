@@ -14,6 +14,7 @@
 #   scripts/celery_netns.sh down KEY N DIR         the forwarders stopped, the veth and namespace deleted
 #   scripts/celery_netns.sh name KEY N             the namespace's name (for `ip netns exec`)
 set -euo pipefail
+. "$(dirname "$0")/pid_alive.sh"
 
 log() { printf '[celery-netns] %s\n' "$*"; }
 ns_of() { echo "shardflow-$KEY-w$1"; }
@@ -46,7 +47,7 @@ up() {  # n dir port...
 
 forward() {  # pidfile cmd...: one forwarder in a process group of its own (its per-connection children with it)
   local pidf=$1; shift
-  if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then return; fi
+  if [ -f "$pidf" ] && pid_alive "$(cat "$pidf")"; then return; fi
   setsid "$@" </dev/null >/dev/null 2>&1 &
   echo $! >"$pidf"
 }
