@@ -365,6 +365,18 @@ def catch_up(stack: Stack, text: str, end: Position, budget_events: int, budget_
                 "cpu": own.seconds["sync"], "compiled": compiled.reason if not compiled.active else "yes"}
 
 
+def start_task_at(store, up: Endpoint, text: str, start: Position) -> None:
+    """The bench's source and task registered afresh, the task running from a clean checkpoint at
+    ``start``: its exit point at it, so the run is not in safe mode for its first safe-mode-duration
+    seconds (dm_core/sync/safe_mode.py: a start with no exit point is)."""
+    store.put_source(SOURCE_ID, {"source-id": SOURCE_ID, "host": up.host, "port": up.port, "user": up.user},
+                     up.password)
+    reset_task(store, TASK_NAME)
+    store.put_task(TASK_NAME, text, "running")
+    store.update_source_state(TASK_NAME, SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos, stage="sync",
+                              safe_exit_file=start.file, safe_exit_pos=start.pos)
+
+
 def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, int], wl: Workload,
                   *, budget_events: int = 200_000, budget_seconds: float = 30.0, lag: bool = True,
                   timeout: float = 1800, syncer: dict | None = None) -> dict:
@@ -384,14 +396,7 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
     task = parse_task(text, f"<bench {TASK_NAME}>")
     start, end = w["start"], w["end"]
     with StateStore(stack.state_dsn) as store:
-        store.put_source(SOURCE_ID, {"source-id": SOURCE_ID, "host": up.host, "port": up.port, "user": up.user},
-                         up.password)
-        reset_task(store, TASK_NAME)
-        store.put_task(TASK_NAME, text, "running")
-        # a clean checkpoint: its exit point at it, so the run is not in safe mode for its first
-        # safe-mode-duration seconds (dm_core/sync/safe_mode.py: a start with no exit point is)
-        store.update_source_state(TASK_NAME, SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos, stage="sync",
-                                  safe_exit_file=start.file, safe_exit_pos=start.pos)
+        start_task_at(store, up, text, start)
         # the sync in a fresh process, as a sensor's task runs it: its memory is the sync's alone
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex, \
                 ServerCPU({"upstream": up.port, "downstream": down.port}) as servers:

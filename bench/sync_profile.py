@@ -34,7 +34,7 @@ import sys
 import time
 
 from bench import incremental as inc
-from bench.common import server_pids, stack_from_env, work_dir
+from bench.common import ServerCPU, stack_from_env, work_dir
 from bench.inc_workload import SCHEMA, SHARD_TABLES, Workload, checksum, fresh_table, raw_conn, write_workload
 from dm_core.db import master_position
 from dm_core.position import Position
@@ -77,30 +77,17 @@ def _still_last(rng: dict) -> None:
                  "run without --reuse to write a fresh one")
 
 
-def _cpu_of(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def sync(rng: dict, counted: bool) -> dict:
     """The tuned sync of ``rng`` in this process, from a clean checkpoint at its start."""
-    from dm_core.config.task import parse_task
-    from dm_core.reset import reset_task
     from dm_core.state import StateStore
 
     stack = stack_from_env()
     start, end = Position(*rng["start"]), Position(*rng["end"])
-    up, down = stack.up1, stack.down
+    down = stack.down
     fresh_table(down, SCHEMA)
     text = inc.task_yaml(down, inc.TUNED)
-    parse_task(text, "<sync_profile>")
     with StateStore(stack.state_dsn) as store:
-        store.put_source(inc.SOURCE_ID, {"source-id": inc.SOURCE_ID, "host": up.host, "port": up.port,
-                                         "user": up.user}, up.password)
-        reset_task(store, inc.TASK_NAME)
-        store.put_task(inc.TASK_NAME, text, "running")
-        store.update_source_state(inc.TASK_NAME, inc.SOURCE_ID, binlog_file=start.file, binlog_pos=start.pos,
-                                  stage="sync", safe_exit_file=start.file, safe_exit_pos=start.pos)
+        inc.start_task_at(store, stack.up1, text, start)
     if counted:  # what a window imports on first use would be counted as the sync's own work
         import dm_core
 
@@ -110,17 +97,15 @@ def sync(rng: dict, counted: bool) -> dict:
             except Exception:  # noqa: BLE001 - a module that needs what this process lacks is not on the path
                 pass
         subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True, check=True)
-    down_pid = server_pids([down.port]).get(down.port)
-    d0 = _cpu_of(down_pid) if down_pid else None
     t0, main0 = time.monotonic(), time.thread_time()
-    run = inc.catch_up(stack, text, end, 200_000, 30.0, 1800)
+    with ServerCPU({"downstream": down.port}) as servers:
+        run = inc.catch_up(stack, text, end, 200_000, 30.0, 1800)
     main = time.thread_time() - main0
     if counted:
         subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True, check=True)
     got = list(checksum(down, SCHEMA))
     return {**run, "wall": time.monotonic() - t0, "main_thread_cpu": main,
-            "downstream_cpu": _cpu_of(down_pid) - d0 if d0 is not None else None,
-            "rows_ok": got == rng["want"]}
+            "downstream_cpu": servers.seconds["downstream"], "rows_ok": got == rng["want"]}
 
 
 def stages(out_file: str) -> tuple[int, list[tuple[str, int | None]]]:
@@ -169,7 +154,7 @@ def main(argv=None) -> int:
             sys.exit(f"the sync under callgrind failed:\n{child.stderr[-3000:]}")
         r = json.loads(child.stdout.strip().splitlines()[-1])
     print(f"{rng['rows']:,} row events; sync {r['seconds']:.2f} s, process {r['cpu']:.1f} CPU-s (main thread "
-          f"{r['main_thread_cpu']:.1f}), downstream {r['downstream_cpu'] or 0:.1f} CPU-s, {r['windows']} window(s), "
+          f"{r['main_thread_cpu']:.1f}, with the run's set-up), downstream {r['downstream_cpu']:.1f} CPU-s, {r['windows']} window(s), "
           f"compiled: {r['compiled']}, rows {'ok' if r['rows_ok'] else 'DIFFER from the upstream'}")
     if a.callgrind:
         total, found = stages(out)
