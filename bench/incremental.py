@@ -102,6 +102,9 @@ def peak_rss() -> int:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 
 
+# A sensor's window: SourceSyncSensor's poke budget (10 s) bounds it; the event count does not
+# (dm_core/sync/syncer.py WINDOW_EVENTS)
+SENSOR_WINDOW_SECONDS = 10.0
 DECODE_MAX_ROWS = 200_000   # decode-only reads a prefix this long: it is a rate, and mysql-replication is slow
 
 
@@ -330,7 +333,7 @@ def _checkpoint(store) -> Position | None:
     return Position(st["binlog_file"], int(st["binlog_pos"])) if st["binlog_file"] else None
 
 
-def catch_up(stack: Stack, text: str, end: Position, budget_events: int, budget_seconds: float,
+def catch_up(stack: Stack, text: str, end: Position, budget_events: int | None, budget_seconds: float,
              timeout: float) -> dict:
     """Run the task's Syncer windows back to back until its checkpoint passes ``end``; runs in a
     process of its own (``run_shardflow``), which it measures: seconds, windows, peak RSS."""
@@ -343,7 +346,8 @@ def catch_up(stack: Stack, text: str, end: Position, budget_events: int, budget_
     _logging.getLogger("shardflow").setLevel(_logging.WARNING)
     task = parse_task(text, f"<bench {TASK_NAME}>")
     with StateStore(stack.state_dsn) as store:
-        engine = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)
+        engine = Syncer(task, SOURCE_ID, store, budget_seconds=budget_seconds,
+                        **({"budget_events": budget_events} if budget_events else {}))
         settle(stack.up1, stack.down)
         reset_peak_rss()
         t0 = time.monotonic()
@@ -378,7 +382,7 @@ def start_task_at(store, up: Endpoint, text: str, start: Position) -> None:
 
 
 def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, int], wl: Workload,
-                  *, budget_events: int = 200_000, budget_seconds: float = 30.0, lag: bool = True,
+                  *, budget_events: int | None = None, budget_seconds: float = SENSOR_WINDOW_SECONDS, lag: bool = True,
                   timeout: float = 1800, syncer: dict | None = None) -> dict:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -410,10 +414,11 @@ def run_shardflow(stack: Stack, w: dict, nbytes: int | None, want: tuple[int, in
                       batch=int(task.instance(SOURCE_ID).syncer.batch), syncer=syncer or "defaults",
                       compiled=run["compiled"],
                       cpu_seconds={"sync": run["cpu"], **servers.seconds},
-                      how=f"Syncer.run_until() (windows of budget {budget_events} events / {budget_seconds:.0f}s) from a "
+                      how=f"Syncer.run_until() (windows of {budget_seconds:.0f}s{f' or {budget_events} events' if budget_events else ''}) from a "
                           "checkpoint at start until the checkpoint passes end, in a spawned process; peak RSS: its VmHWM")
         if lag:
-            engine = Syncer(task, SOURCE_ID, store, budget_events=budget_events, budget_seconds=budget_seconds)
+            engine = Syncer(task, SOURCE_ID, store, budget_seconds=budget_seconds,
+                            **({"budget_events": budget_events} if budget_events else {}))
             rate = min(2000.0, max(20.0, 0.5 * w["transactions"] / seconds))
             count = int(min(max(100, w["transactions"] // 5), max(100, rate * LAG_SECONDS)))
             out["lag"] = guarded("shardflow: lag under steady load", measure_lag, up, down, store, engine, wl, rate, count)

@@ -99,7 +99,7 @@ def sync(rng: dict, counted: bool) -> dict:
         subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True, check=True)
     t0, main0 = time.monotonic(), time.thread_time()
     with ServerCPU({"downstream": down.port}) as servers:
-        run = inc.catch_up(stack, text, end, 200_000, 30.0, 1800)
+        run = inc.catch_up(stack, text, end, None, inc.SENSOR_WINDOW_SECONDS, 1800)
     main = time.thread_time() - main0
     if counted:
         subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True, check=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dm_core import faults
 from dm_core.classify import ddl_error
@@ -56,6 +56,7 @@ from dm_core.sync.checkpoint import SourcePositions, lag_seconds
 from dm_core.sync.row_path import RowPath
 from dm_core.sync.schema_overlay import FilterEvents, SchemaOverlays
 from dm_core.sync.gc_pause import rare_young_collections
+from dm_core.sync.window_result import WindowResult
 from dm_core.sync.logged_statements import LoggedStatements
 from dm_core.sync.shard_sync import GO, REWIND, ShardStep, ShardSync
 from dm_core.sync.workers import WorkerPool
@@ -65,49 +66,14 @@ from dm_core.target import TargetCatalog
 
 log = logging.getLogger("shardflow.sync")
 
-@dataclass
-class WindowResult:
-    source_id: str
-    start: str
-    end: str
-    until: str
-    rows: int = 0
-    txns: int = 0
-    ddls: list[str] = field(default_factory=list)
-    safe_mode: bool = False
-    paused: str | None = None      # the error that paused the source
-    waiting: str | None = None     # a shard DDL lock this source waits on
-    shard: list[str] = field(default_factory=list)  # what shard DDL coordination did
-    locks: list[dict] = field(default_factory=list) # shard DDL locks reported to
-    held: list[str] = field(default_factory=list)   # optimistic: tables held back (ShardSync.held_notes)
-    stopped_early: bool = False    # ended before the upstream position (shard DDL wait/rewind)
-    state: str = "sync"
-    lag_seconds: float | None = None
-    seconds: float = 0.0
-
-    @property
-    def caught_up(self) -> bool:
-        """The window read up to the upstream position it started with, and nothing holds the
-        source back (a shard DDL wait or rewind, a pause)."""
-        return self.end == self.until and not self.stopped_early and not self.waiting and not self.paused
-
-    def summary(self) -> str:
-        rate = f" ({self.rows / self.seconds:,.0f} rows/s)" if self.rows and self.seconds > 0 else ""
-        lag = f", lag {self.lag_seconds:.1f}s" if self.lag_seconds is not None else ""
-        s = (f"source {self.source_id}: {self.rows} rows in {self.txns} transactions, "
-             f"{self.start} → {self.end} (upstream at {self.until}), safe mode {'on' if self.safe_mode else 'off'}, "
-             f"{self.seconds:.1f}s{rate}{lag}")
-        if self.ddls:
-            s += f", DDL: {'; '.join(self.ddls)}"
-        for line in self.shard:
-            s += f"\nshard DDL: {line}"
-        for line in self.held:
-            s += f"\nheld back: {line}"
-        if self.waiting:
-            s += f"\nWAITING: {self.waiting}"
-        if self.paused:
-            s += f"\nPAUSED: {self.paused}"
-        return s
+# A window ends by time (``budget_seconds``: the sensor's 10 s) or at the upstream's position; the
+# event count only bounds it where a caller asks (tests). Each end drains the apply queue and
+# each open reconnects, which cost about 0.3 s of a catch-up's wall time per window
+# (docs/benchmarks.md, "incremental").
+WINDOW_EVENTS = 5_000_000
+# How often a running window looks for a pause or stop (dmctl pause-task / stop-task), which
+# would otherwise wait for the window's end.
+LIFECYCLE_POLL_SECONDS = 2.0
 
 @dataclass
 class _Window:
@@ -131,6 +97,7 @@ class _Window:
     catch_up_until: tuple | None = None  # the full phase's high watermark's key (row_path: lenient rows)
     unrecorded: bool = False       # the first window records its start even if idle
     batch_rows: int = 1            # rows that make a batch: DM's `batch` is per worker, a batch feeds every worker
+    poll_at: float = 0.0           # when to look for a pause or stop next (Syncer._told_to_stop)
 
     def flush(self, upto: Position, force: bool = False) -> None:
         """Hand the pending rows to the applier; ``force``: write the checkpoint too."""
@@ -163,7 +130,7 @@ def _strict_needs(value, what: str):
 
 
 class Syncer:
-    def __init__(self, task, source_id: str, store, *, budget_events: int = 200_000, budget_seconds: float = 30.0,
+    def __init__(self, task, source_id: str, store, *, budget_events: int = WINDOW_EVENTS, budget_seconds: float = 30.0,
                  generation: int | None = None, clock=time.monotonic):
         self.task = task
         self.generation = generation  # the start (dm_core/state/lifecycle.py) the calling DAG run belongs to
@@ -226,6 +193,8 @@ class Syncer:
             for txn in w.binlog:               # whole transactions in [checkpoint, until)
                 if not self._take(w, txn):     # DDL, operator step, or rows into the batch
                     break
+                if not txn.more and self._told_to_stop(w):   # it ends as at its budget
+                    break
             self._end(w)                       # the last batch, the checkpoint, the exit point
         except ShardflowError as e:
             if not isinstance(e, Terminal):
@@ -236,6 +205,21 @@ class Syncer:
         finally:
             w.close()
         return self._report(w, t0)
+
+    def _told_to_stop(self, w: _Window) -> bool:
+        """A pause or stop asked for while the window runs: it ends after the transaction just
+        taken, and its next open says why (``lifecycle.gate``). Looked at every
+        LIFECYCLE_POLL_SECONDS; a store that does not answer leaves that to the next open."""
+        now = time.monotonic()
+        if now < w.poll_at:
+            return False
+        w.poll_at = now + LIFECYCLE_POLL_SECONDS
+        try:
+            st = self.store.source_state(self.task.name, self.source_id)
+            info = self.store.task_info(self.task.name)
+        except database_errors():
+            return False
+        return lifecycle.gate(info, st, self.generation).state != lifecycle.RUNNING
 
     # ---- stage 1: open ----------------------------------------------------------------
     def _open(self) -> "_Window | WindowResult":
@@ -319,6 +303,7 @@ class Syncer:
                        ops=ops, held=held, pending=Batch(start), start=start, checkpoint=start,
                        unrecorded=not st["binlog_file"], safe_until=safe_exit.key() if safe_exit is not None else None,
                        catch_up_until=high.key() if high is not None else None,
+                       poll_at=time.monotonic() + LIFECYCLE_POLL_SECONDS,
                        batch_rows=max(1, int(self.syncer_cfg.batch)) * max(1, int(self.syncer_cfg.worker_count)))
 
     def _give_up_replay(self, st: dict, op) -> dict | None:

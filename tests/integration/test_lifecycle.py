@@ -2,8 +2,10 @@
 (the Airflow side is in tests/e2e/test_lifecycle_through_airflow.py): a stop beats a pause
 on an error, a run of an earlier start applies nothing, `-s` pauses one source while the
 other syncs, resuming a source paused on an error retries its statement once, and the
-fence keeps two syncers of one source apart."""
+fence keeps two syncers of one source apart; a pause asked while a long window runs ends it."""
 
+import dataclasses
+import threading
 import time
 
 import pytest
@@ -159,6 +161,50 @@ def test_pausing_one_source_leaves_the_other_syncing(scenario, stack):
     store.request_sources(task.name, [s1], "running", all_sources=[s1, s2], clear_error=True)
     assert _sync(task, store, s1).state == "sync"
     assert _downstream_count(stack["down"], tdb, "t", "from-1") == 1
+
+
+def test_a_pause_ends_a_running_window_within_the_poll(scenario, stack, monkeypatch):
+    """A window reads for up to its budget (a sensor's: 10 s); `dmctl pause-task -s` asked while
+    it runs ends it after the transaction at hand, within the poll: what it applied is
+    checkpointed and nothing past it is, and the resumed source applies the rest once."""
+    from dm_core import faults
+    from dm_core.sync import syncer as syncer_module
+
+    task, store, (s1, s2), schema, tdb, _ = scenario
+    conn = connect(stack["up1"])
+    with conn.cursor() as cur:
+        for i in range(120):   # one transaction each
+            cur.execute(f"INSERT INTO {qt(schema, 't_1')} (name, amount) VALUES (%s, 1)", (f"long-{i}",))
+    conn.close()
+    monkeypatch.setattr(syncer_module, "LIFECYCLE_POLL_SECONDS", 0.2)
+    monkeypatch.setenv("SHARDFLOW_FAULTS", "sync.after_batch_apply=sleep:0.05")  # 120 batches: 6 s or more
+    faults._hits.clear()
+    syncer = Syncer(task, s1, store, budget_seconds=600)
+    syncer.syncer_cfg = dataclasses.replace(syncer.syncer_cfg, batch=1, worker_count=1)   # a batch a transaction
+    other = StateStore()
+    pause = threading.Timer(1.0, other.request_sources, (task.name, [s1], "paused"), {"all_sources": [s1, s2]})
+    pause.start()
+    try:
+        first = syncer.run_window()
+    finally:
+        pause.join()
+        other.close()
+    assert first.state == "sync" and not first.caught_up and 0 < first.rows < 120, first
+    conn = connect(stack["down"])
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM {qt(tdb, 't')} WHERE name LIKE 'long-%%'")
+        done = cur.fetchone()[0]
+    conn.close()
+    assert done == first.rows, "the checkpoint is where the applied rows end"
+    assert syncer.run_window().state == "paused"
+    monkeypatch.delenv("SHARDFLOW_FAULTS")
+    store.request_sources(task.name, [s1], "running", all_sources=[s1, s2])
+    assert _sync(task, store, s1).state == "sync"
+    conn = connect(stack["down"])
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*), COUNT(DISTINCT name) FROM {qt(tdb, 't')} WHERE name LIKE 'long-%%'")
+        assert cur.fetchone() == (120, 120)
+    conn.close()
 
 
 def test_resume_retries_the_failed_statement_once_then_pauses_with_the_same_report(scenario, stack):
